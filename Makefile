@@ -1,0 +1,40 @@
+# external-ip: build, test, demo, install. Every target runs on a fresh
+# Debian machine as root; `deps` installs what the tests need.
+
+GO      ?= go
+BIN     := bin
+PLUGIN  := $(BIN)/external-ip
+CNIBIN  ?= /opt/cni/bin
+# Each fuzz target runs this long in `make test`; the checked-in corpus runs always.
+FUZZTIME ?= 10s
+
+.PHONY: all build deps test unit fuzz demo install bench e2e clean
+
+all: build
+
+build:
+	$(GO) build -o $(PLUGIN) ./plugins/external-ip
+
+# deps installs the system tools the root tests use (iproute2, ping, ...).
+deps:
+	@bash scripts/deps.sh
+
+# test runs every test, the root ones in test/netns included, with -race,
+# then each fuzz target briefly.
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(FUZZTIME) ./pkg/config/
+	$(GO) test -run='^$$' -fuzz='^FuzzRequests$$' -fuzztime=$(FUZZTIME) ./pkg/config/
+
+demo: deps
+	@bash scripts/demo.sh
+
+install: build
+	install -D -m 0755 $(PLUGIN) $(CNIBIN)/external-ip
+
+clean:
+	rm -rf $(BIN)

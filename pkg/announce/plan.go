@@ -1,0 +1,135 @@
+package announce
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// EnvPlan is the environment variable that carries a Plan, as JSON, to a
+// detached announcer. The plugin's main checks it before anything else.
+const EnvPlan = "EXTERNAL_IP_ANNOUNCE_PLAN"
+
+// maxPlanLen keeps one plan's environment string under Linux's 128 KiB limit
+// on a single argument or environment string (MAX_ARG_STRLEN), past which
+// exec fails with E2BIG. About 4,000 IPv4 addresses fit.
+const maxPlanLen = 100 << 10
+
+// Plan is what a detached announcer sends after the first round.
+type Plan struct {
+	Uplink   Uplink
+	IPs      []netip.Addr
+	Rounds   int           // rounds left after the caller's first
+	Interval time.Duration // before each of them
+}
+
+// planJSON is Plan as it travels: MAC and interval as text, so the variable
+// reads well in /proc/PID/environ and round-trips exactly.
+type planJSON struct {
+	Name     string       `json:"uplink"`
+	Index    int          `json:"index"`
+	MAC      string       `json:"mac"`
+	Router   bool         `json:"router,omitempty"`
+	IPs      []netip.Addr `json:"ips"`
+	Rounds   int          `json:"rounds"`
+	Interval string       `json:"interval"`
+}
+
+// MarshalJSON encodes p with the MAC as "aa:bb:cc:dd:ee:ff" and the interval
+// as a Go duration string.
+func (p Plan) MarshalJSON() ([]byte, error) {
+	return json.Marshal(planJSON{
+		Name: p.Uplink.Name, Index: p.Uplink.Index, MAC: p.Uplink.MAC.String(), Router: p.Uplink.Router,
+		IPs: p.IPs, Rounds: p.Rounds, Interval: p.Interval.String(),
+	})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	var w planJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	mac, err := net.ParseMAC(w.MAC)
+	if err != nil {
+		return fmt.Errorf("mac: %w", err)
+	}
+	interval, err := time.ParseDuration(w.Interval)
+	if err != nil {
+		return fmt.Errorf("interval: %w", err)
+	}
+	*p = Plan{
+		Uplink: Uplink{Name: w.Name, Index: w.Index, MAC: mac, Router: w.Router},
+		IPs:    w.IPs, Rounds: w.Rounds, Interval: interval,
+	}
+	return nil
+}
+
+// PlanFromEnv decodes and checks the value of EnvPlan.
+func PlanFromEnv(v string) (Plan, error) {
+	var p Plan
+	if err := json.Unmarshal([]byte(v), &p); err != nil {
+		return Plan{}, fmt.Errorf("decoding %s: %w", EnvPlan, err)
+	}
+	switch {
+	case p.Uplink.Name == "" || p.Uplink.Index <= 0:
+		return Plan{}, fmt.Errorf("%s: uplink %q index %d is not an interface", EnvPlan, p.Uplink.Name, p.Uplink.Index)
+	case len(p.Uplink.MAC) != ethernetAddrLen:
+		return Plan{}, fmt.Errorf("%s: uplink MAC %q is not a 6-byte Ethernet address", EnvPlan, p.Uplink.MAC)
+	case p.Rounds < 0 || p.Interval < 0:
+		return Plan{}, fmt.Errorf("%s: rounds %d and interval %s must not be negative", EnvPlan, p.Rounds, p.Interval)
+	}
+	return p, nil
+}
+
+// Detach starts exe (the plugin binary itself, from os.Executable) to send
+// the plan's later rounds, and returns once it has started, without waiting.
+// The child gets its own session, so the runtime's signals to the plugin's
+// process group do not reach it, and /dev/null for stdin, stdout and stderr:
+// the runtime reads the plugin's stdout to EOF, so an inherited stdout would
+// hold ADD until the last round. It inherits the network namespace of the
+// calling thread. A plan too big for one environment string is split across
+// several children.
+func Detach(exe string, p Plan) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encoding announcement plan for %s: %w", p.Uplink.Name, err)
+	}
+	if len(b) > maxPlanLen && len(p.IPs) > 1 {
+		first, second := p, p
+		first.IPs, second.IPs = p.IPs[:len(p.IPs)/2], p.IPs[len(p.IPs)/2:]
+		return errors.Join(Detach(exe, first), Detach(exe, second))
+	}
+	cmd := exec.Command(exe)
+	// Nil Stdin, Stdout and Stderr mean /dev/null to os/exec.
+	cmd.Env = append(os.Environ(), EnvPlan+"="+string(b))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting announcer %s for %s: %w", exe, p.Uplink.Name, err)
+	}
+	// Nobody waits: once the plugin exits, init reaps the child.
+	return cmd.Process.Release()
+}
+
+// RunPlan is the body of the detached process: p.Rounds rounds, sleeping
+// p.Interval before each because the caller already sent the first. It
+// returns after about Rounds*Interval with every round's failure joined; a
+// failed round does not stop the next, since the uplink may come back.
+func RunPlan(p Plan) error {
+	s := NewSender(p.Uplink)
+	var errs []error
+	for i := 0; i < p.Rounds; i++ {
+		time.Sleep(p.Interval)
+		if err := s.Round(p.IPs); err != nil {
+			errs = append(errs, fmt.Errorf("round %d: %w", i+2, err))
+		}
+	}
+	errs = append(errs, s.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,178 @@
+package announce
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Uplink is the interface announcements go out on, in the network namespace
+// of the thread that opens the sockets.
+type Uplink struct {
+	Name   string
+	Index  int
+	MAC    net.HardwareAddr
+	Router bool // IPv6 forwarding is on for this interface: sets the NA Router flag
+}
+
+// Sender sends announcement rounds on one uplink over raw sockets. It is not
+// safe for concurrent use.
+type Sender struct {
+	up   Uplink
+	arp  *packet.Conn // AF_PACKET, opened on the first IPv4 address
+	icmp int          // ICMPv6 raw socket, opened on the first IPv6 address; -1 until then
+}
+
+// NewSender returns a Sender for up. It opens nothing: a round opens only the
+// sockets its addresses need, so an IPv4-only node never needs IPv6 and the
+// reverse.
+func NewSender(up Uplink) *Sender {
+	return &Sender{up: up, icmp: -1}
+}
+
+// Round sends one announcement round: both gratuitous ARP frames for each
+// IPv4 address and one unsolicited neighbour advertisement for each IPv6
+// address. A failure stops that family's part of the round, since the rest
+// would fail the same way, but not the other family's; both are returned.
+func (s *Sender) Round(ips []netip.Addr) error {
+	var v4, v6 []netip.Addr
+	for _, ip := range ips {
+		if ip.Is4() {
+			v4 = append(v4, ip)
+		} else {
+			v6 = append(v6, ip)
+		}
+	}
+	return errors.Join(s.roundARP(v4), s.roundNA(v6))
+}
+
+// Close closes the sockets opened so far.
+func (s *Sender) Close() error {
+	var errs []error
+	if s.arp != nil {
+		errs = append(errs, s.arp.Close())
+		s.arp = nil
+	}
+	if s.icmp >= 0 {
+		errs = append(errs, unix.Close(s.icmp))
+		s.icmp = -1
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing announcement sockets on %s: %w", s.up.Name, err)
+	}
+	return nil
+}
+
+func (s *Sender) roundARP(ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	if s.arp == nil {
+		c, err := openARP(s.up)
+		if err != nil {
+			return fmt.Errorf("opening ARP socket on %s: %w", s.up.Name, err)
+		}
+		s.arp = c
+	}
+	// The frames carry their own Ethernet header; the address only has to
+	// be well formed for the library.
+	to := &packet.Addr{HardwareAddr: net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+	for _, ip := range ips {
+		frames, err := GratuitousARP(s.up.MAC, ip)
+		if err != nil {
+			return err
+		}
+		for _, f := range frames {
+			if _, err := s.arp.WriteTo(f, to); err != nil {
+				return fmt.Errorf("sending gratuitous ARP for %s on %s: %w", ip, s.up.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Sender) roundNA(ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	if s.icmp < 0 {
+		fd, err := openICMPv6(s.up)
+		if err != nil {
+			return fmt.Errorf("opening ICMPv6 socket on %s: %w", s.up.Name, err)
+		}
+		s.icmp = fd
+	}
+	to := &unix.SockaddrInet6{Addr: netip.IPv6LinkLocalAllNodes().As16(), ZoneId: uint32(s.up.Index)}
+	for _, ip := range ips {
+		msg, err := UnsolicitedNA(s.up.MAC, ip, s.up.Router)
+		if err != nil {
+			return err
+		}
+		if err := unix.Sendto(s.icmp, msg, 0, to); err != nil {
+			if errors.Is(err, unix.EADDRNOTAVAIL) {
+				// The kernel found no source: the uplink's link-local
+				// address is missing, or still tentative during DAD.
+				err = fmt.Errorf("no usable IPv6 link-local address: %w", err)
+			}
+			return fmt.Errorf("sending neighbour advertisement for %s on %s: %w", ip, s.up.Name, err)
+		}
+	}
+	return nil
+}
+
+// openARP opens an AF_PACKET socket bound to the uplink. packet.Listen uses
+// only the index (arp.Dial would list the interface's addresses, which costs
+// milliseconds per thousand addresses). A drop-all filter keeps the socket,
+// which only sends, from queueing every ARP frame the uplink receives.
+func openARP(up Uplink) (*packet.Conn, error) {
+	dropAll, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: 0}})
+	if err != nil {
+		return nil, err
+	}
+	ifi := &net.Interface{Index: up.Index, Name: up.Name}
+	return packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, &packet.Config{Filter: dropAll})
+}
+
+// icmpv6Filter is ICMPV6_FILTER from linux/icmpv6.h, missing from x/sys/unix.
+const icmpv6Filter = 1
+
+// openICMPv6 opens an ICMPv6 raw socket for link-local multicast out of the
+// uplink. No source is bound: for a link-scope destination the kernel picks
+// the uplink's link-local address, as RFC 4861 wants, whereas the announced
+// addresses live on the holder device and must never be a source. Hop limit
+// 255 is what receivers check to know the message was not routed.
+func openICMPv6(up Uplink) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6)
+	if err != nil {
+		return -1, err
+	}
+	// Bit set means blocked on Linux: this socket only sends.
+	var blockAll unix.ICMPv6Filter
+	for i := range blockAll.Data {
+		blockAll.Data[i] = ^uint32(0)
+	}
+	opts := []struct {
+		name string
+		set  func() error
+	}{
+		{"SO_BINDTODEVICE", func() error { return unix.BindToDevice(fd, up.Name) }},
+		{"IPV6_MULTICAST_IF", func() error { return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, up.Index) }},
+		{"IPV6_MULTICAST_HOPS", func() error { return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, 255) }},
+		{"IPV6_UNICAST_HOPS", func() error { return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, 255) }},
+		// The node's own stack has no use for its announcements.
+		{"IPV6_MULTICAST_LOOP", func() error { return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_LOOP, 0) }},
+		{"ICMPV6_FILTER", func() error { return unix.SetsockoptICMPv6Filter(fd, unix.IPPROTO_ICMPV6, icmpv6Filter, &blockAll) }},
+	}
+	for _, o := range opts {
+		if err := o.set(); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("setting %s: %w", o.name, err)
+		}
+	}
+	return fd, nil
+}

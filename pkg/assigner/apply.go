@@ -1,0 +1,134 @@
+package assigner
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// apply carries out a journaled change. Every step is idempotent, so
+// replaying a journal after a crash at any step ends in the same state.
+func (a *Assigner) apply(j *journal) error {
+	hold := map[netip.Addr]bool{}
+	var dev int
+	var err error
+	if j.Record != nil {
+		for _, ip := range j.Record.IPs {
+			hold[ip] = true
+		}
+		if dev, err = a.ensureHolder(); err != nil {
+			return err
+		}
+		err = a.st.writeJSON(a.st.recordPath(j.Key), j.Record)
+	} else {
+		// A release never creates the device, and never touches a device
+		// that has stopped being ours: it only forgets.
+		dev, _ = a.k.holder(a.opts.Device, false, false)
+		err = a.st.remove(a.st.recordPath(j.Key))
+	}
+	if err != nil {
+		return err
+	}
+	a.hook("record")
+	var errs []error
+	for _, ip := range j.Touch {
+		if err := a.applyIP(dev, j, ip, hold[ip]); err != nil {
+			if j.Record != nil {
+				return err
+			}
+			errs = append(errs, err) // a release keeps going
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyIP adds or removes the journal's attachment as a holder of ip, then
+// makes the kernel match: the address is on the holder while it is held.
+func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool) error {
+	e, err := a.st.readIP(ip)
+	if err != nil {
+		return err
+	}
+	holders, changed := withHolder(e.Holders, j.Key, hold)
+	e.Holders = holders
+	if e.Uplink == "" && j.Uplinks[ip] != "" {
+		e.Uplink, changed = j.Uplinks[ip], true
+	}
+	if len(holders) == 0 {
+		return a.release(dev, ip, e)
+	}
+	if changed {
+		if err := a.st.writeIP(ip, e); err != nil {
+			return err
+		}
+		a.hook("index")
+	}
+	if !hold {
+		return nil
+	}
+	return a.hold(dev, ip, e.Uplink)
+}
+
+// hold puts ip on the holder, and for IPv6 its proxy entry on the uplink.
+func (a *Assigner) hold(dev int, ip netip.Addr, uplink string) error {
+	added, err := a.k.addAddr(dev, ip)
+	if err != nil {
+		return err
+	}
+	if added {
+		a.log.Info("address added", "ip", ip)
+	}
+	a.hook("address")
+	if ip.Is6() && uplink != "" {
+		return a.k.addProxy(uplink, ip)
+	}
+	return nil
+}
+
+// release takes an IP nobody holds off the holder and out of the index.
+func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
+	if dev != 0 {
+		removed, err := a.k.delAddr(dev, ip)
+		if err != nil {
+			return err
+		}
+		if removed {
+			a.log.Info("address removed", "ip", ip)
+		}
+	}
+	a.hook("address")
+	if ip.Is6() && e.Uplink != "" {
+		if err := a.k.delProxy(e.Uplink, ip); err != nil {
+			return err
+		}
+	}
+	return a.st.writeIP(ip, ipEntry{})
+}
+
+// ensureHolder returns the holder device, creating it if missing. A marker
+// file written before the device is made lets the next invocation adopt a
+// device that a crash left made but not yet marked.
+func (a *Assigner) ensureHolder() (int, error) {
+	adopt := fileExists(a.st.creatingPath())
+	if !adopt {
+		dev, err := a.k.holder(a.opts.Device, false, false)
+		if err != nil {
+			return 0, err
+		}
+		if dev == 0 {
+			if err := a.st.writeJSON(a.st.creatingPath(), a.opts.Device); err != nil {
+				return 0, err
+			}
+			adopt = true
+		}
+	}
+	dev, err := a.k.holder(a.opts.Device, true, adopt)
+	if err != nil {
+		return 0, err
+	}
+	if adopt {
+		a.log.Info("holder device ready", "index", dev)
+		a.hook("device")
+		return dev, a.st.remove(a.st.creatingPath())
+	}
+	return dev, nil
+}

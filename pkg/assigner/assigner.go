@@ -1,0 +1,224 @@
+package assigner
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Options configure an Assigner for one holder device.
+type Options struct {
+	Device  string
+	DataDir string
+	// Uplink names the interface to announce on; empty chooses it per IP
+	// from the route to the IP.
+	Uplink      string
+	LockTimeout time.Duration
+	Log         *slog.Logger
+}
+
+// Placed is one IP of an attachment after ADD: where it is announced and
+// whether this ADD gave it its first holder.
+type Placed struct {
+	Addr   netip.Addr
+	Uplink Uplink
+	First  bool
+}
+
+// Hooks let the caller act at the two moments only the assigner knows.
+type Hooks struct {
+	// Probe runs before an IP gets its first holder on this node; an error
+	// refuses the ADD with nothing changed.
+	Probe func(Placed) error
+	// Announce runs once the IPs are on the holder, still under the lock;
+	// an error rolls the ADD back.
+	Announce func([]Placed) error
+}
+
+// Assigner keeps the reference counts of one holder device.
+type Assigner struct {
+	opts Options
+	k    kernel
+	st   *store
+	log  *slog.Logger
+	// hook, set only by tests, is called at each named step of a change.
+	hook func(step string)
+}
+
+// New returns an Assigner working on the host's kernel.
+func New(o Options) *Assigner { return newAssigner(o, hostKernel{}) }
+
+func newAssigner(o Options, k kernel) *Assigner {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Assigner{
+		opts: o,
+		k:    k,
+		st:   &store{dir: filepath.Join(o.DataDir, o.Device)},
+		log:  log.With("device", o.Device),
+		hook: stepHook,
+	}
+}
+
+// StateDir is where this device's state lives.
+func (a *Assigner) StateDir() string { return a.st.dir }
+
+// Add records that att holds ips and makes sure each is on the holder
+// device, replacing att's earlier record. On error nothing is left for att.
+func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, error) {
+	if len(ips) == 0 {
+		return nil, nil
+	}
+	routes, err := a.screen(ips)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.st.init(); err != nil {
+		return nil, err
+	}
+	l, err := a.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer l.unlock()
+	if err := a.recover(); err != nil {
+		return nil, err
+	}
+	return a.add(att, ips, routes, h)
+}
+
+func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]route, h Hooks) ([]Placed, error) {
+	key := att.key()
+	old, err := a.st.readRecord(key)
+	if err != nil {
+		return nil, err
+	}
+	placed, uplinks, err := a.place(ips, routes)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.probe(placed, h.Probe); err != nil {
+		return nil, err
+	}
+	touch := slices.Clone(ips)
+	if old != nil {
+		touch = union(old.IPs, ips)
+	}
+	j := &journal{Key: key, Record: &record{Attachment: att, IPs: ips}, Touch: touch, Uplinks: uplinks}
+	if err := a.commit(j); err != nil {
+		return nil, a.rollback(key, touch, err)
+	}
+	if h.Announce != nil {
+		if err := h.Announce(placed); err != nil {
+			return nil, a.rollback(key, touch, err)
+		}
+	}
+	a.log.Info("added", "attachment", att.String(), "ips", ips)
+	return placed, nil
+}
+
+func (a *Assigner) probe(placed []Placed, probe func(Placed) error) error {
+	if probe == nil {
+		return nil
+	}
+	for _, p := range placed {
+		if !p.First {
+			continue
+		}
+		if err := probe(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollback releases the attachment after a failed ADD, so that it leaves no
+// record and no address nobody holds.
+func (a *Assigner) rollback(key string, touch []netip.Addr, cause error) error {
+	if err := a.commit(&journal{Key: key, Touch: touch}); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// Del releases att's record and removes every IP nobody holds any more.
+// Something already gone is not an error: DEL may come twice.
+func (a *Assigner) Del(att Attachment) error {
+	if !a.st.exists() {
+		return nil
+	}
+	l, err := a.lock()
+	if err != nil {
+		return err
+	}
+	defer l.unlock()
+	if err := a.recover(); err != nil {
+		return err
+	}
+	key := att.key()
+	rec, err := a.st.readRecord(key)
+	if err != nil || rec == nil {
+		return err
+	}
+	if err := a.commit(&journal{Key: key, Touch: rec.IPs}); err != nil {
+		return err
+	}
+	a.log.Info("deleted", "attachment", att.String(), "ips", rec.IPs)
+	return nil
+}
+
+func (a *Assigner) lock() (*lockFile, error) {
+	return lock(a.st.lockPath(), a.opts.LockTimeout)
+}
+
+// commit makes a change durable in the journal before touching anything
+// else, applies it, then drops the journal.
+func (a *Assigner) commit(j *journal) error {
+	a.hook("journal")
+	if err := a.st.writeJSON(a.st.journalPath(), j); err != nil {
+		return err
+	}
+	if err := a.apply(j); err != nil {
+		return err
+	}
+	a.hook("done")
+	return a.st.remove(a.st.journalPath())
+}
+
+// recover finishes a change that a crashed invocation left in the journal.
+func (a *Assigner) recover() error {
+	j, err := a.st.readJournal()
+	if err != nil || j == nil {
+		return err
+	}
+	a.log.Warn("finishing an interrupted change", "journal", a.st.journalPath(), "key", j.Key)
+	if err := a.apply(j); err != nil {
+		return err
+	}
+	if err := a.st.remove(a.st.journalPath()); err != nil {
+		return err
+	}
+	return a.st.sweepTmp()
+}
+
+func union(a, b []netip.Addr) []netip.Addr {
+	out := slices.Clone(a)
+	for _, ip := range b {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,87 @@
+package assigner
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Check changes nothing. It fails when att has no record, when the holder
+// is missing or down, or when one of att's IPs is not on the holder or, for
+// IPv6, has no proxy entry on its uplink. It returns the IPs att holds.
+func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
+	if !a.st.exists() {
+		return nil, kindf(ErrDrift, "attachment %s: no record (state directory %s does not exist)", att, a.st.dir)
+	}
+	l, err := a.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer l.unlock()
+	if fileExists(a.st.journalPath()) {
+		return nil, kindf(ErrDrift, "an interrupted change is pending in %s; the next ADD, DEL or GC finishes it", a.st.journalPath())
+	}
+	key := att.key()
+	rec, err := a.st.readRecord(key)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, kindf(ErrDrift, "attachment %s: no record in %s", att, a.st.dir)
+	}
+	dev, err := a.checkHolder()
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range rec.IPs {
+		if err := a.checkIP(dev, key, ip); err != nil {
+			return nil, err
+		}
+	}
+	return rec.IPs, nil
+}
+
+func (a *Assigner) checkHolder() (int, error) {
+	dev, err := a.k.holder(a.opts.Device, false, false)
+	if err != nil {
+		return 0, err
+	}
+	if dev == 0 {
+		return 0, kindf(ErrDrift, "holder device %s: is missing", a.opts.Device)
+	}
+	up, err := a.k.holderUp(dev)
+	if err != nil {
+		return 0, err
+	}
+	if !up {
+		return 0, kindf(ErrDrift, "holder device %s: is down", a.opts.Device)
+	}
+	return dev, nil
+}
+
+func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
+	e, err := a.st.readIP(ip)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(e.Holders, key) {
+		return kindf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.ipPath(ip))
+	}
+	r, err := a.k.lookup(ip)
+	if err != nil {
+		return err
+	}
+	if r.local != dev {
+		return kindf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device)
+	}
+	if !ip.Is6() {
+		return nil
+	}
+	ok, err := a.k.hasProxy(e.Uplink, ip)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return kindf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// HolderAlias marks a holder device as ours. A device without it is never
+// managed, whatever its name.
+const HolderAlias = "external-ip holder: managed by the external-ip CNI plugin"
+
+// hostKernel is the kernel seen through netlink and /proc/sys.
+type hostKernel struct{}
+
+var _ kernel = hostKernel{}
+
+func (hostKernel) holder(name string, create, adopt bool) (int, error) {
+	link, err := netlinksafe.LinkByName(name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		if !create {
+			return 0, nil
+		}
+		return makeHolder(name)
+	case err != nil:
+		return 0, kindf(ErrHost, "looking up holder device %s: %w", name, err)
+	}
+	if err := checkOurs(link, adopt); err != nil {
+		return 0, err
+	}
+	if create && link.Attrs().Flags&net.FlagUp == 0 {
+		if err := netlink.LinkSetUp(link); err != nil {
+			return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
+		}
+	}
+	return link.Attrs().Index, nil
+}
+
+// makeHolder creates a dummy device, or a bridge with no ports where the
+// kernel has no dummy driver: both take addresses and forward nothing.
+func makeHolder(name string) (int, error) {
+	attrs := netlink.LinkAttrs{Name: name}
+	var link netlink.Link = &netlink.Dummy{LinkAttrs: attrs}
+	err := netlink.LinkAdd(link)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		link = &netlink.Bridge{LinkAttrs: attrs}
+		err = netlink.LinkAdd(link)
+	}
+	if err != nil {
+		return 0, kindf(ErrHost, "creating holder device %s: %w", name, err)
+	}
+	if err := netlink.LinkSetAlias(link, HolderAlias); err != nil {
+		return 0, kindf(ErrHost, "marking holder device %s: %w", name, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
+	}
+	return link.Attrs().Index, nil
+}
+
+// checkOurs refuses any device we did not make: a real NIC, a device marked
+// by someone else, or a bridge that has ports.
+func checkOurs(link netlink.Link, adopt bool) error {
+	a := link.Attrs()
+	kind := link.Type()
+	if kind != "dummy" && kind != "bridge" {
+		return kindf(ErrRefused, "device %s: is a %s device that external-ip did not create; choose another \"device\"", a.Name, kind)
+	}
+	if kind == "bridge" {
+		ports, err := bridgePorts(a.Index)
+		if err != nil {
+			return kindf(ErrHost, "listing ports of %s: %w", a.Name, err)
+		}
+		if ports > 0 {
+			return kindf(ErrRefused, "device %s: is a bridge with %d ports, not an external-ip holder; choose another \"device\"", a.Name, ports)
+		}
+	}
+	if a.Alias == HolderAlias {
+		return nil
+	}
+	if a.Alias == "" && adopt {
+		if err := netlink.LinkSetAlias(link, HolderAlias); err != nil {
+			return kindf(ErrHost, "marking holder device %s: %w", a.Name, err)
+		}
+		return nil
+	}
+	return kindf(ErrRefused, "device %s: exists and is not marked as an external-ip holder (alias %q); choose another \"device\"", a.Name, a.Alias)
+}
+
+// bridgePorts counts a bridge's ports with a link dump that the kernel
+// filters by master, so its cost does not grow with the node's interfaces.
+func bridgePorts(index int) (int, error) {
+	for range 3 {
+		req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
+		req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+		req.AddData(nl.NewRtAttr(unix.IFLA_MASTER, nl.Uint32Attr(uint32(index))))
+		msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+		if errors.Is(err, netlink.ErrDumpInterrupted) {
+			continue
+		}
+		return len(msgs), err
+	}
+	return 0, netlink.ErrDumpInterrupted
+}
+
+func (hostKernel) holderUp(dev int) (bool, error) {
+	link, err := netlink.LinkByIndex(dev)
+	if err != nil {
+		return false, kindf(ErrHost, "looking up holder device %d: %w", dev, err)
+	}
+	return link.Attrs().Flags&net.FlagUp != 0, nil
+}
+
+// infinite is the kernel's "forever" for an address lifetime.
+const infinite = 0xffffffff
+
+func holderAddr(dev int, ip netip.Addr) (netlink.Link, *netlink.Addr) {
+	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}
+	if ip.Is6() {
+		// No DAD: the probe already asked the LAN. Preferred lifetime 0 so
+		// that the node never picks it as a source address. No prefix route:
+		// a /128 route per IP would grow the main table.
+		addr.Flags = unix.IFA_F_NODAD | unix.IFA_F_NOPREFIXROUTE
+		addr.PreferedLft, addr.ValidLft = 0, infinite
+	}
+	return link, addr
+}
+
+// addAddr adds without asking first: EEXIST is the cheap answer to "is it
+// there already?", where a listing would cost milliseconds.
+func (hostKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
+	err := netlink.AddrAdd(holderAddr(dev, ip))
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
+	}
+	if err != nil {
+		return false, kindf(ErrHost, "adding %s to holder device %d: %w", ip, dev, err)
+	}
+	return true, nil
+}
+
+func (hostKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
+	err := netlink.AddrDel(holderAddr(dev, ip))
+	if errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENODEV) {
+		return false, nil
+	}
+	if err != nil {
+		return false, kindf(ErrHost, "removing %s from holder device %d: %w", ip, dev, err)
+	}
+	return true, nil
+}
+
+func (hostKernel) linkName(index int) string {
+	if link, err := netlink.LinkByIndex(index); err == nil {
+		return link.Attrs().Name
+	}
+	return fmt.Sprintf("index %d", index)
+}
+
+func (hostKernel) holderAddrs(dev int) ([]netip.Addr, error) {
+	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
+	addrs, err := netlinksafe.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, kindf(ErrHost, "listing addresses of holder device %d: %w", dev, err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && !ip.IsLinkLocalUnicast() {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// lookup asks the FIB for the entry that matches ip (RTM_F_FIB_MATCH): for a
+// local address it names the interface the address is on, otherwise the
+// route and its interface. One request, whatever the number of addresses.
+func (hostKernel) lookup(ip netip.Addr) (route, error) {
+	routes, err := netlink.RouteGetWithOptions(ip.AsSlice(), &netlink.RouteGetOptions{FIBMatch: true})
+	if errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) || (err == nil && len(routes) == 0) {
+		return route{}, nil
+	}
+	if err != nil {
+		return route{}, kindf(ErrHost, "looking up the route to %s: %w", ip, err)
+	}
+	return toRoute(ip, routes[0]), nil
+}
+
+func toRoute(ip netip.Addr, r netlink.Route) route {
+	out := route{dev: r.LinkIndex}
+	if r.Type == unix.RTN_LOCAL {
+		out.local = r.LinkIndex
+	}
+	if r.Dst != nil {
+		if p, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			ones, _ := r.Dst.Mask.Size()
+			out.prefix = netip.PrefixFrom(p.Unmap(), ones)
+		}
+	} else {
+		out.prefix = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		if ip.Is4() {
+			out.prefix = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		}
+	}
+	out.connected = r.Gw == nil && r.Via == nil && r.Type == unix.RTN_UNICAST && out.prefix.Bits() > 0
+	return out
+}
+
+func (hostKernel) mainRoute(ip netip.Addr) (route, error) {
+	family := netlink.FAMILY_V4
+	if ip.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN}
+	routes, err := netlinksafe.RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return route{}, kindf(ErrHost, "listing routes for %s: %w", ip, err)
+	}
+	best, found := route{}, false
+	for _, r := range routes {
+		rt := toRoute(ip, r)
+		if rt.prefix.Contains(ip) && r.LinkIndex != 0 && (!found || rt.prefix.Bits() > best.prefix.Bits()) {
+			best, found = rt, true
+		}
+	}
+	return best, nil
+}
+
+func (k hostKernel) uplinkByName(name string) (Uplink, error) {
+	link, err := netlinksafe.LinkByName(name)
+	if err != nil {
+		return Uplink{}, kindf(ErrRefused, "uplink %s: %w", name, err)
+	}
+	return toUplink(link)
+}
+
+func (k hostKernel) uplinkByIndex(index int) (Uplink, error) {
+	link, err := netlink.LinkByIndex(index)
+	if err != nil {
+		return Uplink{}, kindf(ErrRefused, "uplink with index %d: %w", index, err)
+	}
+	return toUplink(link)
+}
+
+func toUplink(link netlink.Link) (Uplink, error) {
+	a := link.Attrs()
+	if a.Flags&net.FlagUp == 0 {
+		return Uplink{}, kindf(ErrRefused, "uplink %s: is down", a.Name)
+	}
+	if len(a.HardwareAddr) != 6 {
+		return Uplink{}, kindf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", a.Name)
+	}
+	fwd, err := sysctl("ipv6/conf/" + a.Name + "/forwarding")
+	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0}, nil
+}
+
+// reachable checks the sysctls without which the kernel would not answer
+// the LAN for an address on the holder device.
+func (hostKernel) reachable(up Uplink, v6 bool) error {
+	if !v6 {
+		for _, dev := range []string{"all", up.Name} {
+			key := "ipv4/conf/" + dev + "/arp_ignore"
+			v, err := sysctl(key)
+			if err != nil {
+				return kindf(ErrHost, "reading %s: %w", key, err)
+			}
+			if v != 0 {
+				return kindf(ErrUnreachable, "net.%s is %d: the kernel would not answer ARP for external IPs on the holder device; set it to 0", dotted(key), v)
+			}
+		}
+		return nil
+	}
+	key := "ipv6/conf/" + up.Name + "/forwarding"
+	v, err := sysctl(key)
+	if err != nil {
+		return kindf(ErrHost, "reading %s: %w", key, err)
+	}
+	if v == 0 {
+		return kindf(ErrUnreachable, "net.%s is 0: proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on", dotted(key))
+	}
+	return nil
+}
+
+func dotted(key string) string { return strings.ReplaceAll(key, "/", ".") }
+
+// enableProxyNDP makes the uplink answer solicitations for proxied
+// addresses at once (proxy_delay 0) rather than after a random delay.
+func enableProxyNDP(uplink string) error {
+	for key, want := range map[string]int{"proxy_ndp": 1, "proxy_delay": 0} {
+		path := "ipv6/conf/" + uplink + "/" + key
+		if v, err := sysctl(path); err == nil && v == want {
+			continue
+		}
+		if err := os.WriteFile("/proc/sys/net/"+path, []byte(strconv.Itoa(want)), 0o644); err != nil {
+			return kindf(ErrHost, "setting net.%s to %d: %w", dotted(path), want, err)
+		}
+	}
+	return nil
+}
+
+func proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
+	link, err := netlinksafe.LinkByName(uplink)
+	if err != nil {
+		return nil, err
+	}
+	return &netlink.Neigh{
+		LinkIndex: link.Attrs().Index,
+		Family:    netlink.FAMILY_V6,
+		Flags:     netlink.NTF_PROXY,
+		IP:        ip.AsSlice(),
+	}, nil
+}
+
+func (hostKernel) addProxy(uplink string, ip netip.Addr) error {
+	if err := enableProxyNDP(uplink); err != nil {
+		return err
+	}
+	n, err := proxyNeigh(uplink, ip)
+	if err == nil {
+		err = netlink.NeighAdd(n)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return kindf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, err)
+	}
+	return nil
+}
+
+func (hostKernel) delProxy(uplink string, ip netip.Addr) error {
+	n, err := proxyNeigh(uplink, ip)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil // the uplink went, and its entries with it
+	}
+	if err == nil {
+		err = netlink.NeighDel(n)
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return kindf(ErrHost, "removing proxy neighbour %s on %s: %w", ip, uplink, err)
+	}
+	return nil
+}
+
+func (hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
+	link, err := netlinksafe.LinkByName(uplink)
+	if err != nil {
+		return false, kindf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
+	}
+	entries, err := netlink.NeighProxyList(link.Attrs().Index, netlink.FAMILY_V6)
+	if err != nil {
+		return false, kindf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
+	}
+	for _, e := range entries {
+		if got, ok := netip.AddrFromSlice(e.IP); ok && got == ip {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func sysctl(key string) (int, error) {
+	b, err := os.ReadFile("/proc/sys/net/" + key)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a number", key, b)
+	}
+	return v, nil
+}

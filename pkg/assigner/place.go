@@ -1,0 +1,155 @@
+package assigner
+
+import (
+	"net/netip"
+)
+
+// screen refuses, before anything changes, every IP this host cannot take:
+// one already on another interface (a node address), the network or
+// broadcast address of its uplink subnet, one with no uplink, one the LAN
+// could not reach. It returns each IP's route, looked up before the IP is
+// assigned, because afterwards the kernel answers "local".
+func (a *Assigner) screen(ips []netip.Addr) (map[netip.Addr]route, error) {
+	dev, err := a.k.holder(a.opts.Device, false, fileExists(a.st.creatingPath()))
+	if err != nil {
+		return nil, err
+	}
+	ups := uplinkCache{k: a.k}
+	if a.opts.Uplink != "" {
+		if _, err := ups.byName(a.opts.Uplink); err != nil {
+			return nil, err
+		}
+	}
+	routes := make(map[netip.Addr]route, len(ips))
+	for _, ip := range ips {
+		r, err := a.screenIP(dev, ip, &ups)
+		if err != nil {
+			return nil, err
+		}
+		routes[ip] = r
+	}
+	return routes, nil
+}
+
+func (a *Assigner) screenIP(dev int, ip netip.Addr, ups *uplinkCache) (route, error) {
+	r, err := a.k.lookup(ip)
+	if err != nil {
+		return r, err
+	}
+	if r.local != 0 {
+		if r.local != dev {
+			return r, kindf(ErrRefused, "%s: is already an address of interface %s on this node", ip, a.k.linkName(r.local))
+		}
+		return r, nil // ours already: its uplink is in the index
+	}
+	if r.connected {
+		if edge := subnetEdge(ip, r.prefix); edge != "" {
+			return r, kindf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, r.prefix)
+		}
+	}
+	up, err := a.uplinkFor(ip, r, ups)
+	if err != nil {
+		return r, err
+	}
+	return r, aboutIP(ip, a.k.reachable(up, ip.Is6()))
+}
+
+// uplinkFor is the configured uplink, else the interface of the route to ip.
+func (a *Assigner) uplinkFor(ip netip.Addr, r route, ups *uplinkCache) (Uplink, error) {
+	if a.opts.Uplink != "" {
+		return ups.byName(a.opts.Uplink)
+	}
+	if r.local != 0 {
+		// Already on the holder with no index entry (put there by hand): the
+		// FIB hides the route, so look in the main table.
+		var err error
+		if r, err = a.k.mainRoute(ip); err != nil {
+			return Uplink{}, err
+		}
+	}
+	if r.dev == 0 {
+		return Uplink{}, kindf(ErrRefused, "%s: no route to it to choose an uplink; set \"uplink\"", ip)
+	}
+	return ups.byIndex(r.dev)
+}
+
+// subnetEdge names the subnet address ip is, if it is one no host may take.
+func subnetEdge(ip netip.Addr, p netip.Prefix) string {
+	if ip == p.Masked().Addr() && p.Bits() < ip.BitLen()-1 {
+		return "network"
+	}
+	if ip.Is4() && p.Bits() < 31 && ip == broadcast(p) {
+		return "broadcast"
+	}
+	return ""
+}
+
+func broadcast(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// place decides, under the lock, each IP's uplink and whether this ADD gives
+// it its first holder. An IP that is already held keeps the uplink it was
+// first announced on, so its proxy entry is removed from the right place.
+func (a *Assigner) place(ips []netip.Addr, routes map[netip.Addr]route) ([]Placed, map[netip.Addr]string, error) {
+	ups := uplinkCache{k: a.k}
+	placed := make([]Placed, 0, len(ips))
+	chosen := map[netip.Addr]string{}
+	for _, ip := range ips {
+		e, err := a.st.readIP(ip)
+		if err != nil {
+			return nil, nil, err
+		}
+		var up Uplink
+		if len(e.Holders) > 0 && e.Uplink != "" {
+			up, err = ups.byName(e.Uplink)
+		} else {
+			up, err = a.uplinkFor(ip, routes[ip], &ups)
+			chosen[ip] = up.Name
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		placed = append(placed, Placed{Addr: ip, Uplink: up, First: len(e.Holders) == 0})
+	}
+	return placed, chosen, nil
+}
+
+// uplinkCache resolves each uplink once per invocation.
+type uplinkCache struct {
+	k      kernel
+	byIdx  map[int]Uplink
+	byNick map[string]Uplink
+}
+
+func (c *uplinkCache) byName(name string) (Uplink, error) {
+	if up, ok := c.byNick[name]; ok {
+		return up, nil
+	}
+	up, err := c.k.uplinkByName(name)
+	if err == nil {
+		c.remember(up)
+	}
+	return up, err
+}
+
+func (c *uplinkCache) byIndex(index int) (Uplink, error) {
+	if up, ok := c.byIdx[index]; ok {
+		return up, nil
+	}
+	up, err := c.k.uplinkByIndex(index)
+	if err == nil {
+		c.remember(up)
+	}
+	return up, err
+}
+
+func (c *uplinkCache) remember(up Uplink) {
+	if c.byIdx == nil {
+		c.byIdx, c.byNick = map[int]Uplink{}, map[string]Uplink{}
+	}
+	c.byIdx[up.Index], c.byNick[up.Name] = up, up
+}

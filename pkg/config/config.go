@@ -1,0 +1,277 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// Defaults from the README's table of config keys.
+const (
+	DefaultDevice        = "eip0"
+	DefaultDataDir       = "/run/cni/external-ip"
+	DefaultPodAnnotation = "external-ip/addresses"
+	DefaultCount         = 3
+	DefaultInterval      = 1100 * time.Millisecond
+	DefaultLockTimeout   = 10 * time.Second
+	// DefaultProbe is short because a LAN host answers ARP within milliseconds;
+	// it is paid only when an address is first taken on this node.
+	DefaultProbe = 150 * time.Millisecond
+	// PodAnnotationsKey is the runtimeConfig capability containerd and CRI-O fill.
+	PodAnnotationsKey = "io.kubernetes.cri.pod-annotations"
+)
+
+// Announce says how many announcement rounds an ADD sends, how far apart.
+type Announce struct {
+	Count    int
+	Interval time.Duration
+}
+
+// Config is the validated network config. The requested IPs are parsed
+// separately by Requests, because only ADD needs them: DEL, CHECK and GC
+// work from the stored records.
+type Config struct {
+	CNIVersion    string
+	Name          string
+	Device        string
+	Uplink        string
+	AllowedRanges []netip.Prefix
+	PodAnnotation string
+	Announce      Announce
+	// Probe is how long to wait for another owner of an address before it is
+	// first taken; 0 turns probing off.
+	Probe       time.Duration
+	DataDir     string
+	LogFile     string
+	LogLevel    string
+	LockTimeout time.Duration
+	// PrevResult is the main plugin's result, nil when absent.
+	PrevResult types.Result
+	// ValidAttachments lists the attachments GC must keep.
+	ValidAttachments []types.GCAttachment
+
+	raw *netConf
+}
+
+type netConf struct {
+	types.PluginConf
+	Device        string          `json:"device"`
+	Uplink        string          `json:"uplink"`
+	ExternalIPs   json.RawMessage `json:"externalIPs"`
+	AllowedRanges []string        `json:"allowedRanges"`
+	PodAnnotation *string         `json:"podAnnotation"`
+	Announce      *announceRaw    `json:"announce"`
+	ConflictProbe json.RawMessage `json:"conflictProbe"`
+	DataDir       string          `json:"dataDir"`
+	LogFile       string          `json:"logFile"`
+	LogLevel      string          `json:"logLevel"`
+	LockTimeout   json.RawMessage `json:"lockTimeout"`
+	RuntimeConfig struct {
+		ExternalIPs    json.RawMessage   `json:"externalIPs"`
+		PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
+	} `json:"runtimeConfig"`
+	Args struct {
+		CNI struct {
+			ExternalIPs json.RawMessage `json:"externalIPs"`
+		} `json:"cni"`
+	} `json:"args"`
+}
+
+type announceRaw struct {
+	Count    *int            `json:"count"`
+	Interval json.RawMessage `json:"interval"`
+}
+
+// Load decodes and validates the network config from stdin.
+func Load(stdin []byte) (*Config, error) {
+	raw := &netConf{}
+	dec := json.NewDecoder(bytes.NewReader(stdin))
+	if err := dec.Decode(raw); err != nil {
+		return nil, decodef("decoding network config: %v", err)
+	}
+	c := &Config{
+		CNIVersion:       raw.CNIVersion,
+		Name:             raw.Name,
+		ValidAttachments: raw.ValidAttachments,
+		raw:              raw,
+	}
+	steps := []func(*netConf) error{
+		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts,
+	}
+	for _, step := range steps {
+		if err := step(raw); err != nil {
+			return nil, err
+		}
+	}
+	if raw.RawPrevResult != nil {
+		if err := version.ParsePrevResult(&raw.PluginConf); err != nil {
+			return nil, decodef("prevResult: %v", err)
+		}
+		c.PrevResult = raw.PrevResult
+	}
+	return c, nil
+}
+
+func (c *Config) setNames(raw *netConf) error {
+	if raw.Name == "" {
+		return invalidf("name: missing network name")
+	}
+	c.Device = orDefault(raw.Device, DefaultDevice)
+	if err := checkIfName("device", c.Device); err != nil {
+		return err
+	}
+	c.Uplink = raw.Uplink
+	if c.Uplink != "" {
+		if err := checkIfName("uplink", c.Uplink); err != nil {
+			return err
+		}
+		if c.Uplink == c.Device {
+			return invalidf("uplink: %q is also the holder device", c.Uplink)
+		}
+	}
+	c.PodAnnotation = DefaultPodAnnotation
+	if raw.PodAnnotation != nil {
+		if *raw.PodAnnotation == "" {
+			return invalidf("podAnnotation: must not be empty")
+		}
+		c.PodAnnotation = *raw.PodAnnotation
+	}
+	return nil
+}
+
+func (c *Config) setRanges(raw *netConf) error {
+	for i, s := range raw.AllowedRanges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || p.Addr().Zone() != "" {
+			return invalidf("allowedRanges[%d]: %q is not a CIDR", i, s)
+		}
+		if p.Addr().Is4In6() {
+			return invalidf("allowedRanges[%d]: %q is an IPv4-mapped IPv6 range; write it as IPv4", i, s)
+		}
+		c.AllowedRanges = append(c.AllowedRanges, p.Masked())
+	}
+	return nil
+}
+
+// Bounds keep one ADD from scheduling unbounded work on the node.
+const (
+	maxCount    = 20
+	minInterval = 10 * time.Millisecond
+	maxInterval = time.Minute
+	maxProbe    = 10 * time.Second
+	maxLockWait = 5 * time.Minute
+)
+
+func (c *Config) setAnnounce(raw *netConf) error {
+	c.Announce = Announce{Count: DefaultCount, Interval: DefaultInterval}
+	if raw.Announce == nil {
+		return nil
+	}
+	if n := raw.Announce.Count; n != nil {
+		if *n < 1 || *n > maxCount {
+			return invalidf("announce.count: %d is outside 1..%d", *n, maxCount)
+		}
+		c.Announce.Count = *n
+	}
+	d, set, err := decodeDuration("announce.interval", raw.Announce.Interval)
+	if err != nil || !set {
+		return err
+	}
+	if d < minInterval || d > maxInterval {
+		return invalidf("announce.interval: %q is outside %v..%v", d, minInterval, maxInterval)
+	}
+	c.Announce.Interval = d
+	return nil
+}
+
+func (c *Config) setDirs(raw *netConf) error {
+	c.DataDir = orDefault(raw.DataDir, DefaultDataDir)
+	if !filepath.IsAbs(c.DataDir) {
+		return invalidf("dataDir: %q is not an absolute path", c.DataDir)
+	}
+	c.DataDir = filepath.Clean(c.DataDir)
+	c.LogFile = raw.LogFile
+	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
+		return invalidf("logFile: %q is not an absolute path", c.LogFile)
+	}
+	return nil
+}
+
+func (c *Config) setLog(raw *netConf) error {
+	c.LogLevel = orDefault(raw.LogLevel, "info")
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return invalidf("logLevel: %q is not one of debug, info, warn, error", raw.LogLevel)
+}
+
+func (c *Config) setTimeouts(raw *netConf) error {
+	c.LockTimeout, c.Probe = DefaultLockTimeout, DefaultProbe
+	d, set, err := decodeDuration("lockTimeout", raw.LockTimeout)
+	if err != nil {
+		return err
+	}
+	if set {
+		if d <= 0 || d > maxLockWait {
+			return invalidf("lockTimeout: %q is outside 0s..%v", d, maxLockWait)
+		}
+		c.LockTimeout = d
+	}
+	d, set, err = decodeDuration("conflictProbe", raw.ConflictProbe)
+	if err != nil {
+		return err
+	}
+	if set {
+		if d < 0 || d > maxProbe {
+			return invalidf("conflictProbe: %q is outside 0s..%v", d, maxProbe)
+		}
+		c.Probe = d
+	}
+	return nil
+}
+
+// checkIfName applies the kernel's rules for interface names (dev_valid_name),
+// which also keeps a device name safe as a path element under dataDir.
+func checkIfName(field, name string) error {
+	switch {
+	case name == "":
+		return invalidf("%s: must not be empty", field)
+	case len(name) > 15:
+		return invalidf("%s: %q is longer than 15 bytes", field, name)
+	case name == "." || name == "..":
+		return invalidf("%s: %q is not a valid interface name", field, name)
+	case strings.ContainsAny(name, "/: \t\n\r\v\f\x00"):
+		return invalidf("%s: %q contains a character not allowed in an interface name", field, name)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// decodeDuration reads an optional Go duration string such as "1.1s".
+func decodeDuration(field string, raw json.RawMessage) (time.Duration, bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, false, decodef("%s: want a duration string such as \"1.1s\", got %s", field, truncate(raw, 64))
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, false, invalidf("%s: %q is not a duration such as \"1.1s\"", field, s)
+	}
+	return d, true, nil
+}

@@ -1,0 +1,217 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxIPs bounds the IPs one attachment may hold, so that a hostile
+// annotation cannot make one ADD do unbounded work.
+const MaxIPs = 256
+
+// CNIArgsKey is the CNI_ARGS key that podman and cnitool users set.
+const CNIArgsKey = "EXTERNAL_IPS"
+
+// IP is one requested external IP and where it came from, for messages.
+type IP struct {
+	Addr   netip.Addr
+	Source string
+}
+
+// Requests gathers the IPs an ADD asks for from every source, validated and
+// with duplicates collapsed (the first source that named an IP is kept). The
+// static list in the config is trusted; every other source must fall in
+// allowedRanges.
+func (c *Config) Requests(cniArgs string) ([]IP, error) {
+	fromArgs, err := externalIPsFromArgs(cniArgs)
+	if err != nil {
+		return nil, err
+	}
+	annotation := ""
+	if v, ok := c.raw.RuntimeConfig.PodAnnotations[c.PodAnnotation]; ok {
+		annotation = v
+	}
+	static, err := decodeIPList("externalIPs", c.raw.ExternalIPs)
+	if err != nil {
+		return nil, err
+	}
+	runtime, err := decodeIPList("runtimeConfig.externalIPs", c.raw.RuntimeConfig.ExternalIPs)
+	if err != nil {
+		return nil, err
+	}
+	multus, err := decodeIPList("args.cni.externalIPs", c.raw.Args.CNI.ExternalIPs)
+	if err != nil {
+		return nil, err
+	}
+	sources := []struct {
+		name    string
+		values  []string
+		trusted bool
+	}{
+		{"externalIPs", static, true},
+		{"runtimeConfig.externalIPs", runtime, false},
+		{"args.cni.externalIPs", multus, false},
+		{"pod annotation " + c.PodAnnotation, splitList(annotation), false},
+		{"CNI_ARGS " + CNIArgsKey, fromArgs, false},
+	}
+	var out []IP
+	seen := map[netip.Addr]bool{}
+	for _, src := range sources {
+		for i, v := range src.values {
+			where := fmt.Sprintf("%s[%d]", src.name, i)
+			addr, err := c.check(where, v, src.trusted)
+			if err != nil {
+				return nil, err
+			}
+			if seen[addr] {
+				continue
+			}
+			seen[addr] = true
+			out = append(out, IP{Addr: addr, Source: where})
+		}
+	}
+	if len(out) > MaxIPs {
+		return nil, invalidf("external IPs: %d requested, at most %d per attachment", len(out), MaxIPs)
+	}
+	return out, nil
+}
+
+// check refuses what can never be an external IP, whatever the host.
+func (c *Config) check(where, v string, trusted bool) (netip.Addr, error) {
+	a, err := netip.ParseAddr(strings.TrimSpace(v))
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, invalidf("%s: %q is not an IP address", where, v)
+	}
+	if reason := unusable(a); reason != "" {
+		return netip.Addr{}, invalidf("%s: %q is %s", where, v, reason)
+	}
+	if trusted || c.allowed(a) {
+		return a, nil
+	}
+	if len(c.AllowedRanges) == 0 {
+		return netip.Addr{}, invalidf("%s: %q refused: allowedRanges is empty, so only the static externalIPs list may be used", where, v)
+	}
+	return netip.Addr{}, invalidf("%s: %q is outside allowedRanges %s", where, v, c.rangesText())
+}
+
+func unusable(a netip.Addr) string {
+	switch {
+	case a.Is4In6():
+		return "an IPv4-mapped IPv6 address"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
+}
+
+func (c *Config) allowed(a netip.Addr) bool {
+	for _, p := range c.AllowedRanges {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) rangesText() string {
+	s := make([]string, len(c.AllowedRanges))
+	for i, p := range c.AllowedRanges {
+		s[i] = p.String()
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// externalIPsFromArgs reads EXTERNAL_IPS from CNI_ARGS ("K=V;K=V"). Other keys
+// belong to the runtime (K8S_POD_NAME, IgnoreUnknown...) and are ignored.
+func externalIPsFromArgs(cniArgs string) ([]string, error) {
+	if cniArgs == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, pair := range strings.Split(cniArgs, ";") {
+		if pair == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, argsf("CNI_ARGS: %q is not a KEY=VALUE pair", pair)
+		}
+		if k == CNIArgsKey {
+			out = append(out, splitList(v)...)
+		}
+	}
+	return out, nil
+}
+
+// splitList splits a comma-separated list, dropping empty items so that a
+// trailing comma or an empty annotation asks for nothing.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// decodeIPList accepts a JSON list of strings, or one comma-separated
+// string, since both shapes reach us from runtimes and Multus cni-args.
+func decodeIPList(field string, raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return splitList(one), nil
+	}
+	return nil, decodef("%s: want a list of IP address strings, got %s", field, truncate(raw, 64))
+}
+
+// truncate shows raw JSON in a one-line message: compacted, since a
+// RawMessage keeps the newlines of a pretty-printed config, and cut at a rune
+// boundary.
+func truncate(b []byte, n int) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) == nil {
+		b = buf.Bytes()
+	}
+	if len(b) <= n {
+		return string(b)
+	}
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return string(b[:n]) + "..."
+}
+
+// Families says which address families this network may hold: those of the
+// static list and of allowedRanges. STATUS checks reachability for them.
+func (c *Config) Families() (v4, v6 bool) {
+	static, _ := decodeIPList("externalIPs", c.raw.ExternalIPs)
+	for _, s := range static {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
+			v4, v6 = v4 || a.Is4(), v6 || a.Is6()
+		}
+	}
+	for _, p := range c.AllowedRanges {
+		v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()
+	}
+	return v4, v6
+}

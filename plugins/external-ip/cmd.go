@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+)
+
+// invocation is what every verb starts from: the config, the log and the
+// assigner for the config's holder device.
+type invocation struct {
+	conf *config.Config
+	log  *slog.Logger
+	as   *assigner.Assigner
+	att  assigner.Attachment
+	done func()
+}
+
+func start(args *skel.CmdArgs) (*invocation, error) {
+	conf, err := config.Load(args.StdinData)
+	if err != nil {
+		return nil, cniError(err, nil)
+	}
+	log, done, err := openLog(conf, args)
+	if err != nil {
+		return nil, cniError(err, nil)
+	}
+	as := assigner.New(assigner.Options{
+		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
+		LockTimeout: conf.LockTimeout, Log: log,
+	})
+	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
+	return &invocation{conf: conf, log: log, as: as, att: att, done: done}, nil
+}
+
+func cmdAdd(args *skel.CmdArgs) error {
+	inv, err := start(args)
+	if err != nil {
+		return err
+	}
+	defer inv.done()
+	if inv.conf.PrevResult == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			"prevResult: missing; external-ip is a chained plugin and must follow a main plugin", "")
+	}
+	reqs, err := inv.conf.Requests(args.Args)
+	if err != nil {
+		return cniError(err, nil)
+	}
+	if len(reqs) > 0 {
+		hooks := assigner.Hooks{Probe: prober(inv.conf), Announce: announcer(inv.conf, inv.log)}
+		if _, err := inv.as.Add(inv.att, addrs(reqs), hooks); err != nil {
+			inv.log.Error("add failed", "error", err)
+			return cniError(err, reqs)
+		}
+	}
+	return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
+}
+
+// cmdDel works from the stored record, not from DEL's config, which may lack
+// runtimeConfig, prevResult and a netns.
+func cmdDel(args *skel.CmdArgs) error {
+	inv, err := start(args)
+	if err != nil {
+		return err
+	}
+	defer inv.done()
+	if err := inv.as.Del(inv.att); err != nil {
+		inv.log.Error("del failed", "error", err)
+		return cniError(err, nil)
+	}
+	return nil
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	inv, err := start(args)
+	if err != nil {
+		return err
+	}
+	defer inv.done()
+	reqs, err := inv.conf.Requests(args.Args)
+	if err != nil {
+		return cniError(err, nil)
+	}
+	if len(reqs) == 0 {
+		return nil // ADD held nothing for this attachment
+	}
+	held, err := inv.as.Check(inv.att)
+	if err == nil {
+		err = sameIPs(addrs(reqs), held)
+	}
+	return cniError(err, reqs)
+}
+
+// sameIPs fails CHECK when the record no longer matches what the config asks.
+func sameIPs(want, held []netip.Addr) error {
+	a, b := slices.Clone(want), slices.Clone(held)
+	slices.SortFunc(a, netip.Addr.Compare)
+	slices.SortFunc(b, netip.Addr.Compare)
+	if !slices.Equal(a, b) {
+		return fmt.Errorf("%w: the record holds %v but the config asks for %v", assigner.ErrDrift, b, a)
+	}
+	return nil
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	inv, err := start(args)
+	if err != nil {
+		return err
+	}
+	defer inv.done()
+	keep := make([]assigner.Attachment, 0, len(inv.conf.ValidAttachments))
+	for _, v := range inv.conf.ValidAttachments {
+		keep = append(keep, assigner.Attachment{Network: inv.conf.Name, ContainerID: v.ContainerID, IfName: v.IfName})
+	}
+	return cniError(inv.as.GC(inv.conf.Name, keep), nil)
+}
+
+func cmdStatus(args *skel.CmdArgs) error {
+	inv, err := start(args)
+	if err != nil {
+		return err
+	}
+	defer inv.done()
+	if err := inv.as.Ready(inv.conf.Families()); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
+	return nil
+}
+
+func addrs(reqs []config.IP) []netip.Addr {
+	out := make([]netip.Addr, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.Addr
+	}
+	return out
+}

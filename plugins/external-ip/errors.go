@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+)
+
+// Plugin error codes beyond the CNI spec's; the README lists them.
+const (
+	codeHost        = 100 // the kernel refused a change
+	codeAnnounce    = 101 // the first round of announcements could not be sent
+	codeUnreachable = 102 // a sysctl keeps the LAN from reaching the IP
+	codeConflict    = 103 // another host answered for the IP
+	codeDrift       = 104 // CHECK found state or host not as recorded
+)
+
+// codes maps each kind of error to its CNI code, in one place.
+var codes = []struct {
+	kind error
+	code uint
+}{
+	{config.ErrDecode, types.ErrDecodingFailure},
+	{config.ErrArgs, types.ErrInvalidEnvironmentVariables},
+	{config.ErrInvalid, types.ErrInvalidNetworkConfig},
+	{assigner.ErrRefused, types.ErrInvalidNetworkConfig},
+	{assigner.ErrLockTimeout, types.ErrTryAgainLater},
+	{assigner.ErrState, types.ErrIOFailure},
+	{assigner.ErrHost, codeHost},
+	{assigner.ErrAnnounce, codeAnnounce},
+	{assigner.ErrUnreachable, codeUnreachable},
+	{assigner.ErrConflict, codeConflict},
+	{assigner.ErrDrift, codeDrift},
+}
+
+// cniError turns err into the CNI error the runtime prints. An error about
+// one IP is prefixed with where that IP was asked for.
+func cniError(err error, reqs []config.IP) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, r := range reqs {
+		if strings.HasPrefix(msg, r.Addr.String()+":") {
+			msg = r.Source + ": " + msg
+			break
+		}
+	}
+	code := uint(types.ErrInternal)
+	for _, c := range codes {
+		if errors.Is(err, c.kind) {
+			code = c.code
+			break
+		}
+	}
+	return types.NewError(code, msg, "")
+}

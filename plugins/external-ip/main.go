@@ -1,0 +1,28 @@
+// Command external-ip is a CNI chained plugin that gives containers external
+// IPs held on a host device and announced on the node's uplink. Run with
+// CNI_COMMAND set it speaks CNI; run by a person it reports what it holds.
+package main
+
+import (
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/external-ip/external-ip/pkg/announce"
+)
+
+func main() {
+	if plan := os.Getenv(announce.EnvPlan); plan != "" {
+		os.Exit(runAnnouncer(plan))
+	}
+	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 {
+		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus,
+	}, supported, "external-ip: holds and announces external IPs for containers")
+}
+
+// supported starts at 0.3.0, where chaining and prevResult begin.
+var supported = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")

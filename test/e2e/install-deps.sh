@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs everything the e2e recipes need on a Debian 12 machine.
+# Idempotent and fast when everything is already there.
+#   usage: install-deps.sh [BIN_DIR]     (default: ./bin next to this script)
+# Needs root (apt-get) and Go >= 1.22 on PATH (for the Go tools).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BIN="${1:-$HERE/bin}"
+mkdir -p "$BIN"
+BIN="$(cd "$BIN" && pwd)"
+
+CRICTL_VERSION=v1.34.0
+CNI_VERSION=v1.3.1          # cnitool
+PLUGINS_VERSION=v1.10.0     # bridge, host-local
+
+APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables
+          iptables jq util-linux procps psmisc uidmap)
+# Debian 12 podman pulls in crun, netavark, aardvark-dns, golang-github-containernetworking-plugins
+# as dependencies/recommends; we only rely on runc + the CNI backend.
+
+log() { printf '[install-deps] %s\n' "$*" >&2; }
+t0=$(date +%s)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  log "apt: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts containerd.service on install; the recipes run their own
+  # containerd inside a netns, so make sure the system one does not run.
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now containerd.service >/dev/null 2>&1 || true
+  fi
+else
+  log "apt: all packages present"
+fi
+
+command -v go >/dev/null || { log "go not on PATH"; exit 1; }
+export GOBIN="$BIN" GOFLAGS="${GOFLAGS:-} -mod=mod" CGO_ENABLED=0
+
+# tool name -> module path@version
+declare -A TOOLS=(
+  [crictl]="sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+  [cnitool]="github.com/containernetworking/cni/cnitool@$CNI_VERSION"
+  [bridge]="github.com/containernetworking/plugins/plugins/main/bridge@$PLUGINS_VERSION"
+  [host-local]="github.com/containernetworking/plugins/plugins/ipam/host-local@$PLUGINS_VERSION"
+  [loopback]="github.com/containernetworking/plugins/plugins/main/loopback@$PLUGINS_VERSION"
+)
+for t in crictl cnitool bridge host-local loopback; do
+  want="${TOOLS[$t]}"
+  stamp="$BIN/.$t.version"
+  if [ -x "$BIN/$t" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    continue
+  fi
+  log "go install $want"
+  # run outside any module so the main module's go.mod is never touched
+  (cd / && GOFLAGS=-mod=mod go install "$want")
+  echo "$want" >"$stamp"
+done
+log "go tools present in $BIN ($(ls "$BIN" | tr '\n' ' '))"
+log "done in $(( $(date +%s) - t0 ))s"
