@@ -1,10 +1,13 @@
 // Package announce puts external IPs on the wire: gratuitous ARP for IPv4
-// (RFC 5227 section 2.3) and unsolicited neighbour advertisements for IPv6
-// (RFC 4861 section 7.2.6), and the probes that look for another owner of an
-// address before it is first taken.
+// (RFC 5227 section 2.3, request and reply) and unsolicited neighbour
+// advertisements for IPv6 (RFC 4861 section 7.2.6), and runs the later
+// announcement rounds in a detached copy of the plugin so that they never
+// hold up ADD.
 //
-// It only sends (and, for probes, listens): callers decide what to announce,
-// on which uplink and when. It opens raw sockets bound to one interface and
-// never lists addresses, because listing costs milliseconds per thousand
-// addresses on a node that holds many.
+// It only sends: callers decide what to announce, on which uplink and when.
+// It never adds, removes or lists addresses or neighbour entries, and never
+// lists addresses to find a source, because listing costs milliseconds per
+// thousand addresses on a node that holds many: it opens raw sockets bound to
+// the one uplink and lets the kernel choose the IPv6 source, which must be
+// the uplink's link-local address.
 package announce

@@ -296,15 +296,21 @@ func (hostKernel) reachable(up Uplink, v6 bool) error {
 func dotted(key string) string { return strings.ReplaceAll(key, "/", ".") }
 
 // enableProxyNDP makes the uplink answer solicitations for proxied
-// addresses at once (proxy_delay 0) rather than after a random delay.
+// addresses (proxy_ndp) and at once (proxy_delay 0) rather than after a
+// random delay of up to 0.8 s.
 func enableProxyNDP(uplink string) error {
-	for key, want := range map[string]int{"proxy_ndp": 1, "proxy_delay": 0} {
-		path := "ipv6/conf/" + uplink + "/" + key
-		if v, err := sysctl(path); err == nil && v == want {
+	for _, s := range []struct {
+		path string
+		want int
+	}{
+		{"ipv6/conf/" + uplink + "/proxy_ndp", 1},
+		{"ipv6/neigh/" + uplink + "/proxy_delay", 0},
+	} {
+		if v, err := sysctl(s.path); err == nil && v == s.want {
 			continue
 		}
-		if err := os.WriteFile("/proc/sys/net/"+path, []byte(strconv.Itoa(want)), 0o644); err != nil {
-			return kindf(ErrHost, "setting net.%s to %d: %w", dotted(path), want, err)
+		if err := os.WriteFile("/proc/sys/net/"+s.path, []byte(strconv.Itoa(s.want)), 0o644); err != nil {
+			return kindf(ErrHost, "setting net.%s to %d: %w", dotted(s.path), s.want, err)
 		}
 	}
 	return nil

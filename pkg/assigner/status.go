@@ -58,3 +58,66 @@ func (a *Assigner) readyFamily(any netip.Addr) error {
 	}
 	return a.k.reachable(up, any.Is6())
 }
+
+// Report is what the holder device carries and who holds it, as an
+// operator sees it: read only, taken under the lock for a consistent view.
+type Report struct {
+	Device   string     `json:"device"`
+	StateDir string     `json:"stateDir"`
+	Holder   string     `json:"holder"` // up, down, missing, or why it is not ours
+	Pending  bool       `json:"pendingChange"`
+	IPs      []IPReport `json:"ips"`
+	// Drift lists every way the kernel and the state disagree.
+	Drift []string `json:"drift"`
+}
+
+// IPReport is one held IP.
+type IPReport struct {
+	Addr     netip.Addr   `json:"ip"`
+	Uplink   string       `json:"uplink"`
+	Holders  []Attachment `json:"holders"`
+	OnDevice bool         `json:"onDevice"`
+	Proxy    *bool        `json:"proxyNeighbour,omitempty"`
+}
+
+// Report reads the state and the holder; it changes nothing.
+func (a *Assigner) Report() (*Report, error) {
+	rep := &Report{Device: a.opts.Device, StateDir: a.st.dir, IPs: []IPReport{}, Drift: []string{}}
+	if !a.st.exists() {
+		rep.Holder = a.holderState()
+		return rep, nil
+	}
+	l, err := a.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer l.unlock()
+	rep.Pending = fileExists(a.st.journalPath())
+	if rep.Pending {
+		rep.Drift = append(rep.Drift, "an interrupted change is pending in "+a.st.journalPath()+"; the next ADD, DEL or GC finishes it")
+	}
+	recs, err := a.st.records()
+	if err != nil {
+		return nil, err
+	}
+	rep.Holder = a.holderState()
+	dev, _ := a.k.holder(a.opts.Device, false, false)
+	if err := a.reportIPs(rep, recs, dev); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func (a *Assigner) holderState() string {
+	dev, err := a.k.holder(a.opts.Device, false, false)
+	switch {
+	case err != nil:
+		return err.Error()
+	case dev == 0:
+		return "missing"
+	}
+	if up, err := a.k.holderUp(dev); err != nil || !up {
+		return "down"
+	}
+	return "up"
+}

@@ -308,3 +308,26 @@ func TestErrorsShowRawJSONOnOneLineAndWholeRunes(t *testing.T) {
 	_, err = config.Load([]byte("{\"name\": \"ext\", \"lockTimeout\": {\n  \"s\": 10\n}}"))
 	checkErr(t, err, config.ErrDecode, `lockTimeout: want a duration string such as "1.1s", got {"s":10}`)
 }
+
+func TestFamiliesFollowTheStaticListAndAllowedRanges(t *testing.T) {
+	tests := []struct {
+		name   string
+		keys   map[string]any
+		v4, v6 bool
+	}{
+		{"nothing configured", nil, false, false},
+		{"static IPv4", map[string]any{"externalIPs": []string{"192.0.2.1"}}, true, false},
+		{"static IPv6 as a string", map[string]any{"externalIPs": " 2001:db8::1 "}, false, true},
+		{"IPv6 range", map[string]any{"allowedRanges": []string{"2001:db8::/32"}}, false, true},
+		{"static IPv4 and IPv6 range", map[string]any{"externalIPs": []string{"192.0.2.1"}, "allowedRanges": []string{"2001:db8::/32"}}, true, true},
+		{"requested IPs do not count", map[string]any{"runtimeConfig": map[string]any{"externalIPs": []string{"2001:db8::1"}}}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v4, v6 := mustLoad(t, netConf(t, tt.keys)).Families()
+			if v4 != tt.v4 || v6 != tt.v6 {
+				t.Errorf("Families() = v4 %v, v6 %v for %v; want v4 %v, v6 %v", v4, v6, tt.keys, tt.v4, tt.v6)
+			}
+		})
+	}
+}

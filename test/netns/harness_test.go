@@ -148,11 +148,17 @@ type result struct {
 // and the config on stdin, exactly as libcni does.
 func (h *host) run(c call) result {
 	h.t.Helper()
+	return h.runWith(pluginBin, c)
+}
+
+// runWith runs another build of the plugin, with extra environment.
+func (h *host) runWith(bin string, c call, env ...string) result {
+	h.t.Helper()
 	stdin, err := json.Marshal(c.conf)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", h.name, pluginBin)
+	cmd := exec.Command("ip", "netns", "exec", h.name, bin)
 	cmd.Env = []string{
 		"CNI_COMMAND=" + c.command,
 		"CNI_CONTAINERID=" + c.containerID,
@@ -162,6 +168,7 @@ func (h *host) run(c call) result {
 		"CNI_PATH=" + filepath.Dir(pluginBin),
 		"PATH=" + os.Getenv("PATH"),
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
