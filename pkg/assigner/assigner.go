@@ -179,8 +179,15 @@ func (a *Assigner) lock() (*lockFile, error) {
 }
 
 // commit makes a change durable in the journal before touching anything
-// else, applies it, then drops the journal.
+// else, applies it, then drops the journal. It first reads every index
+// entry the change will touch, so that a corrupt one fails the change with
+// nothing changed rather than half-way through.
 func (a *Assigner) commit(j *journal) error {
+	for _, ip := range j.Touch {
+		if _, err := a.st.readIP(ip); err != nil {
+			return err
+		}
+	}
 	a.hook("journal")
 	if err := a.st.writeJSON(a.st.journalPath(), j); err != nil {
 		return err

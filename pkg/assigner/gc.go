@@ -142,3 +142,26 @@ func keys[V any](m map[netip.Addr]V) []netip.Addr {
 	}
 	return out
 }
+
+// Repair is GC that drops no record: it finishes an interrupted change,
+// rebuilds the index from the records and makes the holder carry exactly
+// the held IPs. The operator runs it after moving a corrupt file aside.
+func (a *Assigner) Repair() error {
+	if !a.st.exists() {
+		return nil
+	}
+	l, err := a.lock()
+	if err != nil {
+		return err
+	}
+	defer l.unlock()
+	if err := a.recover(); err != nil {
+		return err
+	}
+	recs, err := a.st.records()
+	if err != nil {
+		return err
+	}
+	a.log.Info("repairing", "records", len(recs))
+	return a.reconcile(recs)
+}

@@ -220,7 +220,7 @@ func (c *Config) setTimeouts(raw *netConf) error {
 	}
 	if set {
 		if d <= 0 || d > maxLockWait {
-			return invalidf("lockTimeout: %q is outside 0s..%v", d, maxLockWait)
+			return invalidf("lockTimeout: %q must be above 0s and at most %v", d, maxLockWait)
 		}
 		c.LockTimeout = d
 	}
@@ -247,7 +247,8 @@ func checkIfName(field, name string) error {
 		return invalidf("%s: %q is longer than 15 bytes", field, name)
 	case name == "." || name == "..":
 		return invalidf("%s: %q is not a valid interface name", field, name)
-	case strings.ContainsAny(name, "/: \t\n\r\v\f\x00"):
+	case strings.ContainsAny(name, "/: \t\n\r\v\f\x00") || strings.IndexByte(name, 0xa0) >= 0:
+		// The kernel's isspace() also takes byte 0xa0 for a space.
 		return invalidf("%s: %q contains a character not allowed in an interface name", field, name)
 	}
 	return nil

@@ -14,25 +14,33 @@ import (
 )
 
 const usage = `usage: external-ip status [--json] [--data-dir DIR] [--device NAME]
+       external-ip repair [--data-dir DIR] [--device NAME]
 
-Shows, for each holder device with state under DIR (default %s),
+status shows, for each holder device with state under DIR (default %s),
 the device, each external IP with its holders (network/container/interface),
-and any drift between the state and the kernel. Read only.
+and any drift between the state and the kernel. It changes nothing.
+
+repair finishes an interrupted change, rebuilds the per-IP index from the
+attachment records and makes the holder carry exactly the held IPs. Run it
+after moving aside a state file that an error named as corrupt.
 `
 
 // runCLI serves a person at the terminal; it changes nothing.
 func runCLI(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "status" {
+	if len(args) == 0 || (args[0] != "status" && args[0] != "repair") {
 		fmt.Fprintf(stderr, usage, config.DefaultDataDir)
 		return 2
 	}
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
 	dataDir := fs.String("data-dir", config.DefaultDataDir, "the plugin's dataDir")
 	device := fs.String("device", "", "only this holder device")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if args[0] == "repair" {
+		return repair(*dataDir, *device, stdout, stderr)
 	}
 	reports, err := collect(*dataDir, *device)
 	if err != nil {
@@ -54,25 +62,53 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// collect reports on one device, or on every device with state in dataDir.
-func collect(dataDir, device string) ([]*assigner.Report, error) {
-	devices := []string{device}
-	if device == "" {
-		entries, err := os.ReadDir(dataDir)
-		if err != nil && !os.IsNotExist(err) {
-			return nil, err
-		}
-		devices = devices[:0]
-		for _, e := range entries {
-			if e.IsDir() {
-				devices = append(devices, e.Name())
-			}
+// devices is the one device asked for, or every device with state.
+func devices(dataDir, device string) ([]string, error) {
+	if device != "" {
+		return []string{device}, nil
+	}
+	entries, err := os.ReadDir(dataDir)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
 		}
 	}
+	return out, nil
+}
+
+func cliAssigner(dataDir, device string) *assigner.Assigner {
+	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second})
+}
+
+func repair(dataDir, device string, stdout, stderr io.Writer) int {
+	devs, err := devices(dataDir, device)
+	if err != nil {
+		fmt.Fprintf(stderr, "external-ip repair: %v\n", err)
+		return 1
+	}
+	for _, d := range devs {
+		if err := cliAssigner(dataDir, d).Repair(); err != nil {
+			fmt.Fprintf(stderr, "external-ip repair: %s: %v\n", d, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: repaired\n", d)
+	}
+	return 0
+}
+
+// collect reports on one device, or on every device with state in dataDir.
+func collect(dataDir, device string) ([]*assigner.Report, error) {
+	devs, err := devices(dataDir, device)
+	if err != nil {
+		return nil, err
+	}
 	reports := []*assigner.Report{}
-	for _, d := range devices {
-		as := assigner.New(assigner.Options{Device: d, DataDir: dataDir, LockTimeout: 5 * time.Second})
-		r, err := as.Report()
+	for _, d := range devs {
+		r, err := cliAssigner(dataDir, d).Report()
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,208 @@
+package netns
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gcConf is a GC request for network name keeping the given containers
+// (interface eth0). valid == nil sends no valid-attachments key at all.
+func (h *host) gcConf(name string, valid []string, extra map[string]any) map[string]any {
+	conf := h.netConf("1.1.0", extra)
+	conf["name"] = name
+	delete(conf, "prevResult")
+	if valid != nil {
+		list := []map[string]string{}
+		for _, id := range valid {
+			list = append(list, map[string]string{"containerID": id, "ifname": "eth0"})
+		}
+		conf["cni.dev/valid-attachments"] = list
+	}
+	return conf
+}
+
+func (h *host) addOn(network, id string, ips ...string) {
+	h.t.Helper()
+	conf := h.netConf("1.1.0", map[string]any{"runtimeConfig": runtimeIPs(ips...)})
+	conf["name"] = network
+	h.run(call{command: "ADD", containerID: id, ifName: "eth0", netns: "/var/run/netns/" + id, conf: conf}).mustOK(h.t, "ADD "+network+"/"+id)
+}
+
+func TestGCDropsOnlyThisNetworksUnlistedAttachments(t *testing.T) {
+	for _, form := range []struct {
+		name  string
+		valid []string
+		raw   any // what valid-attachments is sent as, when not a list
+	}{
+		{name: "absent"},
+		{name: "null", raw: nil},
+		{name: "empty", valid: []string{}},
+		{name: "listed", valid: []string{"keep"}},
+	} {
+		t.Run(form.name, func(t *testing.T) {
+			h := newHost(t)
+			h.addOn("net-a", "keep", "192.0.2.10")
+			h.addOn("net-a", "gone", "192.0.2.11", "192.0.2.12")
+			h.addOn("net-b", "other", "192.0.2.12")
+			conf := h.gcConf("net-a", form.valid, nil)
+			if form.name == "null" {
+				conf["cni.dev/valid-attachments"] = form.raw
+			}
+			h.run(call{command: "GC", conf: conf}).mustOK(t, "GC net-a")
+			if h.holderHas("eip0", "192.0.2.11") {
+				t.Fatal("GC kept 192.0.2.11, held only by an unlisted attachment of net-a")
+			}
+			if !h.holderHas("eip0", "192.0.2.12") {
+				t.Fatal("GC removed 192.0.2.12, which net-b still holds")
+			}
+			kept := form.name == "listed"
+			if h.holderHas("eip0", "192.0.2.10") != kept {
+				t.Fatalf("valid-attachments %s: 192.0.2.10 on eip0 = %v, want %v", form.name, !kept, kept)
+			}
+			h.consistent("after GC")
+		})
+	}
+}
+
+func TestGCRestoresMissingAddressesAndRemovesStrayOnes(t *testing.T) {
+	h := newHost(t)
+	h.addOn("net-a", "a", "192.0.2.10", "2001:db8:1::10")
+	h.inNode("ip addr del 192.0.2.10/32 dev eip0")
+	h.inNode("ip addr add 192.0.2.99/32 dev eip0")
+	h.run(call{command: "GC", conf: h.gcConf("net-a", []string{"a"}, nil)}).mustOK(t, "GC")
+	if !h.holderHas("eip0", "192.0.2.10") {
+		t.Fatal("GC did not put back 192.0.2.10, held by a but removed by hand")
+	}
+	if h.holderHas("eip0", "192.0.2.99") {
+		t.Fatal("GC left 192.0.2.99 on eip0, though no record holds it")
+	}
+	if !h.holderHas("eip0", "2001:db8:1::10") {
+		t.Fatal("GC removed 2001:db8:1::10, which a holds")
+	}
+	h.consistent("after GC")
+}
+
+func TestGCWithoutStateChangesNothing(t *testing.T) {
+	h := newHost(t)
+	h.run(call{command: "GC", conf: h.gcConf("net-a", nil, nil)}).mustOK(t, "GC with no state")
+	if h.deviceExists("eip0") {
+		t.Fatal("GC with no state created eip0")
+	}
+	if entries, _ := os.ReadDir(h.dataDir); len(entries) != 0 {
+		t.Fatalf("GC with no state wrote %d entries in dataDir", len(entries))
+	}
+}
+
+func TestStatusSucceedsWhenAddCanWork(t *testing.T) {
+	h := newHost(t)
+	conf := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0"})
+	h.run(call{command: "STATUS", conf: conf}).mustOK(t, "STATUS")
+}
+
+func TestStatusFailsWithCode50AndTheReason(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(h *host) map[string]any
+		want  string
+	}{
+		{"arp_ignore on the uplink", func(h *host) map[string]any {
+			h.inNode("sysctl -qw net.ipv4.conf.uplink0.arp_ignore=1")
+			return map[string]any{"uplink": "uplink0"}
+		}, "arp_ignore"},
+		{"arp_ignore on all", func(h *host) map[string]any {
+			h.inNode("sysctl -qw net.ipv4.conf.all.arp_ignore=2")
+			return map[string]any{"uplink": "uplink0"}
+		}, "net.ipv4.conf.all.arp_ignore"},
+		{"IPv6 forwarding off for an IPv6 network", func(h *host) map[string]any {
+			h.inNode("sysctl -qw net.ipv6.conf.uplink0.forwarding=0")
+			return map[string]any{"uplink": "uplink0", "allowedRanges": []string{subnet6}}
+		}, "forwarding"},
+		{"holder device not ours", func(h *host) map[string]any {
+			return map[string]any{"device": "uplink0"}
+		}, "uplink0"},
+		{"state directory not writable", func(h *host) map[string]any {
+			blocker := filepath.Join(h.dataDir, "file")
+			os.WriteFile(blocker, nil, 0o600)
+			return map[string]any{"dataDir": blocker}
+		}, "file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t)
+			conf := h.gcConf("net-a", nil, c.setup(h))
+			h.run(call{command: "STATUS", conf: conf}).mustFail(t, "STATUS", 50, c.want)
+		})
+	}
+}
+
+func TestCorruptStateIsNamedWithCode5AndRepairRecovers(t *testing.T) {
+	h := newHost(t)
+	h.addOn("net-a", "a", "192.0.2.10")
+	h.addOn("net-a", "b", "192.0.2.11")
+	index := filepath.Join(h.dataDir, "eip0", "ip", "192.0.2.10.json")
+	if err := os.WriteFile(index, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := h.inNode("ip -o addr show dev eip0")
+	conf := h.netConf("1.1.0", map[string]any{"runtimeConfig": runtimeIPs("192.0.2.10")})
+	conf["name"] = "net-a"
+	h.run(call{command: "DEL", containerID: "a", ifName: "eth0", conf: conf}).mustFail(t, "DEL over a corrupt index", 5, index)
+	h.run(call{command: "ADD", containerID: "c", ifName: "eth0", netns: "/var/run/netns/c", conf: conf}).mustFail(t, "ADD over a corrupt index", 5, index)
+	if after := h.inNode("ip -o addr show dev eip0"); after != before {
+		t.Fatalf("a failed call over corrupt state changed eip0:\nbefore %s\nafter  %s", before, after)
+	}
+	// The README's recovery: move the named file aside, run repair.
+	if err := os.Rename(index, index+".bad"); err != nil {
+		t.Fatal(err)
+	}
+	out := h.inNode("%s repair --data-dir %s", pluginBin, h.dataDir)
+	if !strings.Contains(out, "eip0: repaired") {
+		t.Fatalf("repair printed %q", out)
+	}
+	held := h.consistent("after repair")
+	if held["192.0.2.10"] != 1 || held["192.0.2.11"] != 1 {
+		t.Fatalf("after repair, holders are %v; want one each for .10 and .11", held)
+	}
+	h.run(call{command: "DEL", containerID: "a", ifName: "eth0", conf: conf}).mustOK(t, "DEL after repair")
+	if h.holderHas("eip0", "192.0.2.10") {
+		t.Fatal("DEL after repair left 192.0.2.10")
+	}
+}
+
+func TestStateDirectoryRemovedIsReportedByCheckAndHealedByGC(t *testing.T) {
+	h := newHost(t)
+	h.addOn("net-a", "a", "192.0.2.10")
+	if err := os.RemoveAll(filepath.Join(h.dataDir, "eip0")); err != nil {
+		t.Fatal(err)
+	}
+	conf := h.netConf("1.1.0", map[string]any{"runtimeConfig": runtimeIPs("192.0.2.10")})
+	conf["name"] = "net-a"
+	h.run(call{command: "CHECK", containerID: "a", ifName: "eth0", netns: "/var/run/netns/a", conf: conf}).mustFail(t, "CHECK without state", 104, "no record")
+	h.run(call{command: "DEL", containerID: "a", ifName: "eth0", conf: conf}).mustOK(t, "DEL without state")
+	// With the state gone, the address has no holder: re-ADD and GC put
+	// the holder and the state back in agreement.
+	h.addOn("net-a", "a", "192.0.2.10")
+	h.run(call{command: "GC", conf: h.gcConf("net-a", []string{"a"}, nil)}).mustOK(t, "GC")
+	if held := h.consistent("after re-ADD and GC"); held["192.0.2.10"] != 1 {
+		t.Fatalf("192.0.2.10 has %d holders, want 1", held["192.0.2.10"])
+	}
+}
+
+func TestStatusCommandShowsHoldersAndDrift(t *testing.T) {
+	h := newHost(t)
+	h.addOn("net-a", "a", "192.0.2.10")
+	h.addOn("net-a", "b", "192.0.2.10")
+	out := h.inNode("%s status --data-dir %s", pluginBin, h.dataDir)
+	for _, want := range []string{"holder eip0: up", "192.0.2.10", "2 holder(s)", "container a", "container b", "drift: none"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	h.inNode("ip addr del 192.0.2.10/32 dev eip0")
+	out = h.inNode("%s status --data-dir %s", pluginBin, h.dataDir)
+	if !strings.Contains(out, "192.0.2.10: held but not on eip0") {
+		t.Fatalf("status does not report the address removed by hand:\n%s", out)
+	}
+}
