@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# demo.sh: external-ip end to end, in network namespaces only.
+#
+# A node namespace with an uplink (veth) to a LAN namespace, and two
+# container namespaces. Containers A and B both ask, through cnitool's
+# CAP_ARGS (runtimeConfig.externalIPs), for the external IP 192.0.2.100 on a
+# bridge + host-local + external-ip network. The demo shows, and checks, each
+# step: the IP on the holder device eip0 with its two holders, CHECK, the
+# gratuitous ARP the LAN sees, the LAN reaching the IP, DEL A (the IP stays),
+# DEL B (the IP goes). It exits non-zero as soon as a step does not show what
+# it should, and removes everything it made.
+#
+# Needs root, iproute2, iputils-ping and jq (tcpdump optional): `make demo`
+# installs them first.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${BIN_DIR:-$ROOT/bin}
+
+EIP=192.0.2.100
+NET=eip-demo
+NODE=eipdemo-node
+LAN=eipdemo-lan
+CTRA=eipdemo-ctra
+CTRB=eipdemo-ctrb
+NODE_IP=192.0.2.1
+LAN_IP=192.0.2.2
+
+if [[ -t 1 ]]; then B=$'\e[1m' G=$'\e[32m' R=$'\e[31m' N=$'\e[0m'; else B='' G='' R='' N=''; fi
+heading() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
+say() { printf '   %s\n' "$*"; }
+ok() { printf '   %sok%s  %s\n' "$G" "$N" "$*"; }
+cmd() { printf '   $ %s\n' "$*"; }
+indent() { sed 's/^/     /'; }
+fail() {
+  printf '\n%sdemo FAILED:%s %s\n' "$R" "$N" "$*" >&2
+  if [[ -s ${WORK:-/nonexistent}/external-ip.log ]]; then
+    printf 'last lines of the plugin log:\n' >&2
+    tail -n 5 "$WORK/external-ip.log" | indent >&2
+  fi
+  exit 1
+}
+trap 'fail "command failed (line $LINENO): $BASH_COMMAND"' ERR
+
+[[ $EUID -eq 0 ]] || { echo "demo: needs root for network namespaces; run: sudo make demo" >&2; exit 1; }
+for tool in ip jq ping go; do
+  command -v "$tool" >/dev/null || { echo "demo: $tool is missing; run: make deps" >&2; exit 1; }
+done
+
+# ---------------------------------------------------------------------------
+heading "1. Build cnitool, the reference plugins and external-ip into $BIN"
+bash "$ROOT/scripts/tools.sh" "$BIN" | indent
+ok "cnitool, bridge, host-local, loopback, external-ip are in $BIN"
+
+WORK=$(mktemp -d /tmp/external-ip-demo.XXXXXX)
+DATA=$WORK/state
+export CNI_PATH=$BIN NETCONFPATH=$WORK/net.d
+added=()
+capture_pid=
+
+cleanup() {
+  local rc=$?
+  trap - ERR
+  set +e
+  [[ -n $capture_pid ]] && kill -INT "$capture_pid" 2>/dev/null && wait "$capture_pid" 2>/dev/null
+  for ctr in "${added[@]}"; do
+    [[ -n $ctr ]] && ip netns exec "$NODE" "$BIN/cnitool" del "$NET" "/var/run/netns/$ctr" >/dev/null 2>&1
+  done
+  for ns in "$CTRA" "$CTRB" "$LAN" "$NODE"; do
+    ip netns del "$ns" 2>/dev/null
+  done
+  # cnitool caches results under /var/lib/cni; DEL removes them, this is for
+  # a demo cut short.
+  rm -f /var/lib/cni/results/"$NET"-cnitool-* 2>/dev/null
+  [[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# A demo cut short by SIGKILL leaves its namespaces: remove ours only.
+for ns in "$CTRA" "$CTRB" "$LAN" "$NODE"; do
+  ip netns del "$ns" 2>/dev/null || true
+done
+
+# ---------------------------------------------------------------------------
+heading "2. Namespaces: node ($NODE) with uplink0 to a LAN ($LAN), containers A and B"
+for ns in "$NODE" "$LAN" "$CTRA" "$CTRB"; do
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+done
+ip -n "$NODE" link add uplink0 type veth peer name lan0 netns "$LAN"
+ip -n "$NODE" addr add "$NODE_IP/24" dev uplink0
+ip -n "$LAN" addr add "$LAN_IP/24" dev lan0
+ip -n "$NODE" link set uplink0 up
+ip -n "$LAN" link set lan0 up
+NODE_MAC=$(ip -n "$NODE" -j link show uplink0 | jq -r '.[0].address')
+say "node   $NODE: uplink0 $NODE_IP/24 (MAC $NODE_MAC)"
+say "LAN    $LAN: lan0 $LAN_IP/24, plays the other hosts on the segment"
+say "containers: $CTRA (A), $CTRB (B)"
+
+# ---------------------------------------------------------------------------
+heading "3. The network: bridge + host-local + external-ip ($NETCONFPATH/$NET.conflist)"
+mkdir -p "$NETCONFPATH"
+jq -n --arg net "$NET" --arg ipam "$WORK/ipam" --arg data "$DATA" --arg log "$WORK/external-ip.log" '{
+  cniVersion: "1.0.0", name: $net,
+  plugins: [
+    {type: "bridge", bridge: "cni-demo", isGateway: true,
+     ipam: {type: "host-local", dataDir: $ipam,
+            ranges: [[{subnet: "10.88.0.0/24"}]], routes: [{dst: "0.0.0.0/0"}]}},
+    {type: "external-ip",
+     allowedRanges: ["192.0.2.0/24"],
+     announce: {count: 3, interval: "1.1s"},
+     dataDir: $data, logFile: $log,
+     capabilities: {externalIPs: true}}
+  ]}' >"$NETCONFPATH/$NET.conflist"
+indent <"$NETCONFPATH/$NET.conflist"
+say "CNI_PATH=$CNI_PATH"
+say "NETCONFPATH=$NETCONFPATH"
+
+# holders IP: how many attachments hold IP, from `external-ip status --json`
+# when this build has it, else from the state files.
+holders() {
+  local out
+  if out=$(ip netns exec "$NODE" "$BIN/external-ip" status --json --data-dir "$DATA" 2>/dev/null) &&
+    jq -e . >/dev/null 2>&1 <<<"$out"; then
+    jq --arg ip "$1" '[.[]?.ips[]? | select(.ip == $ip) | .holders | length] | add // 0' <<<"$out"
+  elif [[ -f $DATA/eip0/ip/$1.json ]]; then
+    jq '.holders | length' "$DATA/eip0/ip/$1.json"
+  else
+    echo 0
+  fi
+}
+
+on_eip0() { ip -n "$NODE" -o addr show dev eip0 2>/dev/null | grep -q " $1/32 "; }
+
+show_holders() {
+  cmd "ip netns exec $NODE external-ip status --data-dir $DATA"
+  if ip netns exec "$NODE" "$BIN/external-ip" status --data-dir "$DATA" >"$WORK/status" 2>&1; then
+    indent <"$WORK/status"
+    return
+  fi
+  say "(this build has no 'external-ip status' yet: the state files under dataDir instead)"
+  cmd "jq -c . $DATA/eip0/ip/$EIP.json"
+  jq -c . "$DATA/eip0/ip/$EIP.json" | indent
+  cmd "jq -c '{network, containerID, ifName, ips}' $DATA/eip0/att/*.json"
+  jq -c '{network, containerID, ifName, ips}' "$DATA"/eip0/att/*.json | indent
+}
+
+# add NAME NETNS: cnitool add, as a runtime on the node would run it.
+add() {
+  local name=$1 ctr=$2 out
+  cmd "CAP_ARGS='{\"externalIPs\":[\"$EIP\"]}' ip netns exec $NODE cnitool add $NET /var/run/netns/$ctr"
+  out=$(CAP_ARGS="{\"externalIPs\":[\"$EIP\"]}" ip netns exec "$NODE" "$BIN/cnitool" add "$NET" "/var/run/netns/$ctr" 2>&1) ||
+    fail "cnitool add for container $name: $out"
+  added+=("$ctr")
+  local addr
+  addr=$(jq -r '.ips[0].address // empty' <<<"$out" 2>/dev/null || true)
+  [[ -n $addr ]] || fail "cnitool add for container $name printed no IP: the chain lost the bridge's result: $out"
+  ok "container $name has $addr on eth0 (bridge + host-local); external-ip passed that result through"
+}
+
+# del NAME NETNS
+del() {
+  local name=$1 ctr=$2 out
+  cmd "ip netns exec $NODE cnitool del $NET /var/run/netns/$ctr"
+  out=$(ip netns exec "$NODE" "$BIN/cnitool" del "$NET" "/var/run/netns/$ctr" 2>&1) ||
+    fail "cnitool del for container $name: $out"
+  added=("${added[@]/$ctr/}")
+  ok "container $name detached"
+}
+
+# ---------------------------------------------------------------------------
+# count_garp: gratuitous ARP for EIP from the node seen so far on the LAN:
+# broadcast requests with sender IP = target IP, and their twin replies.
+count_garp() {
+  tcpdump -r "$WORK/lan.pcap" -n -e -ttttt 2>/dev/null >"$WORK/lan.txt" || true
+  requests=$(grep -c "$NODE_MAC > ff:ff:ff:ff:ff:ff.*Request who-has $EIP tell $EIP," "$WORK/lan.txt" || true)
+  replies=$(grep -c "$NODE_MAC > ff:ff:ff:ff:ff:ff.*Reply $EIP is-at $NODE_MAC" "$WORK/lan.txt" || true)
+}
+
+capture=0
+if command -v tcpdump >/dev/null; then
+  ip netns exec "$LAN" tcpdump -i lan0 -n -U --immediate-mode -w "$WORK/lan.pcap" arp >/dev/null 2>"$WORK/tcpdump.err" &
+  capture_pid=$!
+  for _ in $(seq 50); do
+    grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q 'listening on' "$WORK/tcpdump.err" || fail "tcpdump did not start on lan0: $(cat "$WORK/tcpdump.err")"
+  capture=1
+fi
+
+heading "4. ADD container A, asking for $EIP"
+add A "$CTRA"
+on_eip0 "$EIP" || fail "$EIP is not on eip0 after ADD A"
+n=$(holders "$EIP")
+[[ $n -eq 1 ]] || fail "$EIP has $n holders after ADD A, want 1"
+ok "$EIP is on eip0, held by 1 attachment"
+
+heading "5. ADD container B, asking for the same $EIP"
+add B "$CTRB"
+added_b=$(date +%s.%N)
+on_eip0 "$EIP" || fail "$EIP is not on eip0 after ADD B"
+n=$(holders "$EIP")
+[[ $n -eq 2 ]] || fail "$EIP has $n holders after ADD B, want 2"
+cmd "ip -n $NODE addr show dev eip0"
+ip -n "$NODE" addr show dev eip0 | indent
+show_holders
+ok "$EIP is on eip0 once, held by 2 attachments (A and B)"
+
+heading "6. CHECK both attachments"
+for pair in "A $CTRA" "B $CTRB"; do
+  read -r name ctr <<<"$pair"
+  cmd "CAP_ARGS='{\"externalIPs\":[\"$EIP\"]}' ip netns exec $NODE cnitool check $NET /var/run/netns/$ctr"
+  out=$(CAP_ARGS="{\"externalIPs\":[\"$EIP\"]}" ip netns exec "$NODE" "$BIN/cnitool" check "$NET" "/var/run/netns/$ctr" 2>&1) ||
+    fail "cnitool check for container $name: $out"
+  ok "CHECK of container $name passed"
+done
+
+if ((capture)); then
+  heading "7. Gratuitous ARP the LAN saw during the ADDs (tcpdump on $LAN lan0)"
+  # The later rounds (3 rounds per ADD, 1.1 s apart) reach the wire after
+  # ADD has returned: wait for them, at most 4 s after ADD B.
+  want=6
+  deadline=$(awk -v t="$added_b" 'BEGIN { printf "%.3f", t + 4 }')
+  while :; do
+    count_garp
+    ((requests >= want && replies >= want)) && break
+    awk -v d="$deadline" -v now="$(date +%s.%N)" 'BEGIN { exit !(now > d) }' && break
+    sleep 0.2
+  done
+  kill -INT "$capture_pid"
+  wait "$capture_pid" 2>/dev/null || true
+  capture_pid=
+  count_garp
+  cmd "ip netns exec $LAN tcpdump -i lan0 -n -e arp   (time since the first frame)"
+  grep -E "who-has $EIP tell|Reply $EIP is-at" "$WORK/lan.txt" |
+    sed -E 's/^ +//; s/ethertype ARP \(0x0806\), length [0-9]+: //; s/, length [0-9]+$//' | indent
+  if grep -q "Request who-has $EIP tell 0.0.0.0" "$WORK/lan.txt"; then
+    say "(the frame from 0.0.0.0 is the conflict probe, RFC 5227: sent once, before $EIP is first taken)"
+  fi
+  ((requests >= want && replies >= want)) ||
+    fail "the LAN saw $requests gratuitous ARP requests and $replies replies for $EIP from $NODE_MAC, want $want of each (3 rounds for each ADD)"
+  ok "$requests gratuitous requests and $replies replies, broadcast from the node's uplink0 $NODE_MAC: 3 rounds per ADD, 1.1 s apart, the first before ADD returned"
+else
+  heading "7. Gratuitous ARP (skipped: tcpdump is not installed; make deps installs it)"
+fi
+
+heading "8. The LAN reaches $EIP at the node's MAC"
+cmd "ip netns exec $LAN ping -c1 -W2 $EIP"
+ip netns exec "$LAN" ping -c1 -W2 "$EIP" | indent || fail "the LAN cannot ping $EIP"
+cmd "ip -n $LAN neigh show $EIP"
+ip -n "$LAN" neigh show "$EIP" | indent
+ip -n "$LAN" neigh show "$EIP" | grep -q "lladdr $NODE_MAC" ||
+  fail "the LAN's neighbour cache does not map $EIP to the node's uplink MAC $NODE_MAC"
+ok "the LAN maps $EIP to $NODE_MAC (the node's uplink0)"
+
+heading "9. DEL container A: B still holds $EIP"
+del A "$CTRA"
+on_eip0 "$EIP" || fail "$EIP left eip0 although container B still holds it"
+n=$(holders "$EIP")
+[[ $n -eq 1 ]] || fail "$EIP has $n holders after DEL A, want 1"
+cmd "ip -n $NODE -br addr show dev eip0"
+ip -n "$NODE" -br addr show dev eip0 | indent
+ok "$EIP is still on eip0, held by 1 attachment"
+
+heading "10. DEL container B: nobody holds $EIP"
+del B "$CTRB"
+if on_eip0 "$EIP"; then fail "$EIP is still on eip0 after the last holder's DEL"; fi
+n=$(holders "$EIP")
+[[ $n -eq 0 ]] || fail "$EIP has $n holders after DEL B, want 0"
+cmd "ip -n $NODE -br addr show dev eip0"
+ip -n "$NODE" -br addr show dev eip0 | indent
+ok "$EIP is gone from eip0"
+
+heading "Demo passed; removing its namespaces and files"
