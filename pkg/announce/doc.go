@@ -4,7 +4,10 @@
 // announcement rounds in a detached copy of the plugin so that they never
 // hold up ADD.
 //
-// It only sends: callers decide what to announce, on which uplink and when.
+// It only sends, and listens only for the answer to a conflict probe (RFC
+// 5227 ARP probe, RFC 4862 duplicate address detection) before an address
+// is first taken: callers decide what to announce or probe, on which uplink
+// and when.
 // It never adds, removes or lists addresses or neighbour entries, and never
 // lists addresses to find a source, because listing costs milliseconds per
 // thousand addresses on a node that holds many: it opens raw sockets bound to

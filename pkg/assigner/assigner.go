@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -32,8 +33,8 @@ type Placed struct {
 
 // Hooks let the caller act at the two moments only the assigner knows.
 type Hooks struct {
-	// Probe runs before an IP gets its first holder on this node; an error
-	// refuses the ADD with nothing changed.
+	// Probe runs for each IP not yet on the holder, concurrently and before
+	// anything changes; an error refuses the ADD with nothing changed.
 	Probe func(Placed) error
 	// Announce runs once the IPs are on the holder, still under the lock;
 	// an error rolls the ADD back.
@@ -80,6 +81,11 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	if err != nil {
 		return nil, err
 	}
+	// Probing waits for the LAN, so it runs before the lock, which every
+	// other invocation on the node needs.
+	if err := a.probe(ips, routes, h.Probe); err != nil {
+		return nil, err
+	}
 	if err := a.st.init(); err != nil {
 		return nil, err
 	}
@@ -104,9 +110,6 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if err != nil {
 		return nil, err
 	}
-	if err := a.probe(placed, h.Probe); err != nil {
-		return nil, err
-	}
 	touch := slices.Clone(ips)
 	if old != nil {
 		touch = union(old.IPs, ips)
@@ -124,15 +127,33 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	return placed, nil
 }
 
-func (a *Assigner) probe(placed []Placed, probe func(Placed) error) error {
+// probe asks the LAN, all at once, about every IP that is not yet on the
+// holder: only those could be taking an address another host uses.
+func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe func(Placed) error) error {
 	if probe == nil {
 		return nil
 	}
-	for _, p := range placed {
-		if !p.First {
+	ups := uplinkCache{k: a.k}
+	errs := make([]error, len(ips))
+	var wg sync.WaitGroup
+	for i, ip := range ips {
+		r := routes[ip]
+		if r.local != 0 {
 			continue
 		}
-		if err := probe(p); err != nil {
+		up, err := a.uplinkFor(ip, r, &ups)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = probe(Placed{Addr: ip, Uplink: up, First: true})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}

@@ -24,6 +24,10 @@ type route struct {
 	// prefix is the matched route's destination; connected means on-link.
 	prefix    netip.Prefix
 	connected bool
+	// special: the FIB holds ip as a broadcast or anycast address of an
+	// interface (the subnet's broadcast, IPv6 subnet-router anycast). It
+	// answers with a host route, so prefix is not the subnet.
+	special bool
 }
 
 // kernel is everything the assigner asks of the host. Each method is one

@@ -63,6 +63,9 @@ func makeHolder(name string) (int, error) {
 	if err := netlink.LinkSetAlias(link, HolderAlias); err != nil {
 		return 0, kindf(ErrHost, "marking holder device %s: %w", name, err)
 	}
+	// No link-local address: the holder talks to nobody. Best effort, since
+	// a kernel without IPv6 has no such setting.
+	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/addr_gen_mode", []byte("1"), 0o644)
 	if err := netlink.LinkSetUp(link); err != nil {
 		return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
 	}
@@ -215,6 +218,7 @@ func toRoute(ip netip.Addr, r netlink.Route) route {
 		}
 	}
 	out.connected = r.Gw == nil && r.Via == nil && r.Type == unix.RTN_UNICAST && out.prefix.Bits() > 0
+	out.special = r.Type == unix.RTN_BROADCAST || r.Type == unix.RTN_ANYCAST
 	return out
 }
 

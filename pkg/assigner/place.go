@@ -37,10 +37,20 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr, ups *uplinkCache) (route, er
 		return r, err
 	}
 	if r.local != 0 {
+		if dev == 0 {
+			// A concurrent ADD may have made the holder since screen looked
+			// and put ip on it: then ip is ours, not a node address.
+			if cur, err := a.k.holder(a.opts.Device, false, false); err == nil {
+				dev = cur
+			}
+		}
 		if r.local != dev {
 			return r, kindf(ErrRefused, "%s: is already an address of interface %s on this node", ip, a.k.linkName(r.local))
 		}
 		return r, nil // ours already: its uplink is in the index
+	}
+	if r.special {
+		return r, a.refuseSpecial(ip, r)
 	}
 	if r.connected {
 		if edge := subnetEdge(ip, r.prefix); edge != "" {
@@ -52,6 +62,17 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr, ups *uplinkCache) (route, er
 		return r, err
 	}
 	return r, aboutIP(ip, a.k.reachable(up, ip.Is6()))
+}
+
+// refuseSpecial names the subnet whose broadcast or subnet-router anycast
+// address ip is, from the main table's connected route.
+func (a *Assigner) refuseSpecial(ip netip.Addr, r route) error {
+	if m, err := a.k.mainRoute(ip); err == nil && m.connected {
+		if edge := subnetEdge(ip, m.prefix); edge != "" {
+			return kindf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, m.prefix)
+		}
+	}
+	return kindf(ErrRefused, "%s: is a broadcast or anycast address of interface %s on this node", ip, a.k.linkName(r.dev))
 }
 
 // uplinkFor is the configured uplink, else the interface of the route to ip.
@@ -70,7 +91,9 @@ func (a *Assigner) uplinkFor(ip netip.Addr, r route, ups *uplinkCache) (Uplink, 
 	if r.dev == 0 {
 		return Uplink{}, kindf(ErrRefused, "%s: no route to it to choose an uplink; set \"uplink\"", ip)
 	}
-	return ups.byIndex(r.dev)
+	// Chosen from ip's route, so a fault of it (down, gone) is about ip.
+	up, err := ups.byIndex(r.dev)
+	return up, aboutIP(ip, err)
 }
 
 // subnetEdge names the subnet address ip is, if it is one no host may take.

@@ -71,8 +71,45 @@ func byUplink(placed []assigner.Placed) []group {
 	return out
 }
 
-// prober is filled in by the conflict-detection work; nil probes nothing.
-func prober(*config.Config) func(assigner.Placed) error { return nil }
+// prober asks the LAN, before an IP gets its first holder on this node,
+// whether another host already answers for it; nil (conflictProbe "0s")
+// probes nothing.
+func prober(conf *config.Config) func(assigner.Placed) error {
+	if conf.Probe == 0 {
+		return nil
+	}
+	return func(p assigner.Placed) error {
+		u := p.Uplink
+		up := announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}
+		mac, err := announce.Probe(up, p.Addr, conf.Probe)
+		if err != nil {
+			return &hookError{kind: assigner.ErrAnnounce, err: err,
+				msg: fmt.Sprintf("%s: %v", p.Addr, err)}
+		}
+		if mac != nil {
+			return &hookError{kind: assigner.ErrConflict,
+				msg: fmt.Sprintf("%s: another host (%s) answered the conflict probe on %s; refusing to take the address", p.Addr, mac, u.Name)}
+		}
+		return nil
+	}
+}
+
+// hookError is an error of kind whose message starts with the IP, which
+// cniError looks for to name where the IP was asked for.
+type hookError struct {
+	kind error
+	msg  string
+	err  error
+}
+
+func (e *hookError) Error() string { return e.msg }
+
+func (e *hookError) Unwrap() []error {
+	if e.err == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.err}
+}
 
 // runAnnouncer is the detached process's whole life.
 func runAnnouncer(env string) int {

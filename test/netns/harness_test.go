@@ -89,6 +89,9 @@ func newHost(t *testing.T) *host {
 	h.sh("ip -n %s addr add %s/64 dev lan0 nodad", h.lan, lanV6)
 	h.sh("ip -n %s link set uplink0 up", h.name)
 	h.sh("ip -n %s link set lan0 up", h.lan)
+	// The kernel reports carrier, and so routes IPv6 multicast (NA, DAD),
+	// up to a second after the link is set up; tests start after that.
+	h.waitLAN()
 	return h
 }
 

@@ -1,0 +1,285 @@
+package announce
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Frame layout offsets: an Ethernet header, then ARP (RFC 826) or IPv6 and
+// ICMPv6. The filters and parsers see untagged frames: AF_PACKET hands VLAN
+// tags over out of band.
+const (
+	ethLen         = 14
+	arpLen         = 28
+	arpOpOff       = ethLen + 6
+	arpSPAOff      = ethLen + 14
+	arpTPAOff      = ethLen + 24
+	ip6Len         = 40
+	ip6NextOff     = ethLen + 6
+	icmpOff        = ethLen + ip6Len
+	ndTargetOff    = icmpOff + 8 // type, code, checksum, then 4 bytes of flags or reserved
+	packetOutgoing = unix.PACKET_OUTGOING
+)
+
+// Probe asks the uplink's LAN whether another host already uses ip, waiting
+// up to wait for an answer, and returns the hardware address of the first
+// host that claims it, or nil if none did. An error means the probe could
+// not be sent or heard, not that the address is free.
+//
+// IPv4 sends an ARP probe per RFC 5227 section 2.1.1 (sender IP 0.0.0.0, so
+// that no neighbour learns anything from it) and takes as a claim any ARP
+// whose sender IP is ip, or another host's ARP probe for ip. IPv6 sends a
+// duplicate address detection neighbour solicitation per RFC 4862 section
+// 5.4.2 (from ::, to ip's solicited-node group) and takes as a claim a
+// neighbour advertisement for ip, or another host's DAD solicitation for it
+// (section 5.4.3). Frames from the uplink's own MAC never count.
+//
+// Like Sender it opens one AF_PACKET socket bound to the uplink and lists no
+// addresses; a BPF filter passes only frames about ip, so a busy LAN costs
+// the wait nothing.
+func Probe(up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+	var (
+		proto  int
+		frame  []byte
+		filter []bpf.Instruction
+		claim  func([]byte, net.HardwareAddr, netip.Addr) net.HardwareAddr
+		err    error
+	)
+	switch {
+	case ip.Is4():
+		proto, claim = unix.ETH_P_ARP, arpClaim
+		frame, err = arpProbe(up.MAC, ip)
+		filter = arpFilter(ip)
+	case ip.Is6() && !ip.Is4In6() && ip.Zone() == "":
+		proto, claim = unix.ETH_P_IPV6, ndClaim
+		frame, err = dadSolicitation(up.MAC, ip)
+		filter = ndFilter(ip)
+	default:
+		err = errors.New("not an unzoned IPv4 or IPv6 address")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
+	}
+	mac, err := probe(up, proto, frame, filter, func(f []byte) net.HardwareAddr { return claim(f, up.MAC, ip) }, wait)
+	if err != nil {
+		return nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
+	}
+	return mac, nil
+}
+
+// probe sends frame on a socket that already listens, so that an answer
+// arriving before the first read is queued, not lost, then reads until
+// claim names a host or wait has passed.
+func probe(up Uplink, proto int, frame []byte, filter []bpf.Instruction, claim func([]byte) net.HardwareAddr, wait time.Duration) (net.HardwareAddr, error) {
+	raw, err := bpf.Assemble(filter)
+	if err != nil {
+		return nil, fmt.Errorf("assembling filter: %w", err)
+	}
+	ifi := &net.Interface{Index: up.Index, Name: up.Name}
+	c, err := packet.Listen(ifi, packet.Raw, proto, &packet.Config{Filter: raw})
+	if err != nil {
+		return nil, fmt.Errorf("opening packet socket: %w", err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(wait)
+	if err := c.SetReadDeadline(deadline); err != nil {
+		return nil, err
+	}
+	// The frame carries its own Ethernet header; the address only has to be
+	// well formed for the library.
+	to := &packet.Addr{HardwareAddr: ethernet.Broadcast}
+	if _, err := c.WriteTo(frame, to); err != nil {
+		return nil, fmt.Errorf("sending probe: %w", err)
+	}
+	buf := make([]byte, 9216) // a jumbo frame: a truncated NA would not parse
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading answers: %w", err)
+		}
+		if mac := claim(buf[:n]); mac != nil {
+			return mac, nil
+		}
+	}
+}
+
+// arpProbe returns the Ethernet frame of an RFC 5227 section 2.1.1 ARP
+// probe: broadcast, operation 1, sender mac and 0.0.0.0, target hardware
+// address zero, target ip; padded to the 60-byte Ethernet minimum.
+func arpProbe(mac net.HardwareAddr, ip netip.Addr) ([]byte, error) {
+	if len(mac) != ethernetAddrLen {
+		return nil, fmt.Errorf("hardware address %q is not a 6-byte Ethernet address", mac)
+	}
+	p, err := arp.NewPacket(arp.OperationRequest, mac, netip.IPv4Unspecified(), make(net.HardwareAddr, ethernetAddrLen), ip)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := p.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	f := ethernet.Frame{Destination: ethernet.Broadcast, Source: mac, EtherType: ethernet.EtherTypeARP, Payload: payload}
+	return f.MarshalBinary()
+}
+
+// dadSolicitation returns the Ethernet frame of an RFC 4862 section 5.4.2
+// duplicate address detection: a neighbour solicitation for ip from the
+// unspecified address to ip's solicited-node group, hop limit 255, with no
+// source link-layer address option (RFC 4861 forbids one from ::). It is
+// built whole because the kernel will not send from :: on a raw socket.
+func dadSolicitation(mac net.HardwareAddr, ip netip.Addr) ([]byte, error) {
+	if len(mac) != ethernetAddrLen {
+		return nil, fmt.Errorf("hardware address %q is not a 6-byte Ethernet address", mac)
+	}
+	group, err := ndp.SolicitedNodeMulticast(ip)
+	if err != nil {
+		return nil, err
+	}
+	src := netip.IPv6Unspecified()
+	icmp, err := ndp.MarshalMessageChecksum(&ndp.NeighborSolicitation{TargetAddress: ip}, src, group)
+	if err != nil {
+		return nil, err
+	}
+	g := group.As16()
+	b := make([]byte, 0, ethLen+ip6Len+len(icmp))
+	// RFC 2464 section 7: 33:33 then the group's last 32 bits.
+	b = append(b, 0x33, 0x33, g[12], g[13], g[14], g[15])
+	b = append(b, mac...)
+	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_IPV6)
+	b = append(b, 0x60, 0, 0, 0) // version 6, traffic class 0, flow label 0
+	b = binary.BigEndian.AppendUint16(b, uint16(len(icmp)))
+	b = append(b, unix.IPPROTO_ICMPV6, 255)
+	b = append(b, src.AsSlice()...)
+	b = append(b, g[:]...)
+	return append(b, icmp...), nil
+}
+
+// arpFilter passes received ARP frames whose sender IP or target IP is ip:
+// answers and others' probes. arpClaim decides.
+func arpFilter(ip netip.Addr) []bpf.Instruction {
+	v := binary.BigEndian.Uint32(ip.AsSlice())
+	return []bpf.Instruction{
+		bpf.LoadExtension{Num: bpf.ExtType},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: packetOutgoing, SkipTrue: 4},
+		bpf.LoadAbsolute{Off: arpSPAOff, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: 3},
+		bpf.LoadAbsolute{Off: arpTPAOff, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: 1},
+		bpf.RetConstant{Val: 0},
+		bpf.RetConstant{Val: 0xffff},
+	}
+}
+
+// ndFilter passes received ICMPv6 neighbour solicitations and advertisements
+// (with no extension headers: neighbour discovery never uses them) whose
+// target is ip. ndClaim decides.
+func ndFilter(ip netip.Addr) []bpf.Instruction {
+	// Every failed test jumps to the last instruction, the drop.
+	const size = 17
+	var prog []bpf.Instruction
+	dropIf := func(cond bpf.JumpTest, val uint32) {
+		prog = append(prog, bpf.JumpIf{Cond: cond, Val: val, SkipTrue: uint8(size - 2 - len(prog))})
+	}
+	prog = append(prog, bpf.LoadExtension{Num: bpf.ExtType})
+	dropIf(bpf.JumpEqual, packetOutgoing)
+	prog = append(prog, bpf.LoadAbsolute{Off: ip6NextOff, Size: 1})
+	dropIf(bpf.JumpNotEqual, unix.IPPROTO_ICMPV6)
+	prog = append(prog, bpf.LoadAbsolute{Off: icmpOff, Size: 1})
+	dropIf(bpf.JumpLessThan, ipv6TypeNS)
+	dropIf(bpf.JumpGreaterThan, ipv6TypeNA)
+	t := ip.As16()
+	for i := 0; i < 16; i += 4 {
+		prog = append(prog, bpf.LoadAbsolute{Off: uint32(ndTargetOff + i), Size: 4})
+		dropIf(bpf.JumpNotEqual, binary.BigEndian.Uint32(t[i:]))
+	}
+	return append(prog, bpf.RetConstant{Val: 0xffff}, bpf.RetConstant{Val: 0})
+}
+
+// ICMPv6 types of neighbour solicitation and advertisement (RFC 4861).
+const (
+	ipv6TypeNS = 135
+	ipv6TypeNA = 136
+)
+
+// arpClaim returns the sender hardware address of an ARP frame in which
+// another host claims ip: any ARP with sender IP ip, or another host's probe
+// for ip (RFC 5227 section 2.1.1), which means it is about to take ip too.
+// It returns nil for anything else, and for anything from ours.
+func arpClaim(f []byte, ours net.HardwareAddr, ip netip.Addr) net.HardwareAddr {
+	if len(f) < ethLen+arpLen || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP {
+		return nil
+	}
+	a := f[ethLen : ethLen+arpLen]
+	// Ethernet hardware, IPv4 protocol, 6-byte and 4-byte addresses.
+	if binary.BigEndian.Uint16(a[0:2]) != 1 || binary.BigEndian.Uint16(a[2:4]) != unix.ETH_P_IP || a[4] != 6 || a[5] != 4 {
+		return nil
+	}
+	sha := net.HardwareAddr(a[8:14])
+	spa := netip.AddrFrom4([4]byte(f[arpSPAOff : arpSPAOff+4]))
+	tpa := netip.AddrFrom4([4]byte(f[arpTPAOff : arpTPAOff+4]))
+	op := binary.BigEndian.Uint16(f[arpOpOff : arpOpOff+2])
+	probe := op == uint16(arp.OperationRequest) && spa == netip.IPv4Unspecified() && tpa == ip
+	if bytes.Equal(sha, ours) || (spa != ip && !probe) {
+		return nil
+	}
+	return append(net.HardwareAddr(nil), sha...)
+}
+
+// ndClaim returns the hardware address of a host that claims ip in an
+// ICMPv6 frame: a neighbour advertisement for ip (its target link-layer
+// address option, else the Ethernet source), or another host's DAD
+// solicitation for ip (RFC 4862 section 5.4.3). Messages whose hop limit is
+// not 255 were routed and are ignored, as RFC 4861 section 7.1 requires.
+func ndClaim(f []byte, ours net.HardwareAddr, ip netip.Addr) net.HardwareAddr {
+	if len(f) < icmpOff || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_IPV6 {
+		return nil
+	}
+	h := f[ethLen:icmpOff]
+	end := icmpOff + int(binary.BigEndian.Uint16(h[4:6]))
+	if h[0]>>4 != 6 || h[6] != unix.IPPROTO_ICMPV6 || h[7] != 255 || end > len(f) {
+		return nil
+	}
+	m, err := ndp.ParseMessage(f[icmpOff:end])
+	if err != nil {
+		return nil
+	}
+	mac := net.HardwareAddr(f[6:12])
+	switch m := m.(type) {
+	case *ndp.NeighborAdvertisement:
+		if m.TargetAddress != ip {
+			return nil
+		}
+		for _, o := range m.Options {
+			if lla, ok := o.(*ndp.LinkLayerAddress); ok && lla.Direction == ndp.Target {
+				mac = lla.Addr
+			}
+		}
+	case *ndp.NeighborSolicitation:
+		src := netip.AddrFrom16([16]byte(h[8:24]))
+		if m.TargetAddress != ip || src != netip.IPv6Unspecified() {
+			return nil
+		}
+	default:
+		return nil
+	}
+	if bytes.Equal(mac, ours) || bytes.Equal(f[6:12], ours) {
+		return nil
+	}
+	return append(net.HardwareAddr(nil), mac...)
+}

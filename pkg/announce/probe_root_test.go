@@ -1,0 +1,208 @@
+package announce
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/mdlayher/packet"
+	"golang.org/x/sys/unix"
+)
+
+// probeWait is short: a LAN host on a veth answers within a millisecond.
+const probeWait = 200 * time.Millisecond
+
+// probeSlack is how much longer than its wait a probe that hears nothing
+// may take: socket set-up and a loaded -race run.
+const probeSlack = 500 * time.Millisecond
+
+// lanHolds puts ip on the LAN end, as another host that already uses it.
+func (l *link) lanHolds(t *testing.T, addr netip.Addr) {
+	t.Helper()
+	args := []string{"-n", l.lanName(), "addr", "add", addr.String() + "/24", "dev", lanIf}
+	if addr.Is6() {
+		args = []string{"-n", l.lanName(), "addr", "add", addr.String() + "/64", "dev", lanIf, "nodad"}
+	}
+	ip(t, args...)
+	if addr.Is6() {
+		l.waitLANMulticast(t)
+	}
+}
+
+// waitLANMulticast waits for the LAN end's multicast route: the kernel adds
+// it once linkwatch reports carrier, up to a second after the link comes up,
+// and until then drops the solicited-node multicast a DAD probe goes to.
+func (l *link) waitLANMulticast(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		out, err := exec.Command("ip", "-n", l.lanName(), "-6", "route", "show", "table", "local", "dev", lanIf).CombinedOutput()
+		if err == nil && strings.Contains(string(out), "multicast ff00::/8") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s got no IPv6 multicast route within 3s: %s", lanIf, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (l *link) lanName() string { return filepath.Base(l.lan.Path()) }
+
+// lanMAC is the LAN end's hardware address, the one a conflict must name.
+func (l *link) lanMAC(t *testing.T) net.HardwareAddr {
+	t.Helper()
+	var mac net.HardwareAddr
+	err := l.lan.Do(func(ns.NetNS) error {
+		ifi, err := net.InterfaceByName(lanIf)
+		if err == nil {
+			mac = ifi.HardwareAddr
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("reading %s: %v", lanIf, err)
+	}
+	return mac
+}
+
+// probeFromNode runs Probe in the node namespace and times it.
+func (l *link) probeFromNode(t *testing.T, ip netip.Addr, wait time.Duration) (net.HardwareAddr, time.Duration) {
+	t.Helper()
+	var mac net.HardwareAddr
+	var took time.Duration
+	l.inNode(t, func() error {
+		start := time.Now()
+		var err error
+		mac, err = Probe(l.uplink, ip, wait)
+		took = time.Since(start)
+		return err
+	})
+	return mac, took
+}
+
+var probeIPs = []netip.Addr{testIP4, testIP6}
+
+func TestProbeNamesTheLANHostThatHoldsTheAddress(t *testing.T) {
+	for _, addr := range probeIPs {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := newLink(t)
+			l.lanHolds(t, addr)
+			want := l.lanMAC(t)
+			got, took := l.probeFromNode(t, addr, 2*time.Second)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("Probe(%s) = %v, want the LAN host's %s", addr, got, want)
+			}
+			if took >= time.Second {
+				t.Errorf("Probe(%s) took %s to hear an answer that comes within milliseconds: it waits past the first", addr, took)
+			}
+		})
+	}
+}
+
+func TestProbeHearsNobodyAndReturnsNilAfterItsWait(t *testing.T) {
+	for _, addr := range probeIPs {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := newLink(t)
+			// The LAN host has addresses next to addr but not addr.
+			l.lanHolds(t, addr.Next())
+			got, took := l.probeFromNode(t, addr, probeWait)
+			if got != nil {
+				t.Fatalf("Probe(%s) = %s, want nil: nobody holds it", addr, got)
+			}
+			if took < probeWait || took > probeWait+probeSlack {
+				t.Errorf("Probe(%s) took %s, want its wait %s (+%s)", addr, took, probeWait, probeSlack)
+			}
+		})
+	}
+}
+
+// TestProbeIgnoresTheNodesOwnAnnouncements sends the node's gratuitous ARP
+// and unsolicited NA for the address while it probes: its own frames (seen
+// by every packet socket on the way out) must not look like another owner.
+func TestProbeIgnoresTheNodesOwnAnnouncements(t *testing.T) {
+	for _, addr := range probeIPs {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := newLink(t)
+			var got net.HardwareAddr
+			res := make(chan error, 1)
+			go func() {
+				// A new goroutine may run on any thread: it must enter the
+				// node's namespace itself, or it would probe the machine's
+				// own interface of the same index.
+				res <- l.node.Do(func(ns.NetNS) error {
+					var err error
+					got, err = Probe(l.uplink, addr, probeWait)
+					return err
+				})
+			}()
+			time.Sleep(probeWait / 4)
+			l.inNode(t, func() error {
+				s := NewSender(l.uplink)
+				defer s.Close()
+				return s.Round([]netip.Addr{addr})
+			})
+			if err := <-res; err != nil {
+				t.Fatal(err)
+			}
+			if got != nil {
+				t.Errorf("Probe(%s) = %s: it took the node's own announcement (from %s) for a conflict", addr, got, l.uplink.MAC)
+			}
+		})
+	}
+}
+
+// TestProbeTreatsAnotherHostsProbeAsAConflict has the LAN host probe for the
+// same address while the node does, as two hosts taking it at once would:
+// RFC 5227 section 2.1.1 and RFC 4862 section 5.4.3 make both back off.
+func TestProbeTreatsAnotherHostsProbeAsAConflict(t *testing.T) {
+	for _, addr := range probeIPs {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := newLink(t)
+			lanMAC := l.lanMAC(t)
+			frame, proto := lanProbe(t, lanMAC, addr)
+			var c *packet.Conn
+			err := l.lan.Do(func(ns.NetNS) error {
+				ifi, err := net.InterfaceByName(lanIf)
+				if err == nil {
+					c, err = packet.Listen(ifi, packet.Raw, proto, nil)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatalf("opening a packet socket on %s: %v", lanIf, err)
+			}
+			defer c.Close()
+			go func() {
+				time.Sleep(probeWait / 4)
+				c.WriteTo(frame, &packet.Addr{HardwareAddr: frame[:6]})
+			}()
+			got, _ := l.probeFromNode(t, addr, probeWait)
+			if !bytes.Equal(got, lanMAC) {
+				t.Errorf("Probe(%s) = %v while %s probed for it too, want %s", addr, got, lanMAC, lanMAC)
+			}
+		})
+	}
+}
+
+func lanProbe(t *testing.T, mac net.HardwareAddr, addr netip.Addr) ([]byte, int) {
+	t.Helper()
+	if addr.Is4() {
+		f, err := arpProbe(mac, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, unix.ETH_P_ARP
+	}
+	f, err := dadSolicitation(mac, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, unix.ETH_P_IPV6
+}

@@ -1,0 +1,239 @@
+package announce
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/ndp"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// otherMAC is another host on the LAN.
+var otherMAC = net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}
+
+func TestARPProbeIsAnRFC5227ProbeThatTeachesNobodyAnything(t *testing.T) {
+	want := join(
+		[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, // Ethernet dst: broadcast
+		[]byte{0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f}, // Ethernet src: uplink MAC
+		[]byte{0x08, 0x06},                         // ethertype: ARP
+		[]byte{0x00, 0x01},                         // htype: Ethernet
+		[]byte{0x08, 0x00},                         // ptype: IPv4
+		[]byte{0x06},                               // hlen
+		[]byte{0x04},                               // plen
+		[]byte{0x00, 0x01},                         // op: request
+		[]byte{0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f}, // sha: uplink MAC
+		[]byte{0, 0, 0, 0},                         // spa: 0.0.0.0, so that no cache learns the IP from a probe
+		[]byte{0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, // tha: zero
+		[]byte{198, 51, 100, 7},                    // tpa: the IP probed for
+		padding,
+	)
+	got, err := arpProbe(testMAC, testIP4)
+	if err != nil {
+		t.Fatalf("arpProbe(%s, %s) failed: %v", testMAC, testIP4, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("ARP probe differs from RFC 5227 section 2.1.1\n got: % x\nwant: % x", got, want)
+	}
+}
+
+func TestDADSolicitationIsAnRFC4862ProbeFromTheUnspecifiedAddress(t *testing.T) {
+	group := []byte{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, 0x00, 0x00, 0x07} // ff02::1:ff00:7
+	want := join(
+		[]byte{0x33, 0x33, 0xff, 0x00, 0x00, 0x07}, // Ethernet dst: 33:33 + the group's last 32 bits (RFC 2464)
+		[]byte{0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f}, // Ethernet src: uplink MAC
+		[]byte{0x86, 0xdd},                         // ethertype: IPv6
+		[]byte{0x60, 0x00, 0x00, 0x00},             // version 6, traffic class 0, flow label 0
+		[]byte{0x00, 0x18},                         // payload length: 24, the NS with no option
+		[]byte{58},                                 // next header: ICMPv6
+		[]byte{255},                                // hop limit: 255, or receivers drop it
+		make([]byte, 16),                           // source: ::, as DAD requires
+		group,                                      // destination: solicited-node group of the target
+		[]byte{135},                                // type: neighbour solicitation
+		[]byte{0},                                  // code
+		[]byte{0x4c, 0xe1},                         // checksum over the pseudo-header with source ::
+		[]byte{0, 0, 0, 0},                         // reserved
+		[]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x07}, // target: 2001:db8::7
+		// no source link-layer address option: RFC 4861 forbids it from ::
+	)
+	got, err := dadSolicitation(testMAC, testIP6)
+	if err != nil {
+		t.Fatalf("dadSolicitation(%s, %s) failed: %v", testMAC, testIP6, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("DAD solicitation differs from RFC 4862 section 5.4.2\n got: % x\nwant: % x", got, want)
+	}
+	if sum := icmpv6Sum(netip.IPv6Unspecified(), netip.AddrFrom16([16]byte(group)), want[54:]); sum != 0xffff {
+		t.Errorf("the golden checksum does not verify (sum %#04x): receivers would drop the probe", sum)
+	}
+}
+
+func TestProbeRefusesBadInputBeforeOpeningASocket(t *testing.T) {
+	up := Uplink{Name: "up0", Index: 1, MAC: testMAC}
+	short := Uplink{Name: "up0", Index: 1, MAC: testMAC[:3]}
+	for _, tc := range []struct {
+		name string
+		up   Uplink
+		ip   netip.Addr
+	}{
+		{"the zero address", up, netip.Addr{}},
+		{"an IPv4-mapped IPv6 address", up, netip.MustParseAddr("::ffff:198.51.100.7")},
+		{"a zoned address", up, netip.MustParseAddr("fe80::1%up0")},
+		{"IPv4 with a short MAC", short, testIP4},
+		{"IPv6 with a short MAC", short, testIP6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if mac, err := Probe(tc.up, tc.ip, time.Millisecond); err == nil {
+				t.Errorf("Probe(%q, %s) = %v, nil; want an error", tc.up.MAC, tc.ip, mac)
+			}
+		})
+	}
+}
+
+// arpFrameOf builds an ARP frame as another host would send it.
+func arpFrameOf(t *testing.T, op arp.Operation, sha net.HardwareAddr, spa netip.Addr, tha net.HardwareAddr, tpa netip.Addr) []byte {
+	t.Helper()
+	p, err := arp.NewPacket(op, sha, spa, tha, tpa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := p.MarshalBinary()
+	f, err := (&ethernet.Frame{Destination: ethernet.Broadcast, Source: sha, EtherType: ethernet.EtherTypeARP, Payload: payload}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestProbeTakesAsAnIPv4ClaimOnlyAnotherHostUsingOrProbingForIt(t *testing.T) {
+	zero := make(net.HardwareAddr, 6)
+	any4 := netip.IPv4Unspecified()
+	asker := netip.MustParseAddr("198.51.100.1")
+	other := netip.MustParseAddr("198.51.100.9")
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  net.HardwareAddr
+	}{
+		{"a reply to the probe", arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, any4), otherMAC},
+		{"a gratuitous request", arpFrameOf(t, arp.OperationRequest, otherMAC, testIP4, zero, testIP4), otherMAC},
+		{"a request asking another address", arpFrameOf(t, arp.OperationRequest, otherMAC, testIP4, zero, asker), otherMAC},
+		{"another host's probe for the IP", arpFrameOf(t, arp.OperationRequest, otherMAC, any4, zero, testIP4), otherMAC},
+		{"another host asking who has the IP", arpFrameOf(t, arp.OperationRequest, otherMAC, asker, zero, testIP4), nil},
+		{"another host's probe for another IP", arpFrameOf(t, arp.OperationRequest, otherMAC, any4, zero, other), nil},
+		{"a reply about another IP", arpFrameOf(t, arp.OperationReply, otherMAC, other, testMAC, any4), nil},
+		{"our own gratuitous request", arpFrameOf(t, arp.OperationRequest, testMAC, testIP4, zero, testIP4), nil},
+		{"our own probe", arpFrameOf(t, arp.OperationRequest, testMAC, any4, zero, testIP4), nil},
+		{"a truncated frame", arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, any4)[:40], nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := arpClaim(tc.frame, testMAC, testIP4); !bytes.Equal(got, tc.want) {
+				t.Errorf("arpClaim(% x) = %v, want %v", tc.frame, got, tc.want)
+			}
+		})
+	}
+}
+
+// ndFrameOf builds an IPv6 neighbour discovery frame as another host would
+// send it, with a correct checksum.
+func ndFrameOf(t *testing.T, src net.HardwareAddr, from, to netip.Addr, hops byte, m ndp.Message) []byte {
+	t.Helper()
+	icmp, err := ndp.MarshalMessageChecksum(m, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := append([]byte{0x33, 0x33, 0, 0, 0, 1}, src...)
+	b = append(b, 0x86, 0xdd, 0x60, 0, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(icmp)))
+	b = append(b, unix.IPPROTO_ICMPV6, hops)
+	b = append(b, from.AsSlice()...)
+	b = append(b, to.AsSlice()...)
+	return append(b, icmp...)
+}
+
+func TestProbeTakesAsAnIPv6ClaimOnlyAnotherHostAdvertisingOrProbingForIt(t *testing.T) {
+	lla := func(mac net.HardwareAddr) []ndp.Option {
+		return []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: mac}}
+	}
+	relayed := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01} // a bridge's or a proxy's source
+	all := netip.IPv6LinkLocalAllNodes()
+	unspec := netip.IPv6Unspecified()
+	ll := netip.MustParseAddr("fe80::aa")
+	group, _ := ndp.SolicitedNodeMulticast(testIP6)
+	other := netip.MustParseAddr("2001:db8::9")
+	na := func(target netip.Addr, opts []ndp.Option) *ndp.NeighborAdvertisement {
+		return &ndp.NeighborAdvertisement{Override: true, TargetAddress: target, Options: opts}
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  net.HardwareAddr
+	}{
+		{"Linux's answer to DAD", ndFrameOf(t, otherMAC, testIP6, all, 255, na(testIP6, lla(otherMAC))), otherMAC},
+		{"an answer whose option names another MAC", ndFrameOf(t, relayed, testIP6, all, 255, na(testIP6, lla(otherMAC))), otherMAC},
+		{"an answer without an option", ndFrameOf(t, otherMAC, ll, all, 255, na(testIP6, nil)), otherMAC},
+		{"another host's DAD for the IP", ndFrameOf(t, otherMAC, unspec, group, 255, &ndp.NeighborSolicitation{TargetAddress: testIP6}), otherMAC},
+		{"another host resolving the IP", ndFrameOf(t, otherMAC, ll, group, 255, &ndp.NeighborSolicitation{
+			TargetAddress: testIP6, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: otherMAC}},
+		}), nil},
+		{"an advertisement for another IP", ndFrameOf(t, otherMAC, other, all, 255, na(other, lla(otherMAC))), nil},
+		{"a routed advertisement", ndFrameOf(t, otherMAC, testIP6, all, 64, na(testIP6, lla(otherMAC))), nil},
+		{"our own advertisement", ndFrameOf(t, testMAC, ll, all, 255, na(testIP6, lla(testMAC))), nil},
+		{"our advertisement relayed", ndFrameOf(t, relayed, ll, all, 255, na(testIP6, lla(testMAC))), nil},
+		{"a truncated frame", ndFrameOf(t, otherMAC, testIP6, all, 255, na(testIP6, lla(otherMAC)))[:70], nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ndClaim(tc.frame, testMAC, testIP6); !bytes.Equal(got, tc.want) {
+				t.Errorf("ndClaim(% x) = %v, want %v", tc.frame, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestProbeFiltersPassOnlyFramesAboutTheIP runs the filters in x/net/bpf's VM,
+// which lacks the packet-type extension: the first two instructions, which
+// drop the host's own outgoing frames, are left out.
+func TestProbeFiltersPassOnlyFramesAboutTheIP(t *testing.T) {
+	zero := make(net.HardwareAddr, 6)
+	any4 := netip.IPv4Unspecified()
+	all := netip.IPv6LinkLocalAllNodes()
+	other4 := netip.MustParseAddr("198.51.100.9")
+	other6 := netip.MustParseAddr("2001:db8::9")
+	lla := []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: otherMAC}}
+	echo := ndFrameOf(t, otherMAC, other6, all, 255, &ndp.NeighborAdvertisement{TargetAddress: testIP6, Options: lla})
+	echo[54] = 128 // an echo request carrying the IP where the target would be
+	for _, tc := range []struct {
+		name   string
+		filter []bpf.Instruction
+		frame  []byte
+		pass   bool
+	}{
+		{"ARP reply from the IP", arpFilter(testIP4), arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, any4), true},
+		{"ARP probe for the IP", arpFilter(testIP4), arpFrameOf(t, arp.OperationRequest, otherMAC, any4, zero, testIP4), true},
+		{"ARP about other IPs", arpFilter(testIP4), arpFrameOf(t, arp.OperationRequest, otherMAC, other4, zero, any4), false},
+		{"NA for the IP", ndFilter(testIP6), ndFrameOf(t, otherMAC, testIP6, all, 255, &ndp.NeighborAdvertisement{TargetAddress: testIP6, Options: lla}), true},
+		{"NS for the IP", ndFilter(testIP6), ndFrameOf(t, otherMAC, netip.IPv6Unspecified(), all, 255, &ndp.NeighborSolicitation{TargetAddress: testIP6}), true},
+		{"NA for another IP", ndFilter(testIP6), ndFrameOf(t, otherMAC, other6, all, 255, &ndp.NeighborAdvertisement{TargetAddress: other6, Options: lla}), false},
+		{"another ICMPv6 type", ndFilter(testIP6), echo, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vm, err := bpf.NewVM(tc.filter[2:])
+			if err != nil {
+				t.Fatalf("filter does not load: %v", err)
+			}
+			n, err := vm.Run(tc.frame)
+			if err != nil {
+				t.Fatalf("filter failed on % x: %v", tc.frame, err)
+			}
+			if (n > 0) != tc.pass {
+				t.Errorf("filter kept %d bytes of % x; want pass=%v", n, tc.frame, tc.pass)
+			}
+		})
+	}
+}
