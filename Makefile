@@ -26,9 +26,12 @@ test: deps build
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 
+# A short minimize time: on 2 cores the default stalls a 10s run for long.
+FUZZFLAGS = -run='^$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(FUZZTIME) ./pkg/config/
-	$(GO) test -run='^$$' -fuzz='^FuzzRequests$$' -fuzztime=$(FUZZTIME) ./pkg/config/
+	$(GO) test $(FUZZFLAGS) -fuzz='^FuzzLoad$$' ./pkg/config/
+	$(GO) test $(FUZZFLAGS) -fuzz='^FuzzRequests$$' ./pkg/config/
+	$(GO) test $(FUZZFLAGS) -fuzz='^FuzzStateFiles$$' ./pkg/assigner/
 
 demo: deps
 	@bash scripts/demo.sh

@@ -74,6 +74,7 @@ func (a *Assigner) StateDir() string { return a.st.dir }
 // Add records that att holds ips and makes sure each is on the holder
 // device, replacing att's earlier record. On error nothing is left for att.
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, error) {
+	ips = union(nil, ips) // a record lists each IP once, or GC would count it twice
 	if len(ips) == 0 {
 		return nil, nil
 	}
