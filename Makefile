@@ -36,6 +36,11 @@ fuzz:
 demo: deps
 	@bash scripts/demo.sh
 
+# e2e runs real runtimes (containerd + crictl, podman, cnitool) with the
+# plugin in their chains, inside namespaces; it installs what it needs.
+e2e: build
+	PLUGIN=$(CURDIR)/$(PLUGIN) bash test/e2e/run-all.sh
+
 install: build
 	install -D -m 0755 $(PLUGIN) $(CNIBIN)/external-ip
 

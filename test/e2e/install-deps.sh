@@ -14,10 +14,14 @@ CRICTL_VERSION=v1.34.0
 CNI_VERSION=v1.3.1          # cnitool
 PLUGINS_VERSION=v1.10.0     # bridge, host-local
 
-APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables
+APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables tcpdump
           iptables jq util-linux procps psmisc uidmap)
-# Debian 12 podman pulls in crun, netavark, aardvark-dns, golang-github-containernetworking-plugins
-# as dependencies/recommends; we only rely on runc + the CNI backend.
+# --no-install-recommends: no crun (fails on this machine's hybrid cgroups),
+# slirp4netns, fuse-overlayfs, catatonit. podman still pulls conmon and
+# containernetworking-plugins (1.1.1, in /usr/lib/cni; the recipes use their
+# own v1.10.0 builds instead). busybox-static gives the images their only
+# binary, and `busybox ping` (Debian 12 minimal has no ping). tcpdump watches
+# the LAN side for the plugin's probes and announcements.
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
 t0=$(date +%s)
@@ -43,7 +47,7 @@ else
 fi
 
 command -v go >/dev/null || { log "go not on PATH"; exit 1; }
-export GOBIN="$BIN" GOFLAGS="${GOFLAGS:-} -mod=mod" CGO_ENABLED=0
+export GOBIN="$BIN" CGO_ENABLED=0
 
 # tool name -> module path@version
 declare -A TOOLS=(
@@ -60,8 +64,8 @@ for t in crictl cnitool bridge host-local loopback; do
     continue
   fi
   log "go install $want"
-  # run outside any module so the main module's go.mod is never touched
-  (cd / && GOFLAGS=-mod=mod go install "$want")
+  # pkg@version runs outside any module: the main module's go.mod is never touched
+  (cd / && GOFLAGS='' go install "$want")
   echo "$want" >"$stamp"
 done
 log "go tools present in $BIN ($(ls "$BIN" | tr '\n' ' '))"

@@ -3,35 +3,86 @@
 #
 # Every recipe:
 #  - re-executes itself in a private PID + mount namespace (e2e_isolate), so
-#    that whatever it starts (daemons, shims, containers) is killed by the
-#    kernel when the recipe ends, even on kill -9, and every mount it makes
-#    (netns pins, overlays) vanishes with it;
-#  - creates two network namespaces, "host" and "lan", joined by a veth pair,
-#    and runs every runtime inside "host" (e2e_netns_setup);
+#    that whatever it starts (daemons, shims, containers, the plugin's
+#    background announcers) is killed by the kernel when the recipe ends,
+#    even on kill -9, and every mount it makes vanishes with it;
+#  - creates two network namespaces, "host" (the node) and "lan", joined by a
+#    veth pair, and runs every runtime inside "host" (e2e_netns_setup);
+#  - runs external-ip ($PLUGIN, default bin/external-ip) in the chain of a
+#    conflist from conflist-examples/ (e2e_example_conflist);
+#  - asserts with check/expect_* helpers: each prints one "PASS name: what" or
+#    "FAIL name: what: why" line on stdout (and appends it to $E2E_RESULTS
+#    when run-all.sh set it); any FAIL makes the recipe exit 1;
 #  - keeps all state under one temp dir ($E2E_TMP) and removes it at exit
-#    (set E2E_KEEP=1 to keep it for a post-mortem);
-#  - bounds every wait (e2e_wait_for, timeout(1)).
+#    (E2E_KEEP=1 keeps it for a post-mortem);
+#  - bounds every wait (e2e_wait_for, timeout(1)) and itself (E2E_TIMEOUT).
 
-set -euo pipefail
+set -eEuo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+E2E_REPO="$(cd "$E2E_DIR/../.." && pwd)"
 E2E_BIN="${E2E_BIN:-$E2E_DIR/bin}"            # crictl, cnitool, bridge, host-local, loopback
-E2E_TIMEOUT="${E2E_TIMEOUT:-300}"             # whole-recipe bound, seconds
+E2E_TIMEOUT="${E2E_TIMEOUT:-90}"              # whole-recipe bound, seconds
+E2E_EXAMPLES="$E2E_REPO/conflist-examples"
+PLUGIN="${PLUGIN:-$E2E_REPO/bin/external-ip}"
 E2E_ID="${E2E_ID:-$(printf '%04x%04x' $RANDOM $RANDOM)}"
-export E2E_ID
+export E2E_ID PLUGIN
 E2E_HOST_NS="e2e-host-$E2E_ID"
 E2E_LAN_NS="e2e-lan-$E2E_ID"
 
-# Addresses (documentation ranges only; nothing leaves our namespaces).
-E2E_HOST_V4=192.0.2.1   E2E_LAN_V4=192.0.2.254   E2E_V4_PREFIX=24
+# Addresses (documentation ranges only; nothing leaves our namespaces). The
+# external IPs the recipes ask for are in the LAN's own subnets (as with
+# MetalLB-style L2 addresses): the LAN reaches them by ARP / neighbour
+# discovery on lan0, answered by the node. All of them fall in the
+# allowedRanges of conflist-examples/ (192.0.2.0/24, 2001:db8::/32).
+E2E_HOST_V4=192.0.2.1     E2E_LAN_V4=192.0.2.254    E2E_V4_PREFIX=24
 E2E_HOST_V6=2001:db8:1::1 E2E_LAN_V6=2001:db8:1::fe E2E_V6_PREFIX=64
-E2E_POD_SUBNET=198.18.0.0/24                  # bridge + host-local pod range
-E2E_EXTERNAL_IP=198.51.100.10                 # what the pods ask for
+E2E_HOLDER=eip0           # the examples keep the default device
+E2E_UPLINK=uplink0
 
 log()  { printf '[%s %s] %s\n' "$(date +%T)" "${E2E_NAME:-e2e}" "$*" >&2; }
-die()  { log "FAIL: $*"; exit 1; }
 step() { E2E_STEP_T0=$(date +%s.%N); log "== $*"; }
 step_done() { log "   ok ($(awk -v a="$E2E_STEP_T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2fs", b-a}'))"; }
+
+# ---------------------------------------------------------------- results
+
+E2E_PASSES=0 E2E_FAILS=0
+_e2e_result() {
+  local line
+  line="$1 ${E2E_NAME:-e2e}: $(printf '%s' "$2" | tr '\n' ' ' | cut -c1-600)"
+  printf '%s\n' "$line"
+  [ -z "${E2E_RESULTS:-}" ] || printf '%s\n' "$line" >>"$E2E_RESULTS"
+}
+pass() { E2E_PASSES=$((E2E_PASSES + 1)); _e2e_result PASS "$*"; }
+fail() { E2E_FAILS=$((E2E_FAILS + 1)); _e2e_result FAIL "$*"; }
+# die WHY: a FAIL line, then stop the recipe (later steps depend on this one).
+die()  { fail "$*"; E2E_DIED=1; exit 1; }
+
+# check DESC CMD...: PASS when CMD exits 0, else FAIL with the tail of its
+# output. CMD's output (stdout + stderr) is left in $E2E_OUT. Returns 0
+# either way (set -e); $E2E_OK says which.
+check() {
+  local desc=$1; shift
+  local rc=0
+  E2E_OUT=$("$@" 2>&1) || rc=$?
+  if [ "$rc" = 0 ]; then E2E_OK=1; pass "$desc"
+  else E2E_OK=0; fail "$desc: exit $rc: $(tail -c 300 <<<"$E2E_OUT")"; fi
+}
+# require DESC CMD...: check, and stop the recipe on FAIL.
+require() { check "$@"; [ "$E2E_OK" = 1 ] || exit 1; }
+# expect_fail DESC REGEX CMD...: PASS when CMD fails and its output matches REGEX.
+expect_fail() {
+  local desc=$1 re=$2; shift 2
+  if E2E_OUT=$("$@" 2>&1); then fail "$desc: succeeded, expected a failure"
+  elif grep -Eq -- "$re" <<<"$E2E_OUT"; then pass "$desc"
+  else fail "$desc: failed, but the output does not match /$re/: $(tail -c 300 <<<"$E2E_OUT")"; fi
+}
+# expect_eq DESC WANT GOT
+expect_eq() {
+  if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: want [$2], got [$3]"; fi
+}
+
+# ---------------------------------------------------- isolation, cleanup
 
 # e2e_isolate "$@": call first thing in a recipe. Re-execs the recipe as PID 1
 # of a new PID namespace with a private mount namespace. unshare(1) ignores
@@ -40,7 +91,7 @@ step_done() { log "   ok ($(awk -v a="$E2E_STEP_T0" -v b="$(date +%s.%N)" 'BEGIN
 # namespace. An outer timeout(1) sends SIGTERM to the process group (the
 # recipe's trap then cleans up), and SIGKILL 30s later.
 e2e_isolate() {
-  if [ "${E2E_ISOLATED:-}" = 1 ] || [ "${E2E_NO_ISOLATE:-}" = 1 ]; then return 0; fi
+  if [ "${E2E_ISOLATED:-}" = 1 ]; then return 0; fi
   [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 1; }
   export E2E_ISOLATED=1
   exec timeout -k 30 "$E2E_TIMEOUT" \
@@ -48,7 +99,7 @@ e2e_isolate() {
     bash "$0" "$@"
 }
 
-# e2e_init NAME: temp dir, traps, log.
+# e2e_init NAME: temp dir, traps, private /var/lib/cni, preconditions.
 e2e_init() {
   E2E_NAME="$1"
   E2E_TMP="$(mktemp -d "/tmp/eip-e2e-$1-$E2E_ID.XXXX")"
@@ -59,20 +110,22 @@ e2e_init() {
   trap 'e2e_on_exit $?' EXIT
   trap 'log "signal: TERM"; exit 143' TERM
   trap 'log "signal: INT"; exit 130' INT
-  if [ "${E2E_ISOLATED:-}" = 1 ]; then
-    # In our private mount namespace, give libcni's result cache and the
-    # containers blob-info cache a private place (they default to the
-    # machine's /var/lib/cni and /var/lib/containers/cache).
-    local d
-    for d in /var/lib/cni /var/lib/containers/cache; do
-      mkdir -p "$d" "$E2E_TMP/private$d"
-      mount --bind "$E2E_TMP/private$d" "$d"
-    done
-  fi
+  trap 'E2E_ERR="line $LINENO: $BASH_COMMAND"' ERR
+  # In our private mount namespace, give libcni's result cache, host-local's
+  # leases (/var/lib/cni/networks, the examples' default) and the
+  # containers blob-info cache a private place.
+  local d
+  for d in /var/lib/cni /var/lib/containers/cache; do
+    mkdir -p "$d" "$E2E_TMP/private$d"
+    mount --bind "$E2E_TMP/private$d" "$d"
+  done
   E2E_CGROUP_PARENT=/eip-e2e-$E2E_ID
-  e2e_defer "for d in /sys/fs/cgroup/*/${E2E_CGROUP_PARENT#/}; do [ ! -d \$d ] || rmdir \$d/conmon \$d 2>/dev/null; done; true"
+  e2e_defer "for d in /sys/fs/cgroup/*/${E2E_CGROUP_PARENT#/}; do [ ! -d \$d ] || find \$d -depth -type d -exec rmdir {} \; ; done; true"
+  E2E_EIP_DATA=$E2E_TMP/external-ip
+  E2E_EIP_LOG=$E2E_TMP/external-ip.log
+  log "run id $E2E_ID, temp dir $E2E_TMP, pid $$, plugin $PLUGIN"
   [ -x "$E2E_BIN/bridge" ] || die "no $E2E_BIN/bridge: run install-deps.sh $E2E_BIN"
-  log "run id $E2E_ID, temp dir $E2E_TMP, pid $$"
+  [ -x "$PLUGIN" ] || die "PLUGIN=$PLUGIN is not an executable: run make build"
 }
 
 # e2e_defer CMD...: run at exit, last registered first. Errors are ignored.
@@ -80,21 +133,26 @@ e2e_defer() { E2E_CLEANUPS+=("$*"); }
 
 e2e_on_exit() {
   local rc=$1 i
-  trap - EXIT TERM INT
+  trap - EXIT TERM INT ERR
   set +e
-  if [ "$rc" != 0 ]; then
-    log "exit status $rc; last lines of logs under $E2E_TMP:"
+  if [ "$rc" != 0 ] && [ -z "${E2E_DIED:-}" ]; then
+    fail "stopped early: exit status $rc${E2E_ERR:+ at $E2E_ERR}"
+  fi
+  if [ "$E2E_FAILS" != 0 ]; then
+    [ "$rc" != 0 ] || rc=1
+    log "failed; last lines of the logs under $E2E_TMP:"
     for f in "$E2E_TMP"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }; done
   fi
   for ((i=${#E2E_CLEANUPS[@]}-1; i>=0; i--)); do
     timeout -k 5 30 bash -c "${E2E_CLEANUPS[$i]}" >/dev/null 2>&1 || log "cleanup failed: ${E2E_CLEANUPS[$i]}"
   done
   if [ "${E2E_KEEP:-}" = 1 ]; then log "kept $E2E_TMP"; else rm -rf "$E2E_TMP"; fi
-  log "total $(awk -v a="$E2E_T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1fs", b-a}'), exit $rc"
+  log "$E2E_PASSES passed, $E2E_FAILS failed; total $(awk -v a="$E2E_T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1fs", b-a}'), exit $rc"
   exit "$rc"
 }
 
-# e2e_wait_for SECONDS DESCRIPTION CMD...: poll CMD every 0.1s.
+# e2e_wait_for SECONDS DESCRIPTION CMD...: poll CMD every 0.1s; FAIL and stop
+# the recipe if it does not succeed in time.
 e2e_wait_for() {
   local t=$1 what=$2; shift 2
   local end=$(( $(date +%s) + t ))
@@ -114,6 +172,8 @@ e2e_kill_pid() {
 
 export -f log e2e_kill_pid
 
+# ------------------------------------------------------------- namespaces
+
 # Enter only the network namespace. Not `ip netns exec`: that also remounts
 # /sys, which drops the cgroup v1 mounts under /sys/fs/cgroup, and runc then
 # fails with "no cgroup mount found in mountinfo". Side effect of nsenter:
@@ -130,48 +190,148 @@ e2e_netns_setup() {
   e2e_defer "ip netns del $E2E_HOST_NS"
   ip netns add "$E2E_LAN_NS"
   e2e_defer "ip netns del $E2E_LAN_NS"
-  ip -n "$E2E_HOST_NS" link add uplink0 type veth peer name lan0 netns "$E2E_LAN_NS"
+  ip -n "$E2E_HOST_NS" link add "$E2E_UPLINK" type veth peer name lan0 netns "$E2E_LAN_NS"
   for ns in "$E2E_HOST_NS" "$E2E_LAN_NS"; do
     ip -n "$ns" link set lo up
   done
-  hostns sysctl -qw net.ipv6.conf.uplink0.accept_dad=0
+  # What the plugin needs on a node (README, "Reachability requirements"),
+  # set only in our netns. A new netns copies the machine's IPv4 `all` and
+  # `default` settings (net.core.devconf_inherit_init_net=0), so arp_ignore
+  # is set explicitly: a machine with arp_ignore=1 must not fail the suite.
+  # IPv6 forwarding: proxy NDP needs it; the plugin reports it, never sets it.
+  local k
+  for k in all default "$E2E_UPLINK"; do
+    hostns sysctl -qw "net.ipv4.conf.$k.arp_ignore=0"
+  done
+  hostns sysctl -qw net.ipv6.conf.all.forwarding=1
+  hostns sysctl -qw "net.ipv6.conf.$E2E_UPLINK.forwarding=1"
+  hostns sysctl -qw "net.ipv6.conf.$E2E_UPLINK.accept_dad=0"
   lanns  sysctl -qw net.ipv6.conf.lan0.accept_dad=0
-  ip -n "$E2E_HOST_NS" addr add "$E2E_HOST_V4/$E2E_V4_PREFIX" dev uplink0
-  ip -n "$E2E_HOST_NS" addr add "$E2E_HOST_V6/$E2E_V6_PREFIX" dev uplink0 nodad
+  # The LAN (the node's default router) learns neighbours from unsolicited
+  # announcements, so a recipe can see that they arrived: arp_accept for
+  # gratuitous ARP; accept_untracked_na for unsolicited NAs, which Linux
+  # (RFC 9131) honours only on a router, hence forwarding on lan0.
+  lanns  sysctl -qw net.ipv4.conf.lan0.arp_accept=1
+  lanns  sysctl -qw net.ipv6.conf.lan0.forwarding=1
+  lanns  sysctl -qw net.ipv6.conf.lan0.accept_untracked_na=1
+  ip -n "$E2E_HOST_NS" addr add "$E2E_HOST_V4/$E2E_V4_PREFIX" dev "$E2E_UPLINK"
+  ip -n "$E2E_HOST_NS" addr add "$E2E_HOST_V6/$E2E_V6_PREFIX" dev "$E2E_UPLINK" nodad
   ip -n "$E2E_LAN_NS"  addr add "$E2E_LAN_V4/$E2E_V4_PREFIX" dev lan0
   ip -n "$E2E_LAN_NS"  addr add "$E2E_LAN_V6/$E2E_V6_PREFIX" dev lan0 nodad
-  ip -n "$E2E_HOST_NS" link set uplink0 up
+  ip -n "$E2E_HOST_NS" link set "$E2E_UPLINK" up
   ip -n "$E2E_LAN_NS"  link set lan0 up
   ip -n "$E2E_HOST_NS" route add default via "$E2E_LAN_V4"
   ip -n "$E2E_HOST_NS" -6 route add default via "$E2E_LAN_V6"
-  e2e_wait_for 10 "lan reachable from host" hostns busybox ping -c1 -W1 "$E2E_LAN_V4"
-  log "netns $E2E_HOST_NS (uplink0 $E2E_HOST_V4, $E2E_HOST_V6) <-> $E2E_LAN_NS (lan0 $E2E_LAN_V4, $E2E_LAN_V6)"
+  e2e_wait_for 10 "lan reachable from host" e2e_ping "$E2E_HOST_NS" "$E2E_LAN_V4"
+  log "netns $E2E_HOST_NS ($E2E_UPLINK $E2E_HOST_V4, $E2E_HOST_V6) <-> $E2E_LAN_NS (lan0 $E2E_LAN_V4, $E2E_LAN_V6)"
 }
 
-# e2e_cni_bin DIR: CNI bin dir with the reference plugins and the recorder.
+# e2e_ping NETNS IP: one echo from NETNS, 1 s deadline; iputils ping if
+# installed, else busybox's (Debian 12 minimal has no ping).
+e2e_ping() {
+  local p=(busybox ping -c1 -W1)
+  if command -v ping >/dev/null && ping -V >/dev/null 2>&1; then p=(ping -n -c1 -W1); fi
+  nsenter --net="/run/netns/$1" "${p[@]}" "$2"
+}
+
+# ---------------------------------------------------------- CNI plumbing
+
+# e2e_cni_bin DIR: CNI bin dir with the reference plugins, the recorder and
+# the plugin under test.
 e2e_cni_bin() {
   local d=$1
   mkdir -p "$d"
   for p in bridge host-local loopback; do ln -sf "$E2E_BIN/$p" "$d/$p"; done
   ln -sf "$E2E_DIR/recorder" "$d/recorder"
+  ln -sf "$(readlink -f "$PLUGIN")" "$d/external-ip"
 }
 
-# e2e_conflist NAME VERSION RECORDER_LOG [BRIDGE] [SUBNET]: bridge +
-# host-local + recorder (with the pod-annotations and externalIPs
-# capabilities), host-local state under $E2E_TMP.
-e2e_conflist() {
-  local name=$1 ver=$2 rlog=$3 br=${4:-eipbr0} subnet=${5:-$E2E_POD_SUBNET}
-  jq -n --arg name "$name" --arg ver "$ver" --arg rlog "$rlog" --arg br "$br" \
-        --arg subnet "$subnet" --arg ipamdir "$E2E_TMP/ipam" '{
-    cniVersion: $ver, name: $name,
-    plugins: [
-      {type: "bridge", bridge: $br, isGateway: true, ipMasq: false,
-       ipam: {type: "host-local", dataDir: $ipamdir,
-              ranges: [[{subnet: $subnet}]], routes: [{dst: "0.0.0.0/0"}]}},
-      {type: "recorder", logFile: $rlog,
-       capabilities: {"io.kubernetes.cri.pod-annotations": true, externalIPs: true}}
-    ]}'
+# e2e_example_conflist FILE RECORDER_LOG [CNIVERSION]: the example
+# conflist-examples/FILE as a runtime would get it, changed only so that the
+# test can see and clean up everything:
+#  - the external-ip entry gets dataDir and logFile under $E2E_TMP (its
+#    default dataDir, /run/cni/external-ip, is the machine's) and logLevel
+#    debug; its other keys (allowedRanges, capabilities, podAnnotation...)
+#    and their defaults (device eip0, announce, conflictProbe) are the
+#    example's;
+#  - a `recorder` entry goes right before it, with the same capabilities: it
+#    logs what the runtime passed and the main plugin's result, which the
+#    recipes compare with the final result (prevResult passed unchanged);
+#  - CNIVERSION, if given, replaces cniVersion (cnitool's GC and STATUS need
+#    1.1.0; the examples are at 1.0.0 for podman 4.3 and containerd 1.6).
+e2e_example_conflist() {
+  local file=$E2E_EXAMPLES/$1 rlog=$2 ver=${3:-}
+  [ -f "$file" ] || die "no example $file"
+  jq --arg rlog "$rlog" --arg ver "$ver" --arg dir "$E2E_EIP_DATA" --arg elog "$E2E_EIP_LOG" '
+    (if $ver == "" then . else .cniVersion = $ver end)
+    | .plugins |= (map(if .type == "external-ip" then
+        [{type: "recorder", logFile: $rlog} + (if .capabilities then {capabilities} else {} end),
+         . + {dataDir: $dir, logFile: $elog, logLevel: "debug"}]
+      else [.] end) | add)' "$file"
 }
+
+# ------------------------------------------------- what the node holds
+
+# e2e_holder_ips: the global addresses on the holder device, sorted, one line.
+e2e_holder_ips() {
+  ip -n "$E2E_HOST_NS" -j addr show dev "$E2E_HOLDER" 2>/dev/null \
+    | jq -r '[.[0].addr_info[]? | select(.scope == "global") | .local] | sort | join(" ")'
+}
+# e2e_proxy_ips: the IPv6 proxy neighbour entries on the uplink, sorted.
+e2e_proxy_ips() {
+  ip -n "$E2E_HOST_NS" -6 -j neigh show proxy dev "$E2E_UPLINK" | jq -r '[.[].dst] | sort | join(" ")'
+}
+# e2e_sorted WORD...: the words sorted, on one line (compare with the above).
+e2e_sorted() { printf '%s\n' "$@" | sed '/^$/d' | sort | paste -sd' ' -; }
+
+# expect_holder WHEN IP...: the holder carries exactly IP... (global scope),
+# and the uplink has a proxy entry for exactly the IPv6 ones among them.
+expect_holder() {
+  local when=$1; shift
+  local v6=() ip
+  for ip in "$@"; do [[ $ip != *:* ]] || v6+=("$ip"); done
+  expect_eq "$when: $E2E_HOLDER holds exactly [$*]" "$(e2e_sorted "$@")" "$(e2e_holder_ips)"
+  expect_eq "$when: proxy neighbour entries on $E2E_UPLINK are exactly [${v6[*]}]" \
+    "$(e2e_sorted "${v6[@]}")" "$(e2e_proxy_ips)"
+}
+
+# e2e_status: `external-ip status --json` for our dataDir, in the host netns.
+e2e_status() { hostns "$PLUGIN" status --json --data-dir "$E2E_EIP_DATA"; }
+
+# expect_status WHEN WANT: `external-ip status --json` shows exactly WANT as
+# holders of the holder device, a JSON object {"IP": ["network/container/
+# ifname", ...]}, with no drift. WANT {} means no IP is held.
+expect_status() {
+  local when=$1 want=$2 out got
+  if ! out=$(e2e_status 2>&1); then
+    fail "$when: external-ip status --json failed: $out"; return 0
+  fi
+  got=$(jq -cS --arg dev "$E2E_HOLDER" '[.[] | select(.device == $dev)] | {
+      holders: ([.[].ips[] | {key: .ip, value: ([.holders[] | "\(.network)/\(.containerID)/\(.ifName)"] | sort)}] | from_entries),
+      drift: [.[].drift[]]}' <<<"$out") || { fail "$when: status --json is not the expected JSON: $out"; return 0; }
+  want=$(jq -cS --argjson h "$want" -n '{holders: ($h | map_values(sort)), drift: []}')
+  if [ "$got" = "$want" ]; then
+    pass "$when: external-ip status --json shows holders $(jq -c .holders <<<"$want"), no drift"
+  else
+    fail "$when: external-ip status --json: want $want, got $got"
+  fi
+}
+
+# e2e_show WHEN: the holder, the proxy entries and `external-ip status` in the log.
+e2e_show() {
+  log "$1: $E2E_HOLDER [$(e2e_holder_ips)], proxy [$(e2e_proxy_ips)]"
+  hostns "$PLUGIN" status --data-dir "$E2E_EIP_DATA" 2>&1 | sed 's/^/    /' >&2 || true
+}
+
+# e2e_lan_learned IP: the LAN's neighbour entry for IP has the uplink's MAC
+# (it came from an announcement if no traffic to IP has been sent yet).
+e2e_lan_learned() {
+  local mac
+  mac=$(ip -n "$E2E_HOST_NS" -j link show dev "$E2E_UPLINK" | jq -r '.[0].address')
+  [ "$(ip -n "$E2E_LAN_NS" -j neigh show "$1" dev lan0 | jq -r '.[0].lladdr // empty')" = "$mac" ]
+}
+
+# ---------------------------------------------------------------- images
 
 # e2e_rootfs DIR: a minimal rootfs, busybox-static and its applet links.
 e2e_rootfs() {
