@@ -173,6 +173,24 @@ func (a *Assigner) rollback(key string, touch []netip.Addr, cause error) error {
 // Del releases att's record and removes every IP nobody holds any more.
 // Something already gone is not an error: DEL may come twice.
 func (a *Assigner) Del(att Attachment) error {
+	return a.withState(func() error {
+		key := att.key()
+		rec, err := a.st.readRecord(key)
+		if err != nil || rec == nil {
+			return err
+		}
+		if err := a.commit(&journal{Key: key, Touch: rec.IPs}); err != nil {
+			return err
+		}
+		a.log.Info("deleted", "attachment", att.String(), "ips", rec.IPs)
+		return nil
+	})
+}
+
+// withState runs f under the lock, once any interrupted change is
+// finished. Without a state directory there is nothing to release or
+// collect, and nothing is created.
+func (a *Assigner) withState(f func() error) error {
 	if !a.st.exists() {
 		return nil
 	}
@@ -184,16 +202,7 @@ func (a *Assigner) Del(att Attachment) error {
 	if err := a.recover(); err != nil {
 		return err
 	}
-	key := att.key()
-	rec, err := a.st.readRecord(key)
-	if err != nil || rec == nil {
-		return err
-	}
-	if err := a.commit(&journal{Key: key, Touch: rec.IPs}); err != nil {
-		return err
-	}
-	a.log.Info("deleted", "attachment", att.String(), "ips", rec.IPs)
-	return nil
+	return f()
 }
 
 func (a *Assigner) lock() (*lockFile, error) {

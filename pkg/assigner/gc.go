@@ -10,17 +10,10 @@ import (
 // reconciles the holder with the records of every network: held IPs that
 // went missing come back, addresses nobody holds go.
 func (a *Assigner) GC(network string, keep []Attachment) error {
-	if !a.st.exists() {
-		return nil
-	}
-	l, err := a.lock()
-	if err != nil {
-		return err
-	}
-	defer l.unlock()
-	if err := a.recover(); err != nil {
-		return err
-	}
+	return a.withState(func() error { return a.collect(network, keep) })
+}
+
+func (a *Assigner) collect(network string, keep []Attachment) error {
 	recs, err := a.st.records()
 	if err != nil {
 		return err
@@ -147,21 +140,12 @@ func keys[V any](m map[netip.Addr]V) []netip.Addr {
 // rebuilds the index from the records and makes the holder carry exactly
 // the held IPs. The operator runs it after moving a corrupt file aside.
 func (a *Assigner) Repair() error {
-	if !a.st.exists() {
-		return nil
-	}
-	l, err := a.lock()
-	if err != nil {
-		return err
-	}
-	defer l.unlock()
-	if err := a.recover(); err != nil {
-		return err
-	}
-	recs, err := a.st.records()
-	if err != nil {
-		return err
-	}
-	a.log.Info("repairing", "records", len(recs))
-	return a.reconcile(recs)
+	return a.withState(func() error {
+		recs, err := a.st.records()
+		if err != nil {
+			return err
+		}
+		a.log.Info("repairing", "records", len(recs))
+		return a.reconcile(recs)
+	})
 }

@@ -27,36 +27,9 @@ type IP struct {
 // static list in the config is trusted; every other source must fall in
 // allowedRanges.
 func (c *Config) Requests(cniArgs string) ([]IP, error) {
-	fromArgs, err := externalIPsFromArgs(cniArgs)
+	sources, err := c.sources(cniArgs)
 	if err != nil {
 		return nil, err
-	}
-	annotation := ""
-	if v, ok := c.raw.RuntimeConfig.PodAnnotations[c.PodAnnotation]; ok {
-		annotation = v
-	}
-	static, err := decodeIPList("externalIPs", c.raw.ExternalIPs)
-	if err != nil {
-		return nil, err
-	}
-	runtime, err := decodeIPList("runtimeConfig.externalIPs", c.raw.RuntimeConfig.ExternalIPs)
-	if err != nil {
-		return nil, err
-	}
-	multus, err := decodeIPList("args.cni.externalIPs", c.raw.Args.CNI.ExternalIPs)
-	if err != nil {
-		return nil, err
-	}
-	sources := []struct {
-		name    string
-		values  []string
-		trusted bool
-	}{
-		{"externalIPs", static, true},
-		{"runtimeConfig.externalIPs", runtime, false},
-		{"args.cni.externalIPs", multus, false},
-		{"pod annotation " + c.PodAnnotation, splitList(annotation), false},
-		{"CNI_ARGS " + CNIArgsKey, fromArgs, false},
 	}
 	var out []IP
 	seen := map[netip.Addr]bool{}
@@ -67,17 +40,45 @@ func (c *Config) Requests(cniArgs string) ([]IP, error) {
 			if err != nil {
 				return nil, err
 			}
-			if seen[addr] {
-				continue
+			if !seen[addr] {
+				seen[addr] = true
+				out = append(out, IP{Addr: addr, Source: where})
 			}
-			seen[addr] = true
-			out = append(out, IP{Addr: addr, Source: where})
 		}
 	}
 	if len(out) > MaxIPs {
 		return nil, invalidf("external IPs: %d requested, at most %d per attachment", len(out), MaxIPs)
 	}
 	return out, nil
+}
+
+// source is one place requested IPs come from, in the order they are read.
+type source struct {
+	name    string
+	values  []string
+	trusted bool
+}
+
+func (c *Config) sources(cniArgs string) ([]source, error) {
+	fromArgs, err := externalIPsFromArgs(cniArgs)
+	if err != nil {
+		return nil, err
+	}
+	out := []source{
+		{name: "externalIPs", trusted: true},
+		{name: "runtimeConfig.externalIPs"},
+		{name: "args.cni.externalIPs"},
+	}
+	for i, raw := range []json.RawMessage{c.raw.ExternalIPs, c.raw.RuntimeConfig.ExternalIPs, c.raw.Args.CNI.ExternalIPs} {
+		if out[i].values, err = decodeIPList(out[i].name, raw); err != nil {
+			return nil, err
+		}
+	}
+	annotation := c.raw.RuntimeConfig.PodAnnotations[c.PodAnnotation]
+	return append(out,
+		source{name: "pod annotation " + c.PodAnnotation, values: splitList(annotation)},
+		source{name: "CNI_ARGS " + CNIArgsKey, values: fromArgs},
+	), nil
 }
 
 // check refuses what can never be an external IP, whatever the host.
