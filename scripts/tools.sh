@@ -59,5 +59,5 @@ if [[ -x $plugin ]]; then
 fi
 if ((stale)); then
   echo "tools: building external-ip"
-  (cd "$ROOT" && "$GO" build -o "$plugin" ./plugins/external-ip)
+  (cd "$ROOT" && CGO_ENABLED=0 "$GO" build -o "$plugin" ./plugins/external-ip)
 fi

@@ -96,7 +96,10 @@ func PlanFromEnv(v string) (Plan, error) {
 // hold ADD until the last round. It inherits the network namespace of the
 // calling thread. A plan too big for one environment string is split across
 // several children.
-func Detach(exe string, p Plan) error {
+//
+// keep are files the child inherits and holds until it exits, so that their
+// last close happens there: see Sender.Release.
+func Detach(exe string, p Plan, keep ...*os.File) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encoding announcement plan for %s: %w", p.Uplink.Name, err)
@@ -104,9 +107,10 @@ func Detach(exe string, p Plan) error {
 	if len(b) > maxPlanLen && len(p.IPs) > 1 {
 		first, second := p, p
 		first.IPs, second.IPs = p.IPs[:len(p.IPs)/2], p.IPs[len(p.IPs)/2:]
-		return errors.Join(Detach(exe, first), Detach(exe, second))
+		return errors.Join(Detach(exe, first, keep...), Detach(exe, second))
 	}
 	cmd := exec.Command(exe)
+	cmd.ExtraFiles = keep
 	// Nil Stdin, Stdout and Stderr mean /dev/null to os/exec.
 	cmd.Env = append(os.Environ(), EnvPlan+"="+string(b))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -117,11 +121,20 @@ func Detach(exe string, p Plan) error {
 	return cmd.Process.Release()
 }
 
+// holdInherited is how long a child with no rounds to send keeps the
+// sockets it inherited: long enough that the parent, which closes its own
+// copies right after the child starts, is never the last to close them.
+const holdInherited = 100 * time.Millisecond
+
 // RunPlan is the body of the detached process: p.Rounds rounds, sleeping
 // p.Interval before each because the caller already sent the first. It
 // returns after about Rounds*Interval with every round's failure joined; a
 // failed round does not stop the next, since the uplink may come back.
 func RunPlan(p Plan) error {
+	if p.Rounds == 0 {
+		time.Sleep(holdInherited)
+		return nil
+	}
 	s := NewSender(p.Uplink)
 	var errs []error
 	for i := 0; i < p.Rounds; i++ {

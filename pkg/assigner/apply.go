@@ -104,12 +104,16 @@ func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 	return a.st.writeIP(ip, ipEntry{})
 }
 
-// ensureHolder returns the holder device, creating it if missing. A marker
-// file written before the device is made lets the next invocation adopt a
-// device that a crash left made but not yet marked.
+// ensureHolder returns the holder device, creating it if missing, once per
+// invocation. A marker file written before the device is made lets the next
+// invocation adopt a device that a crash left made but not yet marked.
 func (a *Assigner) ensureHolder() (int, error) {
+	if a.dev != 0 {
+		return a.dev, nil
+	}
 	adopt := fileExists(a.st.creatingPath())
-	if !adopt {
+	if !adopt && a.seen == 0 {
+		// Not seen by screening (or replaying): look before making.
 		dev, err := a.k.holder(a.opts.Device, false, false)
 		if err != nil {
 			return 0, err
@@ -125,6 +129,7 @@ func (a *Assigner) ensureHolder() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	a.dev = dev
 	if adopt {
 		a.log.Info("holder device ready", "index", dev)
 		a.hook("device")

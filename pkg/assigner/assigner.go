@@ -2,7 +2,6 @@ package assigner
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -49,15 +48,19 @@ type Assigner struct {
 	log  *slog.Logger
 	// hook, set only by tests, is called at each named step of a change.
 	hook func(step string)
+	// seen is the holder's index as screening found it (0: missing or not
+	// yet marked); dev is the holder once made or checked under the lock.
+	// Both live as long as the invocation.
+	seen, dev int
 }
 
 // New returns an Assigner working on the host's kernel.
-func New(o Options) *Assigner { return newAssigner(o, hostKernel{}) }
+func New(o Options) *Assigner { return newAssigner(o, &hostKernel{}) }
 
 func newAssigner(o Options, k kernel) *Assigner {
 	log := o.Log
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Assigner{
 		opts: o,
@@ -102,6 +105,11 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 }
 
 func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]route, h Hooks) ([]Placed, error) {
+	// Under the lock, whoever was making the holder has marked it: a device
+	// that screening could not judge is ours now, or it never will be.
+	if _, err := a.ensureHolder(); err != nil {
+		return nil, err
+	}
 	key := att.key()
 	old, err := a.st.readRecord(key)
 	if err != nil {
@@ -230,8 +238,17 @@ func (a *Assigner) commit(j *journal) error {
 	return a.st.remove(a.st.journalPath())
 }
 
-// recover finishes a change that a crashed invocation left in the journal.
+// recover finishes a change that a crashed invocation left in the journal,
+// and a holder device it left made but not marked.
 func (a *Assigner) recover() error {
+	if fileExists(a.st.creatingPath()) {
+		if _, err := a.k.holder(a.opts.Device, false, true); err != nil {
+			return err
+		}
+		if err := a.st.remove(a.st.creatingPath()); err != nil {
+			return err
+		}
+	}
 	j, err := a.st.readJournal()
 	if err != nil || j == nil {
 		return err

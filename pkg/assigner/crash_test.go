@@ -127,12 +127,13 @@ func (s crashScenario) steps(t *testing.T) []string {
 // happened; after it, it is finished; an ADD rolled back is held until its
 // rollback's journal is written.
 func (s crashScenario) expect(steps []string, n int, repeats bool, pre holdings) holdings {
+	first := slices.Index(steps, "journal")
 	switch {
 	case repeats:
 		return s.post
-	case n == 0:
+	case n <= first:
 		return pre
-	case s.mid != nil && n <= slices.Index(steps[1:], "journal")+1:
+	case s.mid != nil && n <= first+1+slices.Index(steps[first+1:], "journal"):
 		return s.mid
 	}
 	return s.post

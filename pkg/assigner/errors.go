@@ -26,6 +26,11 @@ var (
 	ErrAnnounce = errors.New("announce error")
 )
 
+// errUnmarked is the refusal of a dummy or port-less bridge without our
+// alias: a device that another invocation may be making right now, between
+// its creation and its marking, so only a check under the lock is final.
+var errUnmarked = errors.New("not marked")
+
 // kindError carries a kind for errors.Is while its message stays the one
 // line that names the object and the value.
 type kindError struct {

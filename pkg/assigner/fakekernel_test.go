@@ -248,10 +248,13 @@ func (k *fakeKernel) holder(name string, create, adopt bool) (int, error) {
 		if l.Ports > 0 {
 			return kindf(ErrRefused, "device %s: is a bridge with %d ports", name, l.Ports)
 		}
-		if l.Alias != HolderAlias {
-			if l.Alias != "" || !adopt {
-				return kindf(ErrRefused, "device %s: exists and is not marked as an external-ip holder (alias %q)", name, l.Alias)
-			}
+		switch {
+		case l.Alias == HolderAlias:
+		case l.Alias != "":
+			return kindf(ErrRefused, "device %s: is marked by someone else (alias %q)", name, l.Alias)
+		case !adopt:
+			return kindf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias)", name, errUnmarked)
+		default:
 			l.Alias = HolderAlias
 		}
 		if create {

@@ -19,28 +19,46 @@ import (
 // managed, whatever its name.
 const HolderAlias = "external-ip holder: managed by the external-ip CNI plugin"
 
-// hostKernel is the kernel seen through netlink and /proc/sys.
-type hostKernel struct{}
+// hostKernel is the kernel seen through netlink and /proc/sys. It keeps one
+// netlink socket for the invocation: a socket per request costs more than
+// most of the requests themselves.
+type hostKernel struct {
+	handle *netlinksafe.Handle
+}
 
-var _ kernel = hostKernel{}
+var _ kernel = (*hostKernel)(nil)
 
-func (hostKernel) holder(name string, create, adopt bool) (int, error) {
-	link, err := netlinksafe.LinkByName(name)
+// nl opens the socket on first use, so that an invocation that needs no
+// netlink (a DEL with nothing recorded) opens none. If it cannot be opened,
+// each request falls back to a socket of its own.
+func (k *hostKernel) nl() netlinksafe.Handle {
+	if k.handle == nil {
+		h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return netlinksafe.Handle{Handle: &netlink.Handle{}}
+		}
+		k.handle = &h
+	}
+	return *k.handle
+}
+
+func (k *hostKernel) holder(name string, create, adopt bool) (int, error) {
+	link, err := k.nl().LinkByName(name)
 	var notFound netlink.LinkNotFoundError
 	switch {
 	case errors.As(err, &notFound):
 		if !create {
 			return 0, nil
 		}
-		return makeHolder(name)
+		return k.makeHolder(name)
 	case err != nil:
 		return 0, kindf(ErrHost, "looking up holder device %s: %w", name, err)
 	}
-	if err := checkOurs(link, adopt); err != nil {
+	if err := k.checkOurs(link, adopt); err != nil {
 		return 0, err
 	}
 	if create && link.Attrs().Flags&net.FlagUp == 0 {
-		if err := netlink.LinkSetUp(link); err != nil {
+		if err := k.nl().LinkSetUp(link); err != nil {
 			return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
 		}
 	}
@@ -49,24 +67,24 @@ func (hostKernel) holder(name string, create, adopt bool) (int, error) {
 
 // makeHolder creates a dummy device, or a bridge with no ports where the
 // kernel has no dummy driver: both take addresses and forward nothing.
-func makeHolder(name string) (int, error) {
+func (k *hostKernel) makeHolder(name string) (int, error) {
 	attrs := netlink.LinkAttrs{Name: name}
 	var link netlink.Link = &netlink.Dummy{LinkAttrs: attrs}
-	err := netlink.LinkAdd(link)
+	err := k.nl().LinkAdd(link)
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		link = &netlink.Bridge{LinkAttrs: attrs}
-		err = netlink.LinkAdd(link)
+		err = k.nl().LinkAdd(link)
 	}
 	if err != nil {
 		return 0, kindf(ErrHost, "creating holder device %s: %w", name, err)
 	}
-	if err := netlink.LinkSetAlias(link, HolderAlias); err != nil {
+	if err := k.nl().LinkSetAlias(link, HolderAlias); err != nil {
 		return 0, kindf(ErrHost, "marking holder device %s: %w", name, err)
 	}
 	// No link-local address: the holder talks to nobody. Best effort, since
 	// a kernel without IPv6 has no such setting.
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/addr_gen_mode", []byte("1"), 0o644)
-	if err := netlink.LinkSetUp(link); err != nil {
+	if err := k.nl().LinkSetUp(link); err != nil {
 		return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
 	}
 	return link.Attrs().Index, nil
@@ -74,7 +92,7 @@ func makeHolder(name string) (int, error) {
 
 // checkOurs refuses any device we did not make: a real NIC, a device marked
 // by someone else, or a bridge that has ports.
-func checkOurs(link netlink.Link, adopt bool) error {
+func (k *hostKernel) checkOurs(link netlink.Link, adopt bool) error {
 	a := link.Attrs()
 	kind := link.Type()
 	if kind != "dummy" && kind != "bridge" {
@@ -89,16 +107,18 @@ func checkOurs(link netlink.Link, adopt bool) error {
 			return kindf(ErrRefused, "device %s: is a bridge with %d ports, not an external-ip holder; choose another \"device\"", a.Name, ports)
 		}
 	}
-	if a.Alias == HolderAlias {
+	switch {
+	case a.Alias == HolderAlias:
 		return nil
-	}
-	if a.Alias == "" && adopt {
-		if err := netlink.LinkSetAlias(link, HolderAlias); err != nil {
+	case a.Alias != "":
+		return kindf(ErrRefused, "device %s: is marked by someone else (alias %q); choose another \"device\"", a.Name, a.Alias)
+	case adopt:
+		if err := k.nl().LinkSetAlias(link, HolderAlias); err != nil {
 			return kindf(ErrHost, "marking holder device %s: %w", a.Name, err)
 		}
 		return nil
 	}
-	return kindf(ErrRefused, "device %s: exists and is not marked as an external-ip holder (alias %q); choose another \"device\"", a.Name, a.Alias)
+	return kindf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias); choose another \"device\"", a.Name, errUnmarked)
 }
 
 // bridgePorts counts a bridge's ports with a link dump that the kernel
@@ -117,8 +137,8 @@ func bridgePorts(index int) (int, error) {
 	return 0, netlink.ErrDumpInterrupted
 }
 
-func (hostKernel) holderUp(dev int) (bool, error) {
-	link, err := netlink.LinkByIndex(dev)
+func (k *hostKernel) holderUp(dev int) (bool, error) {
+	link, err := k.nl().LinkByIndex(dev)
 	if err != nil {
 		return false, kindf(ErrHost, "looking up holder device %d: %w", dev, err)
 	}
@@ -143,8 +163,8 @@ func holderAddr(dev int, ip netip.Addr) (netlink.Link, *netlink.Addr) {
 
 // addAddr adds without asking first: EEXIST is the cheap answer to "is it
 // there already?", where a listing would cost milliseconds.
-func (hostKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
-	err := netlink.AddrAdd(holderAddr(dev, ip))
+func (k *hostKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
+	err := k.nl().AddrAdd(holderAddr(dev, ip))
 	if errors.Is(err, unix.EEXIST) {
 		return false, nil
 	}
@@ -154,8 +174,8 @@ func (hostKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
 	return true, nil
 }
 
-func (hostKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
-	err := netlink.AddrDel(holderAddr(dev, ip))
+func (k *hostKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
+	err := k.nl().AddrDel(holderAddr(dev, ip))
 	if errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENODEV) {
 		return false, nil
 	}
@@ -165,14 +185,14 @@ func (hostKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
 	return true, nil
 }
 
-func (hostKernel) linkName(index int) string {
-	if link, err := netlink.LinkByIndex(index); err == nil {
+func (k *hostKernel) linkName(index int) string {
+	if link, err := k.nl().LinkByIndex(index); err == nil {
 		return link.Attrs().Name
 	}
 	return fmt.Sprintf("index %d", index)
 }
 
-func (hostKernel) holderAddrs(dev int) ([]netip.Addr, error) {
+func (k *hostKernel) holderAddrs(dev int) ([]netip.Addr, error) {
 	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
 	addrs, err := netlinksafe.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
@@ -190,8 +210,8 @@ func (hostKernel) holderAddrs(dev int) ([]netip.Addr, error) {
 // lookup asks the FIB for the entry that matches ip (RTM_F_FIB_MATCH): for a
 // local address it names the interface the address is on, otherwise the
 // route and its interface. One request, whatever the number of addresses.
-func (hostKernel) lookup(ip netip.Addr) (route, error) {
-	routes, err := netlink.RouteGetWithOptions(ip.AsSlice(), &netlink.RouteGetOptions{FIBMatch: true})
+func (k *hostKernel) lookup(ip netip.Addr) (route, error) {
+	routes, err := k.nl().RouteGetWithOptions(ip.AsSlice(), &netlink.RouteGetOptions{FIBMatch: true})
 	if errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) || (err == nil && len(routes) == 0) {
 		return route{}, nil
 	}
@@ -222,13 +242,13 @@ func toRoute(ip netip.Addr, r netlink.Route) route {
 	return out
 }
 
-func (hostKernel) mainRoute(ip netip.Addr) (route, error) {
+func (k *hostKernel) mainRoute(ip netip.Addr) (route, error) {
 	family := netlink.FAMILY_V4
 	if ip.Is6() {
 		family = netlink.FAMILY_V6
 	}
 	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN}
-	routes, err := netlinksafe.RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE)
+	routes, err := k.nl().RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return route{}, kindf(ErrHost, "listing routes for %s: %w", ip, err)
 	}
@@ -242,23 +262,23 @@ func (hostKernel) mainRoute(ip netip.Addr) (route, error) {
 	return best, nil
 }
 
-func (k hostKernel) uplinkByName(name string) (Uplink, error) {
-	link, err := netlinksafe.LinkByName(name)
+func (k *hostKernel) uplinkByName(name string) (Uplink, error) {
+	link, err := k.nl().LinkByName(name)
 	if err != nil {
 		return Uplink{}, kindf(ErrRefused, "uplink %s: %w", name, err)
 	}
-	return toUplink(link)
+	return k.toUplink(link)
 }
 
-func (k hostKernel) uplinkByIndex(index int) (Uplink, error) {
-	link, err := netlink.LinkByIndex(index)
+func (k *hostKernel) uplinkByIndex(index int) (Uplink, error) {
+	link, err := k.nl().LinkByIndex(index)
 	if err != nil {
 		return Uplink{}, kindf(ErrRefused, "uplink with index %d: %w", index, err)
 	}
-	return toUplink(link)
+	return k.toUplink(link)
 }
 
-func toUplink(link netlink.Link) (Uplink, error) {
+func (k *hostKernel) toUplink(link netlink.Link) (Uplink, error) {
 	a := link.Attrs()
 	if a.Flags&net.FlagUp == 0 {
 		return Uplink{}, kindf(ErrRefused, "uplink %s: is down", a.Name)
@@ -272,7 +292,7 @@ func toUplink(link netlink.Link) (Uplink, error) {
 
 // reachable checks the sysctls without which the kernel would not answer
 // the LAN for an address on the holder device.
-func (hostKernel) reachable(up Uplink, v6 bool) error {
+func (k *hostKernel) reachable(up Uplink, v6 bool) error {
 	if !v6 {
 		for _, dev := range []string{"all", up.Name} {
 			key := "ipv4/conf/" + dev + "/arp_ignore"
@@ -320,8 +340,8 @@ func enableProxyNDP(uplink string) error {
 	return nil
 }
 
-func proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
-	link, err := netlinksafe.LinkByName(uplink)
+func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
+	link, err := k.nl().LinkByName(uplink)
 	if err != nil {
 		return nil, err
 	}
@@ -333,13 +353,13 @@ func proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
 	}, nil
 }
 
-func (hostKernel) addProxy(uplink string, ip netip.Addr) error {
+func (k *hostKernel) addProxy(uplink string, ip netip.Addr) error {
 	if err := enableProxyNDP(uplink); err != nil {
 		return err
 	}
-	n, err := proxyNeigh(uplink, ip)
+	n, err := k.proxyNeigh(uplink, ip)
 	if err == nil {
-		err = netlink.NeighAdd(n)
+		err = k.nl().NeighAdd(n)
 	}
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return kindf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, err)
@@ -347,14 +367,14 @@ func (hostKernel) addProxy(uplink string, ip netip.Addr) error {
 	return nil
 }
 
-func (hostKernel) delProxy(uplink string, ip netip.Addr) error {
-	n, err := proxyNeigh(uplink, ip)
+func (k *hostKernel) delProxy(uplink string, ip netip.Addr) error {
+	n, err := k.proxyNeigh(uplink, ip)
 	var notFound netlink.LinkNotFoundError
 	if errors.As(err, &notFound) {
 		return nil // the uplink went, and its entries with it
 	}
 	if err == nil {
-		err = netlink.NeighDel(n)
+		err = k.nl().NeighDel(n)
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return kindf(ErrHost, "removing proxy neighbour %s on %s: %w", ip, uplink, err)
@@ -362,12 +382,12 @@ func (hostKernel) delProxy(uplink string, ip netip.Addr) error {
 	return nil
 }
 
-func (hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
-	link, err := netlinksafe.LinkByName(uplink)
+func (k *hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
+	link, err := k.nl().LinkByName(uplink)
 	if err != nil {
 		return false, kindf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
 	}
-	entries, err := netlink.NeighProxyList(link.Attrs().Index, netlink.FAMILY_V6)
+	entries, err := k.nl().NeighProxyList(link.Attrs().Index, netlink.FAMILY_V6)
 	if err != nil {
 		return false, kindf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
 	}

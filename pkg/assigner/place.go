@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"errors"
 	"net/netip"
 )
 
@@ -10,10 +11,11 @@ import (
 // could not reach. It returns each IP's route, looked up before the IP is
 // assigned, because afterwards the kernel answers "local".
 func (a *Assigner) screen(ips []netip.Addr) (map[netip.Addr]route, error) {
-	dev, err := a.k.holder(a.opts.Device, false, fileExists(a.st.creatingPath()))
+	dev, err := a.screenHolder()
 	if err != nil {
 		return nil, err
 	}
+	a.seen = dev
 	ups := uplinkCache{k: a.k}
 	if a.opts.Uplink != "" {
 		if _, err := ups.byName(a.opts.Uplink); err != nil {
@@ -29,6 +31,22 @@ func (a *Assigner) screen(ips []netip.Addr) (map[netip.Addr]route, error) {
 		routes[ip] = r
 	}
 	return routes, nil
+}
+
+// screenHolder refuses a holder device that is not ours, but not one that
+// another invocation is making right now: that one writes the
+// creating-device marker before it makes the device and removes it after
+// marking it, so an unmarked device is judged under the lock while the marker
+// exists, and looked at once more if the marker went in the meantime.
+func (a *Assigner) screenHolder() (int, error) {
+	dev, err := a.k.holder(a.opts.Device, false, false)
+	if !errors.Is(err, errUnmarked) {
+		return dev, err
+	}
+	if fileExists(a.st.creatingPath()) {
+		return 0, nil
+	}
+	return a.k.holder(a.opts.Device, false, false)
 }
 
 func (a *Assigner) screenIP(dev int, ip netip.Addr, ups *uplinkCache) (route, error) {

@@ -55,8 +55,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return cniError(err, nil)
 	}
 	if len(reqs) > 0 {
-		hooks := assigner.Hooks{Probe: prober(inv.conf), Announce: announcer(inv.conf, inv.log)}
-		if _, err := inv.as.Add(inv.att, addrs(reqs), hooks); err != nil {
+		ann := &announcement{conf: inv.conf, log: inv.log}
+		hooks := assigner.Hooks{Probe: prober(inv.conf), Announce: ann.round}
+		_, err := inv.as.Add(inv.att, addrs(reqs), hooks)
+		ann.finish(err == nil)
+		if err != nil {
 			inv.log.Error("add failed", "error", err)
 			return cniError(err, reqs)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -15,39 +14,62 @@ import (
 	"github.com/external-ip/external-ip/pkg/config"
 )
 
-// announcer sends the first round on each uplink before ADD returns, and
-// leaves the later rounds to a detached copy of this binary so that they do
-// not hold ADD up.
-func announcer(conf *config.Config, log *slog.Logger) func([]assigner.Placed) error {
-	return func(placed []assigner.Placed) error {
-		for _, g := range byUplink(placed) {
-			s := announce.NewSender(g.up)
-			err := s.Round(g.ips)
-			s.Close()
-			if err != nil {
-				return fmt.Errorf("%w: announcing %v on %s: %w", assigner.ErrAnnounce, g.ips, g.up.Name, err)
-			}
-			log.Info("announced", "uplink", g.up.Name, "ips", g.ips, "round", 1)
-			detach(conf, g, log)
+// announcement sends the first round on each uplink before ADD returns,
+// under the assigner's lock, and once the lock is released leaves the later
+// rounds, and the slow close of its packet socket, to a detached copy of
+// this binary, so that neither holds ADD up.
+type announcement struct {
+	conf    *config.Config
+	log     *slog.Logger
+	senders []*announce.Sender
+	groups  []group
+}
+
+// round is the assigner's Announce hook.
+func (a *announcement) round(placed []assigner.Placed) error {
+	for _, g := range byUplink(placed) {
+		s := announce.NewSender(g.up)
+		a.senders, a.groups = append(a.senders, s), append(a.groups, g)
+		if err := s.Round(g.ips); err != nil {
+			return fmt.Errorf("%w: announcing %v on %s: %w", assigner.ErrAnnounce, g.ips, g.up.Name, err)
 		}
-		return nil
+		a.log.Info("announced", "uplink", g.up.Name, "ips", g.ips, "round", 1)
+	}
+	return nil
+}
+
+// finish runs after ADD: on success it detaches the later rounds; on
+// failure it only closes.
+func (a *announcement) finish(ok bool) {
+	for i, s := range a.senders {
+		if !ok || (a.conf.Announce.Count < 2 && !s.HasPacketSocket()) {
+			s.Close()
+			continue
+		}
+		if err := a.detach(s, a.groups[i]); err != nil {
+			// The first round is out; later rounds only repeat it.
+			a.log.Warn("later announcement rounds not started", "uplink", a.groups[i].up.Name, "error", err)
+		}
 	}
 }
 
-func detach(conf *config.Config, g group, log *slog.Logger) {
-	if conf.Announce.Count < 2 {
-		return
+func (a *announcement) detach(s *announce.Sender, g group) error {
+	files, err := s.Release()
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if err != nil {
+		return err
 	}
 	exe, err := os.Executable()
-	if err == nil {
-		err = announce.Detach(exe, announce.Plan{
-			Uplink: g.up, IPs: g.ips, Rounds: conf.Announce.Count - 1, Interval: conf.Announce.Interval,
-		})
-	}
 	if err != nil {
-		// The first round is out; later rounds only repeat it.
-		log.Warn("later announcement rounds not started", "uplink", g.up.Name, "error", err)
+		return err
 	}
+	return announce.Detach(exe, announce.Plan{
+		Uplink: g.up, IPs: g.ips, Rounds: a.conf.Announce.Count - 1, Interval: a.conf.Announce.Interval,
+	}, files...)
 }
 
 type group struct {
@@ -126,7 +148,7 @@ func runAnnouncer(env string) int {
 // openLog opens the structured log; stdout belongs to the CNI result.
 func openLog(conf *config.Config, args *skel.CmdArgs) (*slog.Logger, func(), error) {
 	if conf.LogFile == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil)), func() {}, nil
+		return slog.New(slog.DiscardHandler), func() {}, nil
 	}
 	f, err := os.OpenFile(conf.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

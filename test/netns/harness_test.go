@@ -41,6 +41,7 @@ func runMain(m *testing.M) int {
 	if tags := os.Getenv("EXTERNAL_IP_TAGS"); tags != "" {
 		build.Args = append(build.Args[:2], "-tags", tags, "-o", pluginBin, "../../plugins/external-ip")
 	}
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as `make build` makes it
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the plugin: %v\n%s", err, out)
 		return 1
