@@ -38,6 +38,12 @@ fuzz:
 demo: deps
 	@bash scripts/demo.sh
 
+# bench measures ADD and DEL against the exec floor, noop and host-local,
+# with thousands of addresses held and K concurrent ADDs, and writes
+# docs/benchmark.md and docs/benchmark.svg (about 5 minutes, as root).
+bench: deps
+	$(GO) run ./test/bench -out docs
+
 # e2e runs real runtimes (containerd + crictl, podman, cnitool) with the
 # plugin in their chains, inside namespaces; it installs what it needs.
 e2e: build

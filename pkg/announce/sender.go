@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/mdlayher/packet"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,15 +23,15 @@ type Uplink struct {
 // safe for concurrent use.
 type Sender struct {
 	up   Uplink
-	arp  *packet.Conn // AF_PACKET, opened on the first IPv4 address
-	icmp int          // ICMPv6 raw socket, opened on the first IPv6 address; -1 until then
+	arp  int // AF_PACKET, opened on the first IPv4 address; -1 until then
+	icmp int // ICMPv6 raw socket, opened on the first IPv6 address; -1 until then
 }
 
 // NewSender returns a Sender for up. It opens nothing: a round opens only the
 // sockets its addresses need, so an IPv4-only node never needs IPv6 and the
 // reverse.
 func NewSender(up Uplink) *Sender {
-	return &Sender{up: up, icmp: -1}
+	return &Sender{up: up, arp: -1, icmp: -1}
 }
 
 // Round sends one announcement round: both gratuitous ARP frames for each
@@ -55,9 +53,9 @@ func (s *Sender) Round(ips []netip.Addr) error {
 // Close closes the sockets opened so far.
 func (s *Sender) Close() error {
 	var errs []error
-	if s.arp != nil {
-		errs = append(errs, s.arp.Close())
-		s.arp = nil
+	if s.arp >= 0 {
+		errs = append(errs, unix.Close(s.arp))
+		s.arp = -1
 	}
 	if s.icmp >= 0 {
 		errs = append(errs, unix.Close(s.icmp))
@@ -79,51 +77,44 @@ func (s *Sender) Close() error {
 // once the child has started.
 func (s *Sender) Release() ([]*os.File, error) {
 	var files []*os.File
-	if s.arp != nil {
-		raw, err := s.arp.SyscallConn()
+	if s.arp >= 0 {
+		fd, err := unix.FcntlInt(uintptr(s.arp), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("handing over the ARP socket on %s: %w", s.up.Name, err)
 		}
-		var dupErr error
-		err = raw.Control(func(fd uintptr) {
-			var nfd int
-			nfd, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-			if dupErr == nil {
-				files = append(files, os.NewFile(uintptr(nfd), "arp"))
-			}
-		})
-		if err = errors.Join(err, dupErr); err != nil {
-			return nil, fmt.Errorf("handing over the ARP socket on %s: %w", s.up.Name, err)
-		}
+		files = append(files, os.NewFile(uintptr(fd), "arp"))
 	}
 	return files, s.Close()
 }
 
 // HasPacketSocket says whether the Sender holds a socket whose close is
 // slow enough to be worth handing to a child (see Release).
-func (s *Sender) HasPacketSocket() bool { return s.arp != nil }
+func (s *Sender) HasPacketSocket() bool { return s.arp >= 0 }
 
 func (s *Sender) roundARP(ips []netip.Addr) error {
 	if len(ips) == 0 {
 		return nil
 	}
-	if s.arp == nil {
-		c, err := openARP(s.up)
+	if s.arp < 0 {
+		c, err := openARP()
 		if err != nil {
 			return fmt.Errorf("opening ARP socket on %s: %w", s.up.Name, err)
 		}
 		s.arp = c
 	}
-	// The frames carry their own Ethernet header; the address only has to
-	// be well formed for the library.
-	to := &packet.Addr{HardwareAddr: net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+	// The frames carry their own Ethernet header: the address only names
+	// the interface and the protocol.
+	to := &unix.SockaddrLinklayer{
+		Protocol: htons(unix.ETH_P_ARP), Ifindex: s.up.Index, Halen: 6,
+		Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	}
 	for _, ip := range ips {
 		frames, err := GratuitousARP(s.up.MAC, ip)
 		if err != nil {
 			return err
 		}
 		for _, f := range frames {
-			if _, err := s.arp.WriteTo(f, to); err != nil {
+			if err := unix.Sendto(s.arp, f, 0, to); err != nil {
 				return fmt.Errorf("sending gratuitous ARP for %s on %s: %w", ip, s.up.Name, err)
 			}
 		}
@@ -160,18 +151,19 @@ func (s *Sender) roundNA(ips []netip.Addr) error {
 	return nil
 }
 
-// openARP opens an AF_PACKET socket bound to the uplink. packet.Listen uses
-// only the index (arp.Dial would list the interface's addresses, which costs
-// milliseconds per thousand addresses). A drop-all filter keeps the socket,
-// which only sends, from queueing every ARP frame the uplink receives.
-func openARP(up Uplink) (*packet.Conn, error) {
-	dropAll, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: 0}})
-	if err != nil {
-		return nil, err
-	}
-	ifi := &net.Interface{Index: up.Index, Name: up.Name}
-	return packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, &packet.Config{Filter: dropAll})
+// openARP opens an AF_PACKET socket that only sends: protocol 0, so the
+// kernel registers no receive hook for it, and no bind, since each frame
+// names its interface. Binding a socket opened with a protocol (as
+// packet.Listen does) makes the kernel unregister and re-register its hook,
+// and the unregister waits for an RCU grace period: about a millisecond on
+// an idle node, many more when every CPU is busy starting pods. Nor does it
+// list addresses, as arp.Dial would (milliseconds per thousand addresses).
+func openARP() (int, error) {
+	return unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 }
+
+// htons puts a protocol number in network byte order, as sockaddr_ll wants.
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // icmpv6Filter is ICMPV6_FILTER from linux/icmpv6.h, missing from x/sys/unix.
 const icmpv6Filter = 1

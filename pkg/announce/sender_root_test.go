@@ -185,6 +185,9 @@ func TestSenderOpensEachSocketOnFirstNeedAndKeepsIt(t *testing.T) {
 			t.Errorf("an IPv4-only round opened the ICMPv6 socket")
 		}
 		arpConn := s.arp
+		if arpConn < 0 {
+			t.Errorf("an IPv4 round left the ARP socket unopened")
+		}
 		if err := s.Round(wireIP6); err != nil {
 			return err
 		}
@@ -198,8 +201,8 @@ func TestSenderOpensEachSocketOnFirstNeedAndKeepsIt(t *testing.T) {
 		if err := s.Close(); err != nil {
 			return err
 		}
-		if s.arp != nil || s.icmp >= 0 {
-			t.Errorf("Close left sockets open: arp %v icmp fd %d", s.arp, s.icmp)
+		if s.arp >= 0 || s.icmp >= 0 {
+			t.Errorf("Close left sockets open: arp fd %d icmp fd %d", s.arp, s.icmp)
 		}
 		return nil
 	})
