@@ -41,10 +41,10 @@ func TestDetachedAnnouncerSendsTheLaterRoundsIntervalApart(t *testing.T) {
 	got := collect(frames, func(b []byte) bool { return isRequest(b) || isNA(b) }, 2*rounds, 30*time.Second)
 	var requests, nas []time.Time
 	for _, f := range got {
-		if isNA(f.data) {
-			nas = append(nas, f.at)
+		if isNA(f.Data) {
+			nas = append(nas, f.At)
 		} else {
-			requests = append(requests, f.at)
+			requests = append(requests, f.At)
 		}
 	}
 	if len(requests) != rounds || len(nas) != rounds {

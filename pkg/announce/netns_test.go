@@ -17,6 +17,8 @@ import (
 	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/test/wire"
 )
 
 // Interface names are per namespace, so every pair can reuse them.
@@ -149,10 +151,7 @@ func uplinkState(name string) (Uplink, netip.Addr, error) {
 }
 
 // frame is one frame received on the LAN side and when it arrived.
-type frame struct {
-	at   time.Time
-	data []byte
-}
+type frame = wire.Frame
 
 // capture receives every frame reaching the LAN end of l, from now until t
 // ends, stamped on arrival so that round spacing can be measured.
@@ -171,19 +170,7 @@ func (l *link) capture(t *testing.T) <-chan frame {
 		t.Fatalf("capturing on %s: %v", lanIf, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	frames := make(chan frame, 4096)
-	go func() {
-		defer close(frames)
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := c.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			frames <- frame{at: time.Now(), data: append([]byte(nil), buf[:n]...)}
-		}
-	}()
-	return frames
+	return wire.Stream(c)
 }
 
 // collect takes frames that match until it has want of them or timeout
@@ -197,7 +184,7 @@ func collect(frames <-chan frame, match func([]byte) bool, want int, timeout tim
 			if !ok {
 				return got
 			}
-			if match(f.data) {
+			if match(f.Data) {
 				got = append(got, f)
 			}
 		case <-deadline:

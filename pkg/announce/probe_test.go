@@ -13,6 +13,8 @@ import (
 	"github.com/mdlayher/ndp"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/test/wire"
 )
 
 // otherMAC is another host on the LAN.
@@ -69,7 +71,7 @@ func TestDADSolicitationIsAnRFC4862ProbeFromTheUnspecifiedAddress(t *testing.T) 
 	if !bytes.Equal(got, want) {
 		t.Errorf("DAD solicitation differs from RFC 4862 section 5.4.2\n got: % x\nwant: % x", got, want)
 	}
-	if sum := icmpv6Sum(netip.IPv6Unspecified(), netip.AddrFrom16([16]byte(group)), want[54:]); sum != 0xffff {
+	if sum := wire.ICMPv6Sum(netip.IPv6Unspecified(), netip.AddrFrom16([16]byte(group)), want[54:]); sum != 0xffff {
 		t.Errorf("the golden checksum does not verify (sum %#04x): receivers would drop the probe", sum)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/mdlayher/ndp"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/test/wire"
 )
 
 var (
@@ -67,8 +69,8 @@ func checkARPs(t *testing.T, got []frame, mac net.HardwareAddr, ips []netip.Addr
 	for _, f := range got {
 		var eth ethernet.Frame
 		var p arp.Packet
-		if err := eth.UnmarshalBinary(f.data); err != nil {
-			t.Fatalf("received an unparsable Ethernet frame % x: %v", f.data, err)
+		if err := eth.UnmarshalBinary(f.Data); err != nil {
+			t.Fatalf("received an unparsable Ethernet frame % x: %v", f.Data, err)
 		}
 		if err := p.UnmarshalBinary(eth.Payload); err != nil {
 			t.Fatalf("received an unparsable ARP packet % x: %v", eth.Payload, err)
@@ -103,7 +105,7 @@ func checkNAs(t *testing.T, got []frame, l *link, ips []netip.Addr) {
 	}
 	targets := map[netip.Addr]bool{}
 	for _, f := range got {
-		eth, hdr := f.data[:14], f.data[14:54]
+		eth, hdr := f.Data[:14], f.Data[14:54]
 		h, err := ipv6.ParseHeader(hdr)
 		if err != nil {
 			t.Fatalf("received an unparsable IPv6 header % x: %v", hdr, err)
@@ -116,8 +118,8 @@ func checkNAs(t *testing.T, got []frame, l *link, ips []netip.Addr) {
 		if src != l.linkLocal || dst != netip.IPv6LinkLocalAllNodes() || h.HopLimit != 255 {
 			t.Errorf("NA went %s -> %s hop limit %d, want %s -> ff02::1 hop limit 255", src, dst, h.HopLimit, l.linkLocal)
 		}
-		icmp := f.data[54 : 54+h.PayloadLen]
-		if sum := icmpv6Sum(src, dst, icmp); sum != 0xffff {
+		icmp := f.Data[54 : 54+h.PayloadLen]
+		if sum := wire.ICMPv6Sum(src, dst, icmp); sum != 0xffff {
 			t.Errorf("NA checksum % x does not verify (sum %#04x): the kernel did not fill it", icmp[2:4], sum)
 		}
 		targets[checkNA(t, icmp, l.uplink)] = true
@@ -149,28 +151,6 @@ func checkNA(t *testing.T, icmp []byte, up Uplink) netip.Addr {
 		t.Errorf("NA for %s has option %+v, want target link-layer address %s", na.TargetAddress, na.Options[0], up.MAC)
 	}
 	return na.TargetAddress
-}
-
-// icmpv6Sum is the one's complement sum over the RFC 8200 pseudo-header and
-// msg: 0xffff when msg's checksum is right.
-func icmpv6Sum(src, dst netip.Addr, msg []byte) uint16 {
-	var b []byte
-	b = append(b, src.AsSlice()...)
-	b = append(b, dst.AsSlice()...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(msg)))
-	b = append(b, 0, 0, 0, unix.IPPROTO_ICMPV6)
-	b = append(b, msg...)
-	if len(b)%2 == 1 {
-		b = append(b, 0)
-	}
-	var sum uint32
-	for i := 0; i < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return uint16(sum)
 }
 
 func TestSenderOpensEachSocketOnFirstNeedAndKeepsIt(t *testing.T) {

@@ -19,14 +19,12 @@ import (
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/test/wire"
 )
 
-// wireFrame is one frame a LAN interface received, stamped on arrival so
-// that round spacing can be measured.
-type wireFrame struct {
-	at   time.Time
-	data []byte
-}
+// wireFrame is one frame a LAN interface received, stamped on arrival.
+type wireFrame = wire.Frame
 
 // captureOn receives every frame reaching dev in namespace netns, from now
 // until t ends. The socket is opened inside netns and stays bound to it.
@@ -49,19 +47,7 @@ func captureOn(t *testing.T, netns, dev string) <-chan wireFrame {
 		t.Fatalf("capturing on %s in %s: %v", dev, netns, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	frames := make(chan wireFrame, 4096)
-	go func() {
-		defer close(frames)
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := c.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			frames <- wireFrame{at: time.Now(), data: append([]byte(nil), buf[:n]...)}
-		}
-	}()
-	return frames
+	return wire.Stream(c)
 }
 
 // wireWant is a kind of frame and how many of it a test waits for.
@@ -90,7 +76,7 @@ func collectWire(frames <-chan wireFrame, timeout time.Duration, wants ...wireWa
 				return got
 			}
 			for i, w := range wants {
-				if w.match(f.data) {
+				if w.match(f.Data) {
 					got[i] = append(got[i], f)
 				}
 			}
@@ -186,12 +172,12 @@ func TestAnnouncementOfOneAddCarriesRFC5227ARPAndRFC4861NA(t *testing.T) {
 		if len(got[i]) != 1 {
 			t.Fatalf("the LAN received %d gratuitous ARP %ss for %s, want 1", len(got[i]), want.what, ip4)
 		}
-		checkGratuitousARP(t, want.what, got[i][0].data, nodeMAC, ip4, want.op, want.tha)
+		checkGratuitousARP(t, want.what, got[i][0].Data, nodeMAC, ip4, want.op, want.tha)
 	}
 	if len(got[2]) != 1 {
 		t.Fatalf("the LAN received %d neighbour advertisements for %s, want 1", len(got[2]), ip6)
 	}
-	checkUnsolicitedNA(t, got[2][0].data, nodeMAC, ll, ip6, router)
+	checkUnsolicitedNA(t, got[2][0].Data, nodeMAC, ll, ip6, router)
 }
 
 // checkGratuitousARP checks every field of one ARP frame against RFC 5227
@@ -267,7 +253,7 @@ func checkUnsolicitedNA(t *testing.T, b []byte, mac net.HardwareAddr, ll, target
 		{"source (the uplink's link-local address)", src, ll},
 		{"destination", dst, netip.IPv6LinkLocalAllNodes()},
 		{"ICMPv6 code", icmp[1], byte(0)},
-		{"checksum verifies", icmpv6Sum(src, dst, icmp), uint16(0xffff)},
+		{"checksum verifies", wire.ICMPv6Sum(src, dst, icmp), uint16(0xffff)},
 		{"Router flag (the uplink's forwarding)", na.Router, router},
 		{"Solicited flag", na.Solicited, false},
 		{"Override flag", na.Override, true},
@@ -278,28 +264,6 @@ func checkUnsolicitedNA(t *testing.T, b []byte, mac net.HardwareAddr, ll, target
 			t.Errorf("NA for %s: %s is %v, want %v", target, f.field, f.got, f.want)
 		}
 	}
-}
-
-// icmpv6Sum is the one's complement sum over the IPv6 pseudo-header and
-// msg: 0xffff when msg's checksum is right.
-func icmpv6Sum(src, dst netip.Addr, msg []byte) uint16 {
-	var b []byte
-	b = append(b, src.AsSlice()...)
-	b = append(b, dst.AsSlice()...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(msg)))
-	b = append(b, 0, 0, 0, unix.IPPROTO_ICMPV6)
-	b = append(b, msg...)
-	if len(b)%2 == 1 {
-		b = append(b, 0)
-	}
-	var sum uint32
-	for i := 0; i < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return uint16(sum)
 }
 
 // asNormalLANHost gives the LAN host's dev the neighbour settings every
@@ -511,8 +475,8 @@ func TestLaterRoundsLeaveADDAndArriveIntervalApart(t *testing.T) {
 		checkRoundSpacing(t, what, got[i], interval)
 	}
 
-	last := got[0][rounds-1].at
-	if t6 := got[1][rounds-1].at; t6.After(last) {
+	last := got[0][rounds-1].At
+	if t6 := got[1][rounds-1].At; t6.After(last) {
 		last = t6
 	}
 	deadline := last.Add(time.Second)
@@ -535,7 +499,7 @@ func checkRoundSpacing(t *testing.T, what string, at []wireFrame, interval time.
 		if i == 1 {
 			late = time.Second
 		}
-		if gap := at[i].at.Sub(at[i-1].at); gap < interval-early || gap > interval+late {
+		if gap := at[i].At.Sub(at[i-1].At); gap < interval-early || gap > interval+late {
 			t.Errorf("%s: round %d came %s after round %d, want %s (-%s, +%s)", what, i+1, gap, i, interval, early, late)
 		}
 	}
