@@ -52,6 +52,8 @@ type Assigner struct {
 	// yet marked); dev is the holder once made or checked under the lock.
 	// Both live as long as the invocation.
 	seen, dev int
+	// ups resolves each uplink once per invocation.
+	ups uplinkCache
 }
 
 // New returns an Assigner working on the host's kernel.
@@ -65,6 +67,7 @@ func newAssigner(o Options, k kernel) *Assigner {
 	return &Assigner{
 		opts: o,
 		k:    k,
+		ups:  uplinkCache{k: k},
 		st:   &store{dir: filepath.Join(o.DataDir, o.Device)},
 		log:  log.With("device", o.Device),
 		hook: stepHook,
@@ -142,7 +145,6 @@ func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe fu
 	if probe == nil {
 		return nil
 	}
-	ups := uplinkCache{k: a.k}
 	errs := make([]error, len(ips))
 	var wg sync.WaitGroup
 	for i, ip := range ips {
@@ -150,7 +152,7 @@ func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe fu
 		if r.local != 0 {
 			continue
 		}
-		up, err := a.uplinkFor(ip, r, &ups)
+		up, err := a.uplinkFor(ip, r)
 		if err != nil {
 			return err
 		}

@@ -91,12 +91,11 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string) error {
 // recoverUplink finds an uplink for an IP whose index entry was lost; an
 // empty answer only costs the IPv6 proxy entry until the next ADD.
 func (a *Assigner) recoverUplink(ip netip.Addr) string {
-	ups := uplinkCache{k: a.k}
 	r, err := a.k.lookup(ip)
 	if err != nil {
 		return ""
 	}
-	up, err := a.uplinkFor(ip, r, &ups)
+	up, err := a.uplinkFor(ip, r)
 	if err != nil {
 		return ""
 	}

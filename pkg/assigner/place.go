@@ -16,15 +16,14 @@ func (a *Assigner) screen(ips []netip.Addr) (map[netip.Addr]route, error) {
 		return nil, err
 	}
 	a.seen = dev
-	ups := uplinkCache{k: a.k}
 	if a.opts.Uplink != "" {
-		if _, err := ups.byName(a.opts.Uplink); err != nil {
+		if _, err := a.ups.byName(a.opts.Uplink); err != nil {
 			return nil, err
 		}
 	}
 	routes := make(map[netip.Addr]route, len(ips))
 	for _, ip := range ips {
-		r, err := a.screenIP(dev, ip, &ups)
+		r, err := a.screenIP(dev, ip)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +48,7 @@ func (a *Assigner) screenHolder() (int, error) {
 	return a.k.holder(a.opts.Device, false, false)
 }
 
-func (a *Assigner) screenIP(dev int, ip netip.Addr, ups *uplinkCache) (route, error) {
+func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 	r, err := a.k.lookup(ip)
 	if err != nil {
 		return r, err
@@ -75,7 +74,7 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr, ups *uplinkCache) (route, er
 			return r, kindf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, r.prefix)
 		}
 	}
-	up, err := a.uplinkFor(ip, r, ups)
+	up, err := a.uplinkFor(ip, r)
 	if err != nil {
 		return r, err
 	}
@@ -94,9 +93,9 @@ func (a *Assigner) refuseSpecial(ip netip.Addr, r route) error {
 }
 
 // uplinkFor is the configured uplink, else the interface of the route to ip.
-func (a *Assigner) uplinkFor(ip netip.Addr, r route, ups *uplinkCache) (Uplink, error) {
+func (a *Assigner) uplinkFor(ip netip.Addr, r route) (Uplink, error) {
 	if a.opts.Uplink != "" {
-		return ups.byName(a.opts.Uplink)
+		return a.ups.byName(a.opts.Uplink)
 	}
 	if r.local != 0 {
 		// Already on the holder with no index entry (put there by hand): the
@@ -110,7 +109,7 @@ func (a *Assigner) uplinkFor(ip netip.Addr, r route, ups *uplinkCache) (Uplink, 
 		return Uplink{}, kindf(ErrRefused, "%s: no route to it to choose an uplink; set \"uplink\"", ip)
 	}
 	// Chosen from ip's route, so a fault of it (down, gone) is about ip.
-	up, err := ups.byIndex(r.dev)
+	up, err := a.ups.byIndex(r.dev)
 	return up, aboutIP(ip, err)
 }
 
@@ -136,7 +135,6 @@ func broadcast(p netip.Prefix) netip.Addr {
 // it its first holder. An IP that is already held keeps the uplink it was
 // first announced on, so its proxy entry is removed from the right place.
 func (a *Assigner) place(ips []netip.Addr, routes map[netip.Addr]route) ([]Placed, map[netip.Addr]string, error) {
-	ups := uplinkCache{k: a.k}
 	placed := make([]Placed, 0, len(ips))
 	chosen := map[netip.Addr]string{}
 	for _, ip := range ips {
@@ -146,9 +144,9 @@ func (a *Assigner) place(ips []netip.Addr, routes map[netip.Addr]route) ([]Place
 		}
 		var up Uplink
 		if len(e.Holders) > 0 && e.Uplink != "" {
-			up, err = ups.byName(e.Uplink)
+			up, err = a.ups.byName(e.Uplink)
 		} else {
-			up, err = a.uplinkFor(ip, routes[ip], &ups)
+			up, err = a.uplinkFor(ip, routes[ip])
 			chosen[ip] = up.Name
 		}
 		if err != nil {

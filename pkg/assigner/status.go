@@ -35,9 +35,8 @@ func (a *Assigner) Ready(v4, v6 bool) error {
 
 // readyFamily checks the configured uplink, or the default route's.
 func (a *Assigner) readyFamily(any netip.Addr) error {
-	ups := uplinkCache{k: a.k}
 	if a.opts.Uplink != "" {
-		up, err := ups.byName(a.opts.Uplink)
+		up, err := a.ups.byName(a.opts.Uplink)
 		if err != nil {
 			return err
 		}
@@ -52,7 +51,7 @@ func (a *Assigner) readyFamily(any netip.Addr) error {
 		}
 		return a.k.reachable(Uplink{Name: "all"}, false)
 	}
-	up, err := ups.byIndex(r.dev)
+	up, err := a.ups.byIndex(r.dev)
 	if err != nil {
 		return err
 	}
