@@ -107,7 +107,7 @@ func straceBullets(d *doc, pr *profile) {
 		e.perRun("unlinkat", "unlink"), e.perRun("flock"), n.perRun("openat(file)"), n.perRun("write(file)"))
 	d.w("  - %.0f reads of /proc/sys (the uplink's settings);\n", e.perRun("openat(/proc/sys)"))
 	d.w("  - the first announcement: %.0f raw socket (AF_PACKET) and %.0f frames;\n", e.perRun("socket(PACKET)", "socket(INET6)"), e.perRun("sendto(PACKET)", "sendto(INET6)"))
-	d.w("  - %.1f threads started against noop's %.1f, and %.1f processes (the detached announcer, and os/exec's check that pidfds work, a child that exits at once), which make %.0f system calls of their own per ADD.\n",
+	d.w("  - %.1f threads started against noop's %.1f, and %.1f processes (the detached announcer), which make %.0f system calls of their own per ADD.\n",
 		threads(e), threads(n), float64(e.children)/float64(e.runs), e.childCalls())
 }
 
@@ -142,7 +142,7 @@ func (r *results) announcerBullet(d *doc, pr *profile, e4, e6 time.Duration) {
 	if a.runs == 0 {
 		return
 	}
-	d.w("- The detached announcer: an IPv4 ADD hands its AF_PACKET socket to a child so that the socket's last close, which waits for an RCU grace period (10 to 13 ms), happens outside ADD. Starting that child (fork and exec, which os/exec waits for) costs the ADD %s, measured by starting it from the harness as `announce.Detach` does; the child then uses %s of CPU off the ADD's path and lives %s. An IPv6 ADD with `announce.count` 1 starts none, which is most of why it is %s faster than the IPv4 ADD.\n",
+	d.w("- The detached announcer: an IPv4 ADD hands its AF_PACKET socket to a child so that the socket's last close, which waits for an RCU grace period (10 to 13 ms), happens outside ADD. Starting that child (fork and exec, which `syscall.ForkExec` waits for) costs the ADD %s, measured by starting it from the harness as `announce.Detach` does; the child then uses %s of CPU off the ADD's path and lives %s. An IPv6 ADD with `announce.count` 1 starts none, which is most of why it is %s faster than the IPv4 ADD.\n",
 		ms(a.spawn), ms(a.cpu), ms(a.wall), ms(e4-e6))
 }
 
@@ -173,7 +173,7 @@ func cuttable(e *straceSum) string {
 	var d doc
 	runs := float64(e.runs)
 	if n := float64(e.netlink["RTM_GETLINK"]) / runs; n > 2 {
-		d.w("%.0f RTM_GETLINK requests per ADD where two would do: screening and the locked part each look up the holder by name and the uplink by index (`screen` and `place` keep separate `uplinkCache`s, so the uplink's forwarding setting is read twice too) and, for a bridge holder, count its ports; ", n)
+		d.w("%.0f RTM_GETLINK requests per ADD where two would do: screening and the locked part each look up the holder by name and the uplink by index and, for a bridge holder, count its ports; ", n)
 	}
 	if n := e.perRun("socket(NETLINK)"); n > 1 {
 		d.w("%.0f netlink sockets where one would do: `bridgePorts` opens its own for each count of a bridge holder's ports (the holder is a bridge where the kernel has no dummy driver); ", n)
@@ -235,7 +235,7 @@ func (r *results) ipv6Limit() string {
 const ipv6LimitMeasured = "**IPv6 limit.** Not measured in this run, which holds at most 1,000 IPv6 addresses; `-held6 10000` measures it, with a fill of one to two minutes. Measured so on 2026-12-02 on the machine of this doc (2 x AMD EPYC VM, Linux 6.18, bridge holder): with 10,000 IPv6 held, the ADD of one more IPv6 address took 22.50 ms (+16.20 ms against an empty node, which itself slowed from 3.6 to 6.3 ms), and the kernel alone took 13.06 ms to add it and 10.15 ms to remove it (probe); issue 6 had measured about 5 ms."
 
 // ipv6Cause is why, with a bridge as the holder device.
-const ipv6Cause = "Most of it is multicast, and comes from the holder being a bridge (this kernel has no dummy driver): a bridge is not NOARP, so each IPv6 address joins its solicited-node multicast group on it; every address add then walks all the groups again (`ipv6_find_idev` -> `ipv6_mc_up` -> `igmp6_group_added` per group) and queues MLD reports, whose building looks for a link-local source by walking all the addresses (`ipv6_get_lladdr`, `ipv6_chk_mcast_addr`: about 30% of both CPUs in kernel workers while 10,000 were held, in `perf record -a`). On a NOARP bridge (`ip link set eip0 arp off`, which a dummy device is by default) the groups go (4 instead of 10,004), 10,000 addresses went on in 2.1 s instead of 35 s, and one more took about 2 ms to add and 4 ms to remove (timed with `ip`, less the same on an empty device), the rest being the kernel's walks of the address list and the routing tree (`addrconf_verify_rtnl`, `fib6_clean_all` on removal)."
+const ipv6Cause = "Most of it is multicast, and comes from the holder being a bridge (this kernel has no dummy driver): a bridge is not NOARP, so each IPv6 address joins its solicited-node multicast group on it; every address add then walks all the groups again (`ipv6_find_idev` -> `ipv6_mc_up` -> `igmp6_group_added` per group) and queues MLD reports, whose building looks for a link-local source by walking all the addresses (`ipv6_get_lladdr`, `ipv6_chk_mcast_addr`: about 30% of both CPUs in kernel workers while 10,000 were held, in `perf record -a`). On a NOARP bridge (`ip link set eip0 arp off`, which a dummy device is by default) the groups go (4 instead of 10,004), 10,000 addresses went on in 2.1 s instead of 35 s, and one more took about 2 ms to add and 4 ms to remove (timed with `ip`, less the same on an empty device), the rest being the kernel's walks of the address list and the routing tree (`addrconf_verify_rtnl`, `fib6_clean_all` on removal). Since this measurement the plugin sets NOARP on a bridge holder when it makes one (`makeHolder`), as a dummy is by default, so the figures above are those of the old bridge holder and the NOARP ones are what a node now pays."
 
 // concFinding explains the concurrency rows by the CPU they need.
 func (r *results) concFinding(pr *profile) string {
