@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+)
+
+func TestEachKindOfErrorGetsItsCNICode(t *testing.T) {
+	for _, c := range []struct {
+		kind error
+		want uint
+	}{
+		{config.ErrDecode, 6},
+		{config.ErrArgs, 4},
+		{config.ErrInvalid, 7},
+		{assigner.ErrRefused, 7},
+		{assigner.ErrLockTimeout, 11},
+		{assigner.ErrState, 5},
+		{assigner.ErrHost, 100},
+		{assigner.ErrAnnounce, 101},
+		{assigner.ErrUnreachable, 102},
+		{assigner.ErrConflict, 103},
+		{assigner.ErrDrift, 104},
+		{errors.New("unexpected"), types.ErrInternal},
+	} {
+		err := cniError(fmt.Errorf("context: %w", c.kind), nil)
+		var got *types.Error
+		if !errors.As(err, &got) {
+			t.Fatalf("cniError(%v) = %T, want *types.Error", c.kind, err)
+		}
+		if got.Code != c.want {
+			t.Errorf("cniError(%v) has code %d, want %d", c.kind, got.Code, c.want)
+		}
+	}
+	if cniError(nil, nil) != nil {
+		t.Error("cniError(nil) is not nil")
+	}
+}
+
+func TestErrorAboutOneIPNamesWhereItWasAskedFor(t *testing.T) {
+	reqs := []config.IP{
+		{Addr: netip.MustParseAddr("192.0.2.1"), Source: "runtimeConfig.externalIPs[0]"},
+		{Addr: netip.MustParseAddr("192.0.2.10"), Source: "pod annotation external-ip/addresses[1]"},
+	}
+	// As the assigner words it: the IP first, the kind wrapped.
+	err := cniError(fmt.Errorf("192.0.2.10: is already an address of interface eth0 (%w)", assigner.ErrRefused), reqs)
+	msg := err.(*types.Error).Msg
+	if !strings.HasPrefix(msg, "pod annotation external-ip/addresses[1]: ") {
+		t.Errorf("message %q does not start with the source of 192.0.2.10", msg)
+	}
+}
+
+func TestCheckComparesTheRecordWithTheRequestInAnyOrder(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	if err := sameIPs([]netip.Addr{a, b}, []netip.Addr{b, a}); err != nil {
+		t.Errorf("the same IPs in another order: %v", err)
+	}
+	err := sameIPs([]netip.Addr{a, b}, []netip.Addr{a})
+	if !errors.Is(err, assigner.ErrDrift) {
+		t.Errorf("a record missing an IP gives %v, want ErrDrift", err)
+	}
+}
+
+func TestAnnouncementsAreGroupedByUplinkInOrder(t *testing.T) {
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	eth0 := assigner.Uplink{Name: "eth0", Index: 2, MAC: mac}
+	eth1 := assigner.Uplink{Name: "eth1", Index: 3, MAC: mac, Router: true}
+	ip := netip.MustParseAddr
+	groups := byUplink([]assigner.Placed{
+		{Addr: ip("192.0.2.1"), Uplink: eth0},
+		{Addr: ip("203.0.113.1"), Uplink: eth1},
+		{Addr: ip("2001:db8::1"), Uplink: eth0},
+	})
+	if len(groups) != 2 {
+		t.Fatalf("got %d groups, want one per uplink (2)", len(groups))
+	}
+	if groups[0].up.Name != "eth0" || fmt.Sprint(groups[0].ips) != "[192.0.2.1 2001:db8::1]" {
+		t.Errorf("first group %s %v, want eth0 [192.0.2.1 2001:db8::1]", groups[0].up.Name, groups[0].ips)
+	}
+	if !groups[1].up.Router || groups[1].up.Index != 3 {
+		t.Errorf("second group lost the uplink's fields: %+v", groups[1].up)
+	}
+}
+
+func TestCLIPrintsUsageForAnUnknownCommandAndReportsEmptyState(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runCLI([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "usage: external-ip status") {
+		t.Errorf("unknown command: exit %d, stderr %q; want 2 and the usage", code, errOut.String())
+	}
+	out.Reset()
+	dir := t.TempDir()
+	if code := runCLI([]string{"status", "--data-dir", dir}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "no external-ip state under "+dir) {
+		t.Errorf("status of an empty dataDir: exit %d, stdout %q", code, out.String())
+	}
+	out.Reset()
+	if code := runCLI([]string{"status", "--json", "--data-dir", dir}, &out, &errOut); code != 0 || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("status --json of an empty dataDir: exit %d, stdout %q, want []", code, out.String())
+	}
+}
