@@ -74,9 +74,6 @@ func newAssigner(o Options, k kernel) *Assigner {
 	}
 }
 
-// StateDir is where this device's state lives.
-func (a *Assigner) StateDir() string { return a.st.dir }
-
 // Add records that att holds ips and makes sure each is on the holder
 // device, replacing att's earlier record. On error nothing is left for att.
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, error) {
@@ -145,21 +142,24 @@ func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe fu
 	if probe == nil {
 		return nil
 	}
-	errs := make([]error, len(ips))
+	// Every uplink first, so that no probe is left running on an early return.
+	var todo []Placed
+	for _, ip := range ips {
+		if r := routes[ip]; r.local == 0 {
+			up, err := a.uplinkFor(ip, r)
+			if err != nil {
+				return err
+			}
+			todo = append(todo, Placed{Addr: ip, Uplink: up, First: true})
+		}
+	}
+	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
-	for i, ip := range ips {
-		r := routes[ip]
-		if r.local != 0 {
-			continue
-		}
-		up, err := a.uplinkFor(ip, r)
-		if err != nil {
-			return err
-		}
+	for i, p := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = probe(Placed{Addr: ip, Uplink: up, First: true})
+			errs[i] = probe(p)
 		}()
 	}
 	wg.Wait()
