@@ -10,6 +10,8 @@ have ping    || need+=(iputils-ping)
 have sysctl  || need+=(procps)
 have tcpdump || need+=(tcpdump)
 have jq      || need+=(jq)
+# The reference bridge plugin in the example chains calls iptables.
+have iptables || need+=(iptables)
 
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}"
