@@ -51,6 +51,19 @@ const (
 // addresses; a BPF filter passes only frames about ip, so a busy LAN costs
 // the wait nothing.
 func Probe(up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+	mac, sock, err := ProbeKeep(up, ip, wait)
+	if sock != nil {
+		sock.Close()
+	}
+	return mac, err
+}
+
+// ProbeKeep is Probe that also hands its socket to the caller, as
+// Sender.Release does, for a detached child to hold: the last close of a
+// bound AF_PACKET socket waits for an RCU grace period (10 to 13 ms here),
+// which would otherwise sit on every probed ADD. The file is nil when the
+// probe failed; the caller closes it once a child has inherited it.
+func ProbeKeep(up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, *os.File, error) {
 	var (
 		proto  int
 		frame  []byte
@@ -71,31 +84,43 @@ func Probe(up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, erro
 		err = errors.New("not an unzoned IPv4 or IPv6 address")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
+		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
 	}
-	mac, err := probe(up, proto, frame, filter, func(f []byte) net.HardwareAddr { return claim(f, up.MAC, ip) }, wait)
+	mac, sock, err := probe(up, proto, frame, filter, func(f []byte) net.HardwareAddr { return claim(f, up.MAC, ip) }, wait)
 	if err != nil {
-		return nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
+		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
 	}
-	return mac, nil
+	return mac, sock, nil
 }
 
 // probe sends frame on a socket that already listens, so that an answer
 // arriving before the first read is queued, not lost, then reads until
-// claim names a host or wait has passed.
-func probe(up Uplink, proto int, frame []byte, filter []bpf.Instruction, claim func([]byte) net.HardwareAddr, wait time.Duration) (net.HardwareAddr, error) {
+// claim names a host or wait has passed. It returns a duplicate of the
+// socket (see ProbeKeep), so that closing its own is not the last close.
+func probe(up Uplink, proto int, frame []byte, filter []bpf.Instruction, claim func([]byte) net.HardwareAddr, wait time.Duration) (net.HardwareAddr, *os.File, error) {
 	raw, err := bpf.Assemble(filter)
 	if err != nil {
-		return nil, fmt.Errorf("assembling filter: %w", err)
+		return nil, nil, fmt.Errorf("assembling filter: %w", err)
 	}
 	ifi := &net.Interface{Index: up.Index, Name: up.Name}
 	c, err := packet.Listen(ifi, packet.Raw, proto, &packet.Config{Filter: raw})
 	if err != nil {
-		return nil, fmt.Errorf("opening packet socket: %w", err)
+		return nil, nil, fmt.Errorf("opening packet socket: %w", err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(wait)
-	if err := c.SetReadDeadline(deadline); err != nil {
+	mac, err := listen(c, frame, claim, wait)
+	if err != nil {
+		return nil, nil, err
+	}
+	sock, err := dup(c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("handing over the probe socket: %w", err)
+	}
+	return mac, sock, nil
+}
+
+func listen(c *packet.Conn, frame []byte, claim func([]byte) net.HardwareAddr, wait time.Duration) (net.HardwareAddr, error) {
+	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
 		return nil, err
 	}
 	// The frame carries its own Ethernet header; the address only has to be
@@ -117,6 +142,22 @@ func probe(up Uplink, proto int, frame []byte, filter []bpf.Instruction, claim f
 			return mac, nil
 		}
 	}
+}
+
+// dup returns a close-on-exec duplicate of c's descriptor as a file.
+func dup(c *packet.Conn) (*os.File, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd, dupErr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if dupErr != nil {
+		return nil, dupErr
+	}
+	return os.NewFile(uintptr(fd), "probe"), nil
 }
 
 // arpProbe returns the Ethernet frame of an RFC 5227 section 2.1.1 ARP

@@ -56,8 +56,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	if len(reqs) > 0 {
 		ann := &announcement{conf: inv.conf, log: inv.log}
-		hooks := assigner.Hooks{Probe: prober(inv.conf), Announce: ann.round}
-		_, err := inv.as.Add(inv.att, addrs(reqs), hooks)
+		_, err := inv.as.Add(inv.att, addrs(reqs), ann.hooks())
 		ann.finish(err == nil)
 		if err != nil {
 			inv.log.Error("add failed", "error", err)

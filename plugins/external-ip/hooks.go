@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"sync"
 
 	"github.com/containernetworking/cni/pkg/skel"
 
@@ -16,13 +17,16 @@ import (
 
 // announcement sends the first round on each uplink before ADD returns,
 // under the assigner's lock, and once the lock is released leaves the later
-// rounds, and the slow close of its packet socket, to a detached copy of
-// this binary, so that neither holds ADD up.
+// rounds, and the slow close of its packet sockets and of the conflict
+// probes', to a detached copy of this binary, so that none holds ADD up.
 type announcement struct {
 	conf    *config.Config
 	log     *slog.Logger
 	senders []*announce.Sender
 	groups  []group
+	// probed are the conflict probes' sockets, for a child to close.
+	mu     sync.Mutex
+	probed []*os.File
 }
 
 // round is the assigner's Announce hook.
@@ -38,38 +42,61 @@ func (a *announcement) round(placed []assigner.Placed) error {
 	return nil
 }
 
-// finish runs after ADD: on success it detaches the later rounds; on
-// failure it only closes.
+// finish runs after ADD: on success it detaches the later rounds, the
+// first child also taking the probes' sockets; on failure it only closes.
 func (a *announcement) finish(ok bool) {
+	// Our copies go in any case; a child that inherited them keeps its own.
+	defer closeAll(a.probed)
+	held := a.probed
 	for i, s := range a.senders {
 		if !ok || (a.conf.Announce.Count < 2 && !s.HasPacketSocket()) {
 			s.Close()
 			continue
 		}
-		if err := a.detach(s, a.groups[i]); err != nil {
+		if err := a.detach(s, a.groups[i], held); err != nil {
 			// The first round is out; later rounds only repeat it.
 			a.log.Warn("later announcement rounds not started", "uplink", a.groups[i].up.Name, "error", err)
+			continue
 		}
+		held = nil
+	}
+	if ok && len(held) > 0 && len(a.groups) > 0 {
+		// No child was needed for announcing: start one only to hold them.
+		a.hold(held)
 	}
 }
 
-func (a *announcement) detach(s *announce.Sender, g group) error {
+func (a *announcement) detach(s *announce.Sender, g group, extra []*os.File) error {
 	files, err := s.Release()
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
+	defer closeAll(files)
 	if err != nil {
 		return err
 	}
+	return a.start(announce.Plan{
+		Uplink: g.up, IPs: g.ips, Rounds: a.conf.Announce.Count - 1, Interval: a.conf.Announce.Interval,
+	}, append(files, extra...))
+}
+
+// hold starts a child that sends nothing and only outlives the plugin
+// holding files; if it cannot start, the plugin closes them itself.
+func (a *announcement) hold(files []*os.File) {
+	if err := a.start(announce.Plan{Uplink: a.groups[0].up}, files); err != nil {
+		a.log.Warn("probe sockets closed in the plugin", "error", err)
+	}
+}
+
+func (a *announcement) start(p announce.Plan, files []*os.File) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	return announce.Detach(exe, announce.Plan{
-		Uplink: g.up, IPs: g.ips, Rounds: a.conf.Announce.Count - 1, Interval: a.conf.Announce.Interval,
-	}, files...)
+	return announce.Detach(exe, p, files...)
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 type group struct {
@@ -93,27 +120,37 @@ func byUplink(placed []assigner.Placed) []group {
 	return out
 }
 
-// prober asks the LAN, before an IP gets its first holder on this node,
-// whether another host already answers for it; nil (conflictProbe "0s")
-// probes nothing.
-func prober(conf *config.Config) func(assigner.Placed) error {
-	if conf.Probe == 0 {
-		return nil
+// probe is the assigner's Probe hook: it asks the LAN, before an IP gets
+// its first holder on this node, whether another host already answers for
+// it. It runs concurrently for each such IP.
+func (a *announcement) probe(p assigner.Placed) error {
+	u := p.Uplink
+	up := announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}
+	mac, sock, err := announce.ProbeKeep(up, p.Addr, a.conf.Probe)
+	if sock != nil {
+		a.mu.Lock()
+		a.probed = append(a.probed, sock)
+		a.mu.Unlock()
 	}
-	return func(p assigner.Placed) error {
-		u := p.Uplink
-		up := announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}
-		mac, err := announce.Probe(up, p.Addr, conf.Probe)
-		if err != nil {
-			return &hookError{kind: assigner.ErrAnnounce, err: err,
-				msg: fmt.Sprintf("%s: %v", p.Addr, err)}
-		}
-		if mac != nil {
-			return &hookError{kind: assigner.ErrConflict,
-				msg: fmt.Sprintf("%s: another host (%s) answered the conflict probe on %s; refusing to take the address", p.Addr, mac, u.Name)}
-		}
-		return nil
+	if err != nil {
+		return &hookError{kind: assigner.ErrAnnounce, err: err,
+			msg: fmt.Sprintf("%s: %v", p.Addr, err)}
 	}
+	if mac != nil {
+		return &hookError{kind: assigner.ErrConflict,
+			msg: fmt.Sprintf("%s: another host (%s) answered the conflict probe on %s; refusing to take the address", p.Addr, mac, u.Name)}
+	}
+	return nil
+}
+
+// hooks are the assigner's hooks for this ADD; conflictProbe "0s" probes
+// nothing.
+func (a *announcement) hooks() assigner.Hooks {
+	h := assigner.Hooks{Announce: a.round}
+	if a.conf.Probe > 0 {
+		h.Probe = a.probe
+	}
+	return h
 }
 
 // hookError is an error of kind whose message starts with the IP, which

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,4 +141,58 @@ func TestSecondHolderOfAnIPDoesNotProbe(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("ADD of a second holder of %v took %s with conflictProbe 2s: it probed IPs the node already holds", ips, took)
 	}
+}
+
+// TestProbeSocketsCloseInADetachedChild checks that a probed ADD leaves the
+// last close of its probe sockets, which waits for an RCU grace period, to a
+// detached child: for IPv4 the child that also holds the ARP socket, for
+// IPv6 with one announcement round (no child to announce) one started only
+// to hold it.
+func TestProbeSocketsCloseInADetachedChild(t *testing.T) {
+	for _, tc := range []struct {
+		ip      string
+		sockets int // AF_PACKET sockets the child holds
+	}{
+		{"192.0.2.53", 2}, // the probe's and the first round's
+		{"2001:db8:1::53", 1},
+	} {
+		t.Run(tc.ip, func(t *testing.T) {
+			h := newHost(t)
+			h.waitLAN()
+			conf := h.netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs(tc.ip),
+				"conflictProbe": "50ms", "announce": map[string]any{"count": 1}})
+			h.run(attach("ADD", "c1", conf)).mustOK(t, "probed ADD")
+			procs := pluginProcs(t, h.name)
+			if len(procs) != 1 {
+				t.Fatalf("right after a probed ADD of %s, %d detached children (%v), want 1", tc.ip, len(procs), procs)
+			}
+			if got := packetSockets(t, procs[0]); got != tc.sockets {
+				t.Errorf("the detached child holds %d AF_PACKET sockets, want %d", got, tc.sockets)
+			}
+		})
+	}
+}
+
+// packetSockets counts the AF_PACKET sockets among pid's open files.
+func packetSockets(t *testing.T, pid string) int {
+	t.Helper()
+	table, err := os.ReadFile("/proc/" + pid + "/net/packet")
+	if err != nil {
+		t.Fatalf("reading the packet sockets of %s: %v", pid, err)
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 0 {
+			inodes[f[len(f)-1]] = true
+		}
+	}
+	fds, _ := filepath.Glob("/proc/" + pid + "/fd/*")
+	n := 0
+	for _, fd := range fds {
+		link, err := os.Readlink(fd)
+		if err == nil && strings.HasPrefix(link, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+			n++
+		}
+	}
+	return n
 }
