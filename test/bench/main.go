@@ -34,7 +34,7 @@ type options struct {
 	warmup      int
 	out         string
 	held4       []int
-	held6       int
+	held6       []int
 	concMax     int
 	concReps    int
 	fillWorkers int
@@ -75,12 +75,12 @@ func main() {
 
 func parseFlags() options {
 	var o options
-	var held4 string
+	var held4, held6 string
 	flag.IntVar(&o.n, "n", 200, "iterations of the interleaved scenarios")
 	flag.IntVar(&o.warmup, "warmup", 3, "iterations run first and not recorded")
 	flag.StringVar(&o.out, "out", "", "directory for benchmark.md and benchmark.svg (none: print only)")
 	flag.StringVar(&held4, "held", "1000,10000", "IPv4 addresses held before the held-address scenarios (comma list)")
-	flag.IntVar(&o.held6, "held6", 1000, "IPv6 addresses held before the IPv6 held-address scenario (0: skip)")
+	flag.StringVar(&held6, "held6", "1000,10000", "IPv6 addresses held before the IPv6 held-address scenarios (comma list)")
 	flag.IntVar(&o.concMax, "conc-max", 64, "largest K for the concurrency scenario (powers of two from 1)")
 	flag.IntVar(&o.concReps, "conc-reps", 6, "repetitions of each K, concurrent and serial")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2*runtime.NumCPU(), "concurrent ADDs while filling held addresses")
@@ -90,7 +90,7 @@ func parseFlags() options {
 	flag.StringVar(&o.candidate, "candidate", "", "also build external-ip from this tree and interleave its IPv4 and IPv6 ADD/DEL as extra rows")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
 	flag.Parse()
-	o.held4 = parseCounts(held4)
+	o.held4, o.held6 = parseCounts(held4), parseCounts(held6)
 	if o.n < 1 {
 		fatalf("-n must be at least 1")
 	}

@@ -184,8 +184,10 @@ func (b *bench) heldNodes(res *results) ([]heldNode, error) {
 		}
 		helds = append(helds, heldNode{count: c, label: fmt.Sprintf("%s IPv4 held", thousands(c))})
 	}
-	if c := b.opts.held6; c > 0 {
-		helds = append(helds, heldNode{count: c, v6: true, label: fmt.Sprintf("%s IPv6 held", thousands(c))})
+	for _, c := range b.opts.held6 {
+		if c > 0 {
+			helds = append(helds, heldNode{count: c, v6: true, label: fmt.Sprintf("%s IPv6 held", thousands(c))})
+		}
 	}
 	for i := range helds {
 		h := &helds[i]
