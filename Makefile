@@ -45,7 +45,7 @@ demo: deps
 
 # bench measures ADD and DEL against the exec floor, noop and host-local,
 # with thousands of addresses held and K concurrent ADDs, and writes
-# docs/benchmark.md and docs/benchmark.svg (about 5 minutes, as root).
+# docs/benchmark.md and docs/benchmark.svg (5 to 12 minutes, as root).
 bench: deps
 	$(GO) run ./test/bench -out docs
 

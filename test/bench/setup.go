@@ -135,7 +135,7 @@ type buildStep struct {
 // build compiles every binary the same way: CGO_ENABLED=0, as the
 // containernetworking/plugins releases are built, so that no binary pays or
 // saves the dynamic loader against the others. The plugin is built a second
-// time as `make build` builds it today (cgo as the toolchain defaults), to
+// time as a plain `go build` builds it (cgo as the toolchain defaults), to
 // show what that costs.
 func (b *bench) build() error {
 	bin := filepath.Join(b.tmp, "bin")
@@ -175,7 +175,7 @@ func (b *bench) buildSteps(bin, src string) []buildStep {
 		{"noop", b.tmp, append(static, "GOBIN="+bin), []string{"install", noopPkg}, "`CGO_ENABLED=0 go install " + noopPkg + "`"},
 		{"host-local", b.tmp, append(static, "GOBIN="+bin), []string{"install", hostLocalPkg}, "`CGO_ENABLED=0 go install " + hostLocalPkg + "`"},
 		{"external-ip", src2, static, []string{"build", "-o", filepath.Join(bin, "external-ip"), "./plugins/external-ip"}, "`CGO_ENABLED=0 go build ./plugins/external-ip`" + from},
-		{"external-ip-cgo", src2, nil, []string{"build", "-o", filepath.Join(bin, "external-ip-cgo"), "./plugins/external-ip"}, "`go build ./plugins/external-ip` (as `make build` today)" + from},
+		{"external-ip-cgo", src2, nil, []string{"build", "-o", filepath.Join(bin, "external-ip-cgo"), "./plugins/external-ip"}, "`go build ./plugins/external-ip` (cgo on, the toolchain's default; `make build` sets CGO_ENABLED=0)" + from},
 	}
 	if b.opts.candidate != "" {
 		steps = append(steps, buildStep{"external-ip-candidate", b.opts.candidate, static,

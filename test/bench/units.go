@@ -92,7 +92,7 @@ func (b *bench) eipUnits(res *results, n0 *node, helds []heldNode) {
 		map[string]any{"conflictProbe": nil})
 	b.pair(res, "announce", "what-if", "IPv4, default announce", "announce absent: 3 rounds, 2 by a detached child", n0, eip, v4(4),
 		map[string]any{"announce": nil})
-	b.pair(res, "cgo", "what-if", "IPv4, cgo build", "built as `make build` does today (dynamically linked)", n0, cgo, v4(5), nil)
+	b.pair(res, "cgo", "what-if", "IPv4, cgo build", "built as plain `go build` does, with cgo (dynamically linked)", n0, cgo, v4(5), nil)
 	if c, ok := b.bins["external-ip-candidate"]; ok {
 		b.pair(res, "cand4", "what-if", "IPv4, candidate", "built from "+b.opts.candidate, n0, c.path, v4(6), nil)
 		b.pair(res, "cand6", "what-if", "IPv6, candidate", "built from "+b.opts.candidate, n0, c.path, v6(7), nil)
