@@ -34,7 +34,7 @@ func runDetached(v string) int {
 	result := "ok"
 	p, err := PlanFromEnv(v)
 	if err == nil {
-		err = RunPlan(p)
+		err = RunPlan(p, nil)
 	}
 	if err != nil {
 		result = err.Error()

@@ -26,6 +26,17 @@ type Plan struct {
 	IPs      []netip.Addr
 	Rounds   int           // rounds left after the caller's first
 	Interval time.Duration // before each of them
+	// Log is the caller's, carried to the detached process as is: where
+	// it reports the rounds (see RunPlan's report).
+	Log *PlanLog
+}
+
+// PlanLog names a log for a detached announcer: a file to append JSON lines
+// to, their lowest level, and attributes as key, value pairs.
+type PlanLog struct {
+	File  string   `json:"file"`
+	Level string   `json:"level,omitempty"`
+	Attrs []string `json:"attrs,omitempty"`
 }
 
 // planJSON is Plan as it travels: MAC and interval as text, so the variable
@@ -38,6 +49,7 @@ type planJSON struct {
 	IPs      []netip.Addr `json:"ips"`
 	Rounds   int          `json:"rounds"`
 	Interval string       `json:"interval"`
+	Log      *PlanLog     `json:"log,omitempty"`
 }
 
 // MarshalJSON encodes p with the MAC as "aa:bb:cc:dd:ee:ff" and the interval
@@ -45,7 +57,7 @@ type planJSON struct {
 func (p Plan) MarshalJSON() ([]byte, error) {
 	return json.Marshal(planJSON{
 		Name: p.Uplink.Name, Index: p.Uplink.Index, MAC: p.Uplink.MAC.String(), Router: p.Uplink.Router,
-		IPs: p.IPs, Rounds: p.Rounds, Interval: p.Interval.String(),
+		IPs: p.IPs, Rounds: p.Rounds, Interval: p.Interval.String(), Log: p.Log,
 	})
 }
 
@@ -65,7 +77,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	}
 	*p = Plan{
 		Uplink: Uplink{Name: w.Name, Index: w.Index, MAC: mac, Router: w.Router},
-		IPs:    w.IPs, Rounds: w.Rounds, Interval: interval,
+		IPs:    w.IPs, Rounds: w.Rounds, Interval: interval, Log: w.Log,
 	}
 	return nil
 }
@@ -147,16 +159,23 @@ const holdInherited = 100 * time.Millisecond
 // p.Interval before each because the caller already sent the first. It
 // returns after about Rounds*Interval with every round's failure joined; a
 // failed round does not stop the next, since the uplink may come back.
-func RunPlan(p Plan) error {
+// report, if not nil, hears of each round as it goes: its number, counting
+// the caller's first as 1, and its error.
+func RunPlan(p Plan, report func(round int, err error)) error {
 	if p.Rounds == 0 {
 		time.Sleep(holdInherited)
 		return nil
+	}
+	if report == nil {
+		report = func(int, error) {}
 	}
 	s := NewSender(p.Uplink)
 	var errs []error
 	for i := 0; i < p.Rounds; i++ {
 		time.Sleep(p.Interval)
-		if err := s.Round(p.IPs); err != nil {
+		err := s.Round(p.IPs)
+		report(i+2, err)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("round %d: %w", i+2, err))
 		}
 	}

@@ -33,6 +33,12 @@ func TestPlanSurvivesJSONRoundTrip(t *testing.T) {
 			Rounds:   1,
 			Interval: 1500 * time.Nanosecond,
 		}},
+		{"with the caller's log", Plan{
+			Uplink: Uplink{Name: "eth0", Index: 2, MAC: testMAC},
+			IPs:    []netip.Addr{testIP4},
+			Rounds: 2, Interval: time.Second,
+			Log: &PlanLog{File: "/var/log/external-ip.log", Level: "debug", Attrs: []string{"network", "pods", "container", "c1"}},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := json.Marshal(tc.plan)

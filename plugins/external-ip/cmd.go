@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 )
@@ -20,7 +21,9 @@ type invocation struct {
 	log  *slog.Logger
 	as   *assigner.Assigner
 	att  assigner.Attachment
-	done func()
+	// logTo is where log lines go, for the detached announcer too.
+	logTo *announce.PlanLog
+	done  func()
 }
 
 func start(args *skel.CmdArgs) (*invocation, error) {
@@ -28,7 +31,8 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	if err != nil {
 		return nil, cniError(err, nil)
 	}
-	log, done, err := openLog(conf, args)
+	logTo := logTarget(conf, args)
+	log, done, err := openLog(logTo)
 	if err != nil {
 		return nil, cniError(err, nil)
 	}
@@ -37,7 +41,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 		LockTimeout: conf.LockTimeout, Log: log,
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
-	return &invocation{conf: conf, log: log, as: as, att: att, done: done}, nil
+	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: done}, nil
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
@@ -55,7 +59,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return cniError(err, nil)
 	}
 	if len(reqs) > 0 {
-		ann := &announcement{conf: inv.conf, log: inv.log}
+		ann := &announcement{conf: inv.conf, log: inv.log, logTo: inv.logTo}
 		_, err := inv.as.Add(inv.att, addrs(reqs), ann.hooks())
 		ann.finish(err == nil)
 		if err != nil {

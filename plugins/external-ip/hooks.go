@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -22,6 +21,7 @@ import (
 type announcement struct {
 	conf    *config.Config
 	log     *slog.Logger
+	logTo   *announce.PlanLog // for the detached announcer's lines
 	senders []*announce.Sender
 	groups  []group
 	// probed are the conflict probes' sockets, for a child to close.
@@ -73,7 +73,7 @@ func (a *announcement) detach(s *announce.Sender, g group, extra []*os.File) err
 		return err
 	}
 	return a.start(announce.Plan{
-		Uplink: g.up, IPs: g.ips, Rounds: a.conf.Announce.Count - 1, Interval: a.conf.Announce.Interval,
+		Uplink: g.up, IPs: g.ips, Rounds: a.conf.Announce.Count - 1, Interval: a.conf.Announce.Interval, Log: a.logTo,
 	}, append(files, extra...))
 }
 
@@ -170,32 +170,68 @@ func (e *hookError) Unwrap() []error {
 	return []error{e.kind, e.err}
 }
 
-// runAnnouncer is the detached process's whole life.
+// runAnnouncer is the detached process's whole life. It logs each round
+// it sends, as the ADD that started it logged the first.
 func runAnnouncer(env string) int {
 	plan, err := announce.PlanFromEnv(env)
-	if err == nil {
-		err = announce.RunPlan(plan)
+	if err != nil {
+		return 1
 	}
+	log, done := slog.New(slog.DiscardHandler), func() {}
+	if plan.Log != nil {
+		if l, d, err := newLog(plan.Log); err == nil {
+			log, done = l, d
+		}
+	}
+	defer done()
+	err = announce.RunPlan(plan, func(round int, err error) {
+		attrs := []any{"uplink", plan.Uplink.Name, "ips", plan.IPs, "round", round, "pid", os.Getpid()}
+		if err != nil {
+			log.Warn("announcement round failed", append(attrs, "error", err)...)
+			return
+		}
+		log.Info("announced", attrs...)
+	})
 	if err != nil {
 		return 1
 	}
 	return 0
 }
 
-// openLog opens the structured log; stdout belongs to the CNI result.
-func openLog(conf *config.Config, args *skel.CmdArgs) (*slog.Logger, func(), error) {
+// logTarget is where this invocation logs, for the detached announcer to
+// log there too; nil without logFile. The attributes name the invocation
+// on every line.
+func logTarget(conf *config.Config, args *skel.CmdArgs) *announce.PlanLog {
 	if conf.LogFile == "" {
+		return nil
+	}
+	return &announce.PlanLog{File: conf.LogFile, Level: conf.LogLevel, Attrs: []string{
+		"network", conf.Name, "container", args.ContainerID, "ifname", args.IfName, "command", os.Getenv("CNI_COMMAND"),
+	}}
+}
+
+// openLog opens the structured log; stdout belongs to the CNI result.
+func openLog(to *announce.PlanLog) (*slog.Logger, func(), error) {
+	if to == nil {
 		return slog.New(slog.DiscardHandler), func() {}, nil
 	}
-	f, err := os.OpenFile(conf.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	return newLog(to)
+}
+
+// newLog opens to.File for appending JSON lines at to.Level and above.
+func newLog(to *announce.PlanLog) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(to.Level)); err != nil {
+		return nil, nil, fmt.Errorf("%w: logLevel: %w", config.ErrInvalid, err)
+	}
+	f, err := os.OpenFile(to.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: logFile: %w", config.ErrInvalid, err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(conf.LogLevel)); err != nil {
-		return nil, nil, errors.Join(config.ErrInvalid, err)
+	attrs := make([]any, len(to.Attrs))
+	for i, a := range to.Attrs {
+		attrs[i] = a
 	}
-	log := slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level})).With(
-		"network", conf.Name, "container", args.ContainerID, "ifname", args.IfName, "command", os.Getenv("CNI_COMMAND"))
+	log := slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level})).With(attrs...)
 	return log, func() { f.Close() }, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestNamedUplinkThatCannotAnnounceIsRefusedNamingIt(t *testing.T) {
@@ -41,6 +42,7 @@ type logLine struct {
 	Command   string `json:"command"`
 	Container string `json:"container"`
 	IP        string `json:"ip"`
+	Round     int    `json:"round"`
 }
 
 func TestEveryChangeOnTheHostIsOneJSONLogLine(t *testing.T) {
@@ -60,6 +62,39 @@ func TestEveryChangeOnTheHostIsOneJSONLogLine(t *testing.T) {
 		if !hasLine(lines, want.cmd, want.msg) {
 			t.Errorf("no %s log line %q for container c1 in %s: %+v", want.cmd, want.msg, logFile, lines)
 		}
+	}
+}
+
+func TestDetachedAnnouncerLogsEachLaterRound(t *testing.T) {
+	const rounds = 3
+	h := newHost(t)
+	logFile := filepath.Join(t.TempDir(), "external-ip.log")
+	conf := h.netConf("1.0.0", map[string]any{"logFile": logFile, "runtimeConfig": runtimeIPs("192.0.2.72"),
+		"announce": map[string]any{"count": rounds, "interval": "100ms"}})
+	h.run(call{command: "ADD", containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}).mustOK(t, "ADD")
+	waitNoAnnouncer(t, h, 5*time.Second)
+	got := map[int]int{}
+	for _, l := range readLog(t, logFile) {
+		if l.Msg == "announced" && l.Command == "ADD" && l.Container == "c1" {
+			got[l.Round]++
+		}
+	}
+	for r := 1; r <= rounds; r++ {
+		if got[r] != 1 {
+			t.Errorf("round %d logged %d times, want once (rounds logged: %v)", r, got[r], got)
+		}
+	}
+}
+
+// waitNoAnnouncer waits until no detached announcer runs in h's namespace.
+func waitNoAnnouncer(t *testing.T, h *host, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for len(pluginProcs(t, h.name)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("announcers still run %s after ADD: %v", limit, pluginProcs(t, h.name))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
