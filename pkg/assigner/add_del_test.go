@@ -427,7 +427,7 @@ func TestAnnounceErrorRollsTheAddBack(t *testing.T) {
 func TestAddRollsBackWhenTheKernelRefusesAnAddress(t *testing.T) {
 	f := newFixture(t)
 	f.add(attB, v4a)
-	f.k.failWith("addAddr", v4c, kindf(ErrHost, "adding %s to holder device: no buffer space", v4c))
+	f.k.failWith("addAddr", v4c, Errorf(ErrHost, "adding %s to holder device: no buffer space", v4c))
 
 	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b, v4c}, Hooks{})
 	if !errors.Is(err, ErrHost) {

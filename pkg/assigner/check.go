@@ -10,7 +10,7 @@ import (
 // IPv6, has no proxy entry on its uplink. It returns the IPs att holds.
 func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 	if !a.st.exists() {
-		return nil, kindf(ErrDrift, "attachment %s: no record (state directory %s does not exist)", att, a.st.dir)
+		return nil, Errorf(ErrDrift, "attachment %s: no record (state directory %s does not exist)", att, a.st.dir)
 	}
 	l, err := a.lock()
 	if err != nil {
@@ -18,7 +18,7 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 	}
 	defer l.unlock()
 	if fileExists(a.st.journalPath()) {
-		return nil, kindf(ErrDrift, "an interrupted change is pending in %s; the next ADD, DEL or GC finishes it", a.st.journalPath())
+		return nil, Errorf(ErrDrift, "an interrupted change is pending in %s; the next ADD, DEL or GC finishes it", a.st.journalPath())
 	}
 	key := att.key()
 	rec, err := a.st.readRecord(key)
@@ -26,7 +26,7 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, kindf(ErrDrift, "attachment %s: no record in %s", att, a.st.dir)
+		return nil, Errorf(ErrDrift, "attachment %s: no record in %s", att, a.st.dir)
 	}
 	dev, err := a.checkHolder()
 	if err != nil {
@@ -46,14 +46,14 @@ func (a *Assigner) checkHolder() (int, error) {
 		return 0, err
 	}
 	if dev == 0 {
-		return 0, kindf(ErrDrift, "holder device %s: is missing", a.opts.Device)
+		return 0, Errorf(ErrDrift, "holder device %s: is missing", a.opts.Device)
 	}
 	up, err := a.k.holderUp(dev)
 	if err != nil {
 		return 0, err
 	}
 	if !up {
-		return 0, kindf(ErrDrift, "holder device %s: is down", a.opts.Device)
+		return 0, Errorf(ErrDrift, "holder device %s: is down", a.opts.Device)
 	}
 	return dev, nil
 }
@@ -64,14 +64,14 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 		return err
 	}
 	if !slices.Contains(e.Holders, key) {
-		return kindf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.ipPath(ip))
+		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.ipPath(ip))
 	}
 	r, err := a.k.lookup(ip)
 	if err != nil {
 		return err
 	}
 	if r.local != dev {
-		return kindf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device)
+		return Errorf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device)
 	}
 	if !ip.Is6() {
 		return nil
@@ -81,7 +81,7 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 		return err
 	}
 	if !ok {
-		return kindf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
+		return Errorf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
 	}
 	return nil
 }

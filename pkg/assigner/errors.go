@@ -48,7 +48,10 @@ func (e *kindError) Unwrap() []error {
 	return []error{e.kind, e.err}
 }
 
-func kindf(kind error, format string, args ...any) error {
+// Errorf returns an error of kind (one of the Err values) whose message is
+// the formatted one alone; a %w argument stays in the chain. The plugin's
+// hooks use it too, so that their errors map to codes as the assigner's do.
+func Errorf(kind error, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
 	return &kindError{kind: kind, msg: err.Error(), err: errors.Unwrap(err)}
 }

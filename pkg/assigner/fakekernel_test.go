@@ -243,17 +243,17 @@ func (k *fakeKernel) holder(name string, create, adopt bool) (int, error) {
 			return nil
 		}
 		if l.Kind != "dummy" && l.Kind != "bridge" {
-			return kindf(ErrRefused, "device %s: is a %s device that external-ip did not create", name, l.Kind)
+			return Errorf(ErrRefused, "device %s: is a %s device that external-ip did not create", name, l.Kind)
 		}
 		if l.Ports > 0 {
-			return kindf(ErrRefused, "device %s: is a bridge with %d ports", name, l.Ports)
+			return Errorf(ErrRefused, "device %s: is a bridge with %d ports", name, l.Ports)
 		}
 		switch {
 		case l.Alias == HolderAlias:
 		case l.Alias != "":
-			return kindf(ErrRefused, "device %s: is marked by someone else (alias %q)", name, l.Alias)
+			return Errorf(ErrRefused, "device %s: is marked by someone else (alias %q)", name, l.Alias)
 		case !adopt:
-			return kindf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias)", name, errUnmarked)
+			return Errorf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias)", name, errUnmarked)
 		default:
 			l.Alias = HolderAlias
 		}
@@ -271,7 +271,7 @@ func (k *fakeKernel) holderUp(dev int) (bool, error) {
 	err := k.call("holderUp", netip.Addr{}, func(h *fakeHost) error {
 		l := h.Links[dev]
 		if l == nil {
-			return kindf(ErrHost, "looking up holder device %d: no such device", dev)
+			return Errorf(ErrHost, "looking up holder device %d: no such device", dev)
 		}
 		up = l.Up
 		return nil
@@ -287,7 +287,7 @@ func ours(h *fakeHost, dev int, what string, ip netip.Addr) (*fakeLink, error) {
 	}
 	if l.Alias != HolderAlias {
 		h.Violations = append(h.Violations, fmt.Sprintf("%s %s on %s", what, ip, l.Name))
-		return nil, kindf(ErrHost, "fake kernel: %s %s on %s, which is not a holder", what, ip, l.Name)
+		return nil, Errorf(ErrHost, "fake kernel: %s %s on %s, which is not a holder", what, ip, l.Name)
 	}
 	return l, nil
 }
@@ -300,7 +300,7 @@ func (k *fakeKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
 			return err
 		}
 		if l == nil {
-			return kindf(ErrHost, "adding %s to holder device %d: no such device", ip, dev)
+			return Errorf(ErrHost, "adding %s to holder device %d: no such device", ip, dev)
 		}
 		added = !l.Addrs[ip]
 		l.Addrs[ip] = true
@@ -405,7 +405,7 @@ func (k *fakeKernel) uplinkByIndex(index int) (Uplink, error) {
 				return err
 			}
 		}
-		return kindf(ErrRefused, "uplink with index %d: link not found", index)
+		return Errorf(ErrRefused, "uplink with index %d: link not found", index)
 	})
 	return up, err
 }
@@ -414,9 +414,9 @@ func (k *fakeKernel) uplink(name string) (Uplink, error) {
 	u, ok := k.uplinks[name]
 	switch {
 	case !ok:
-		return Uplink{}, kindf(ErrRefused, "uplink %s: link not found", name)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: link not found", name)
 	case u.down:
-		return Uplink{}, kindf(ErrRefused, "uplink %s: is down", name)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: is down", name)
 	}
 	return Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0}, nil
 }
@@ -426,14 +426,14 @@ func (k *fakeKernel) reachable(up Uplink, v6 bool) error {
 		if v6 {
 			key := "ipv6/conf/" + up.Name + "/forwarding"
 			if k.sysctls[key] == 0 {
-				return kindf(ErrUnreachable, "net.%s is 0", dotted(key))
+				return Errorf(ErrUnreachable, "net.%s is 0", dotted(key))
 			}
 			return nil
 		}
 		for _, dev := range []string{"all", up.Name} {
 			key := "ipv4/conf/" + dev + "/arp_ignore"
 			if v := k.sysctls[key]; v != 0 {
-				return kindf(ErrUnreachable, "net.%s is %d", dotted(key), v)
+				return Errorf(ErrUnreachable, "net.%s is %d", dotted(key), v)
 			}
 		}
 		return nil
@@ -443,7 +443,7 @@ func (k *fakeKernel) reachable(up Uplink, v6 bool) error {
 func (k *fakeKernel) addProxy(uplink string, ip netip.Addr) error {
 	return k.call("addProxy", ip, func(h *fakeHost) error {
 		if _, ok := k.uplinks[uplink]; !ok {
-			return kindf(ErrHost, "adding proxy neighbour %s on %s: link not found", ip, uplink)
+			return Errorf(ErrHost, "adding proxy neighbour %s on %s: link not found", ip, uplink)
 		}
 		if h.Proxies[uplink] == nil {
 			h.Proxies[uplink] = map[netip.Addr]bool{}
@@ -464,7 +464,7 @@ func (k *fakeKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 	var has bool
 	err := k.call("hasProxy", ip, func(h *fakeHost) error {
 		if _, ok := k.uplinks[uplink]; !ok {
-			return kindf(ErrDrift, "uplink %s of %s: link not found", uplink, ip)
+			return Errorf(ErrDrift, "uplink %s of %s: link not found", uplink, ip)
 		}
 		has = h.Proxies[uplink][ip]
 		return nil

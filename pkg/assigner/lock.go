@@ -23,7 +23,7 @@ type lockFile struct {
 func lock(path string, timeout time.Duration) (*lockFile, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, fileMode)
 	if err != nil {
-		return nil, kindf(ErrState, "opening lock %s: %w", path, err)
+		return nil, Errorf(ErrState, "opening lock %s: %w", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
 		return &lockFile{f: f}, nil // uncontended: no goroutine, no timer
@@ -34,7 +34,7 @@ func lock(path string, timeout time.Duration) (*lockFile, error) {
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		f.Close()
-		return nil, kindf(ErrState, "locking %s: %w", path, err)
+		return nil, Errorf(ErrState, "locking %s: %w", path, err)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -55,14 +55,14 @@ func wait(f *os.File, path string, timeout time.Duration, done chan error) (*loc
 	case err := <-done:
 		if err != nil {
 			f.Close()
-			return nil, kindf(ErrState, "locking %s: %w", path, err)
+			return nil, Errorf(ErrState, "locking %s: %w", path, err)
 		}
 		return &lockFile{f: f}, nil
 	case <-timer.C:
 		// Closing f drops the lock should the waiter get it later: its own
 		// descriptor is closed as soon as flock returns.
 		f.Close()
-		return nil, kindf(ErrLockTimeout, "locking %s: %w after %v", path, ErrLockTimeout, timeout)
+		return nil, Errorf(ErrLockTimeout, "locking %s: %w after %v", path, ErrLockTimeout, timeout)
 	}
 }
 

@@ -52,14 +52,14 @@ func (k *hostKernel) holder(name string, create, adopt bool) (int, error) {
 		}
 		return k.makeHolder(name)
 	case err != nil:
-		return 0, kindf(ErrHost, "looking up holder device %s: %w", name, err)
+		return 0, Errorf(ErrHost, "looking up holder device %s: %w", name, err)
 	}
 	if err := k.checkOurs(link, adopt); err != nil {
 		return 0, err
 	}
 	if create && link.Attrs().Flags&net.FlagUp == 0 {
 		if err := k.nl().LinkSetUp(link); err != nil {
-			return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
+			return 0, Errorf(ErrHost, "setting holder device %s up: %w", name, err)
 		}
 	}
 	return link.Attrs().Index, nil
@@ -76,10 +76,10 @@ func (k *hostKernel) makeHolder(name string) (int, error) {
 		err = k.nl().LinkAdd(link)
 	}
 	if err != nil {
-		return 0, kindf(ErrHost, "creating holder device %s: %w", name, err)
+		return 0, Errorf(ErrHost, "creating holder device %s: %w", name, err)
 	}
 	if err := k.nl().LinkSetAlias(link, HolderAlias); err != nil {
-		return 0, kindf(ErrHost, "marking holder device %s: %w", name, err)
+		return 0, Errorf(ErrHost, "marking holder device %s: %w", name, err)
 	}
 	// No link-local address: the holder talks to nobody. Best effort, since
 	// a kernel without IPv6 has no such setting.
@@ -89,10 +89,10 @@ func (k *hostKernel) makeHolder(name string) (int, error) {
 	// add at 10,000 IPv6 addresses, 2 ms with NOARP). The LAN is answered on
 	// the uplink, whose flags these are not.
 	if err := k.nl().LinkSetARPOff(link); err != nil {
-		return 0, kindf(ErrHost, "setting holder device %s noarp: %w", name, err)
+		return 0, Errorf(ErrHost, "setting holder device %s noarp: %w", name, err)
 	}
 	if err := k.nl().LinkSetUp(link); err != nil {
-		return 0, kindf(ErrHost, "setting holder device %s up: %w", name, err)
+		return 0, Errorf(ErrHost, "setting holder device %s up: %w", name, err)
 	}
 	return link.Attrs().Index, nil
 }
@@ -103,29 +103,29 @@ func (k *hostKernel) checkOurs(link netlink.Link, adopt bool) error {
 	a := link.Attrs()
 	kind := link.Type()
 	if kind != "dummy" && kind != "bridge" {
-		return kindf(ErrRefused, "device %s: is a %s device that external-ip did not create; choose another \"device\"", a.Name, kind)
+		return Errorf(ErrRefused, "device %s: is a %s device that external-ip did not create; choose another \"device\"", a.Name, kind)
 	}
 	if kind == "bridge" {
 		ports, err := bridgePorts(a.Index)
 		if err != nil {
-			return kindf(ErrHost, "listing ports of %s: %w", a.Name, err)
+			return Errorf(ErrHost, "listing ports of %s: %w", a.Name, err)
 		}
 		if ports > 0 {
-			return kindf(ErrRefused, "device %s: is a bridge with %d ports, not an external-ip holder; choose another \"device\"", a.Name, ports)
+			return Errorf(ErrRefused, "device %s: is a bridge with %d ports, not an external-ip holder; choose another \"device\"", a.Name, ports)
 		}
 	}
 	switch {
 	case a.Alias == HolderAlias:
 		return nil
 	case a.Alias != "":
-		return kindf(ErrRefused, "device %s: is marked by someone else (alias %q); choose another \"device\"", a.Name, a.Alias)
+		return Errorf(ErrRefused, "device %s: is marked by someone else (alias %q); choose another \"device\"", a.Name, a.Alias)
 	case adopt:
 		if err := k.nl().LinkSetAlias(link, HolderAlias); err != nil {
-			return kindf(ErrHost, "marking holder device %s: %w", a.Name, err)
+			return Errorf(ErrHost, "marking holder device %s: %w", a.Name, err)
 		}
 		return nil
 	}
-	return kindf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias); choose another \"device\"", a.Name, errUnmarked)
+	return Errorf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias); choose another \"device\"", a.Name, errUnmarked)
 }
 
 // bridgePorts counts a bridge's ports with a link dump that the kernel
@@ -147,7 +147,7 @@ func bridgePorts(index int) (int, error) {
 func (k *hostKernel) holderUp(dev int) (bool, error) {
 	link, err := k.nl().LinkByIndex(dev)
 	if err != nil {
-		return false, kindf(ErrHost, "looking up holder device %d: %w", dev, err)
+		return false, Errorf(ErrHost, "looking up holder device %d: %w", dev, err)
 	}
 	return link.Attrs().Flags&net.FlagUp != 0, nil
 }
@@ -176,7 +176,7 @@ func (k *hostKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, kindf(ErrHost, "adding %s to holder device %d: %w", ip, dev, err)
+		return false, Errorf(ErrHost, "adding %s to holder device %d: %w", ip, dev, err)
 	}
 	return true, nil
 }
@@ -187,7 +187,7 @@ func (k *hostKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, kindf(ErrHost, "removing %s from holder device %d: %w", ip, dev, err)
+		return false, Errorf(ErrHost, "removing %s from holder device %d: %w", ip, dev, err)
 	}
 	return true, nil
 }
@@ -203,7 +203,7 @@ func (k *hostKernel) holderAddrs(dev int) ([]netip.Addr, error) {
 	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
 	addrs, err := netlinksafe.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
-		return nil, kindf(ErrHost, "listing addresses of holder device %d: %w", dev, err)
+		return nil, Errorf(ErrHost, "listing addresses of holder device %d: %w", dev, err)
 	}
 	var out []netip.Addr
 	for _, a := range addrs {
@@ -223,7 +223,7 @@ func (k *hostKernel) lookup(ip netip.Addr) (route, error) {
 		return route{}, nil
 	}
 	if err != nil {
-		return route{}, kindf(ErrHost, "looking up the route to %s: %w", ip, err)
+		return route{}, Errorf(ErrHost, "looking up the route to %s: %w", ip, err)
 	}
 	return toRoute(ip, routes[0]), nil
 }
@@ -257,7 +257,7 @@ func (k *hostKernel) mainRoute(ip netip.Addr) (route, error) {
 	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN}
 	routes, err := k.nl().RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE)
 	if err != nil {
-		return route{}, kindf(ErrHost, "listing routes for %s: %w", ip, err)
+		return route{}, Errorf(ErrHost, "listing routes for %s: %w", ip, err)
 	}
 	best, found := route{}, false
 	for _, r := range routes {
@@ -272,7 +272,7 @@ func (k *hostKernel) mainRoute(ip netip.Addr) (route, error) {
 func (k *hostKernel) uplinkByName(name string) (Uplink, error) {
 	link, err := k.nl().LinkByName(name)
 	if err != nil {
-		return Uplink{}, kindf(ErrRefused, "uplink %s: %w", name, err)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, err)
 	}
 	return k.toUplink(link)
 }
@@ -280,7 +280,7 @@ func (k *hostKernel) uplinkByName(name string) (Uplink, error) {
 func (k *hostKernel) uplinkByIndex(index int) (Uplink, error) {
 	link, err := k.nl().LinkByIndex(index)
 	if err != nil {
-		return Uplink{}, kindf(ErrRefused, "uplink with index %d: %w", index, err)
+		return Uplink{}, Errorf(ErrRefused, "uplink with index %d: %w", index, err)
 	}
 	return k.toUplink(link)
 }
@@ -288,10 +288,10 @@ func (k *hostKernel) uplinkByIndex(index int) (Uplink, error) {
 func (k *hostKernel) toUplink(link netlink.Link) (Uplink, error) {
 	a := link.Attrs()
 	if a.Flags&net.FlagUp == 0 {
-		return Uplink{}, kindf(ErrRefused, "uplink %s: is down", a.Name)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: is down", a.Name)
 	}
 	if len(a.HardwareAddr) != 6 {
-		return Uplink{}, kindf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", a.Name)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", a.Name)
 	}
 	fwd, err := sysctl("ipv6/conf/" + a.Name + "/forwarding")
 	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0}, nil
@@ -305,10 +305,10 @@ func (k *hostKernel) reachable(up Uplink, v6 bool) error {
 			key := "ipv4/conf/" + dev + "/arp_ignore"
 			v, err := sysctl(key)
 			if err != nil {
-				return kindf(ErrHost, "reading %s: %w", key, err)
+				return Errorf(ErrHost, "reading %s: %w", key, err)
 			}
 			if v != 0 {
-				return kindf(ErrUnreachable, "net.%s is %d: the kernel would not answer ARP for external IPs on the holder device; set it to 0", dotted(key), v)
+				return Errorf(ErrUnreachable, "net.%s is %d: the kernel would not answer ARP for external IPs on the holder device; set it to 0", dotted(key), v)
 			}
 		}
 		return nil
@@ -316,10 +316,10 @@ func (k *hostKernel) reachable(up Uplink, v6 bool) error {
 	key := "ipv6/conf/" + up.Name + "/forwarding"
 	v, err := sysctl(key)
 	if err != nil {
-		return kindf(ErrHost, "reading %s: %w", key, err)
+		return Errorf(ErrHost, "reading %s: %w", key, err)
 	}
 	if v == 0 {
-		return kindf(ErrUnreachable, "net.%s is 0: proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on", dotted(key))
+		return Errorf(ErrUnreachable, "net.%s is 0: proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on", dotted(key))
 	}
 	return nil
 }
@@ -341,7 +341,7 @@ func enableProxyNDP(uplink string) error {
 			continue
 		}
 		if err := os.WriteFile("/proc/sys/net/"+s.path, []byte(strconv.Itoa(s.want)), 0o644); err != nil {
-			return kindf(ErrHost, "setting net.%s to %d: %w", dotted(s.path), s.want, err)
+			return Errorf(ErrHost, "setting net.%s to %d: %w", dotted(s.path), s.want, err)
 		}
 	}
 	return nil
@@ -369,7 +369,7 @@ func (k *hostKernel) addProxy(uplink string, ip netip.Addr) error {
 		err = k.nl().NeighAdd(n)
 	}
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return kindf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, err)
+		return Errorf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, err)
 	}
 	return nil
 }
@@ -384,7 +384,7 @@ func (k *hostKernel) delProxy(uplink string, ip netip.Addr) error {
 		err = k.nl().NeighDel(n)
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return kindf(ErrHost, "removing proxy neighbour %s on %s: %w", ip, uplink, err)
+		return Errorf(ErrHost, "removing proxy neighbour %s on %s: %w", ip, uplink, err)
 	}
 	return nil
 }
@@ -392,11 +392,11 @@ func (k *hostKernel) delProxy(uplink string, ip netip.Addr) error {
 func (k *hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 	link, err := k.nl().LinkByName(uplink)
 	if err != nil {
-		return false, kindf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
+		return false, Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
 	}
 	entries, err := k.nl().NeighProxyList(link.Attrs().Index, netlink.FAMILY_V6)
 	if err != nil {
-		return false, kindf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
+		return false, Errorf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
 	}
 	for _, e := range entries {
 		if got, ok := netip.AddrFromSlice(e.IP); ok && got == ip {

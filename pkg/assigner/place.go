@@ -62,7 +62,7 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 			}
 		}
 		if r.local != dev {
-			return r, kindf(ErrRefused, "%s: is already an address of interface %s on this node", ip, a.k.linkName(r.local))
+			return r, Errorf(ErrRefused, "%s: is already an address of interface %s on this node", ip, a.k.linkName(r.local))
 		}
 		return r, nil // ours already: its uplink is in the index
 	}
@@ -71,7 +71,7 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 	}
 	if r.connected {
 		if edge := subnetEdge(ip, r.prefix); edge != "" {
-			return r, kindf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, r.prefix)
+			return r, Errorf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, r.prefix)
 		}
 	}
 	up, err := a.uplinkFor(ip, r)
@@ -86,10 +86,10 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 func (a *Assigner) refuseSpecial(ip netip.Addr, r route) error {
 	if m, err := a.k.mainRoute(ip); err == nil && m.connected {
 		if edge := subnetEdge(ip, m.prefix); edge != "" {
-			return kindf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, m.prefix)
+			return Errorf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, m.prefix)
 		}
 	}
-	return kindf(ErrRefused, "%s: is a broadcast or anycast address of interface %s on this node", ip, a.k.linkName(r.dev))
+	return Errorf(ErrRefused, "%s: is a broadcast or anycast address of interface %s on this node", ip, a.k.linkName(r.dev))
 }
 
 // uplinkFor is the configured uplink, else the interface of the route to ip.
@@ -106,7 +106,7 @@ func (a *Assigner) uplinkFor(ip netip.Addr, r route) (Uplink, error) {
 		}
 	}
 	if r.dev == 0 {
-		return Uplink{}, kindf(ErrRefused, "%s: no route to it to choose an uplink; set \"uplink\"", ip)
+		return Uplink{}, Errorf(ErrRefused, "%s: no route to it to choose an uplink; set \"uplink\"", ip)
 	}
 	// Chosen from ip's route, so a fault of it (down, gone) is about ip.
 	up, err := a.ups.byIndex(r.dev)

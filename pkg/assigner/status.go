@@ -16,7 +16,7 @@ func (a *Assigner) Ready(v4, v6 bool) error {
 	}
 	f, err := os.CreateTemp(a.st.tmpDir(), "status.*")
 	if err != nil {
-		return kindf(ErrState, "state directory %s: is not writable: %w", a.st.dir, err)
+		return Errorf(ErrState, "state directory %s: is not writable: %w", a.st.dir, err)
 	}
 	f.Close()
 	os.Remove(f.Name())
@@ -83,7 +83,7 @@ type IPReport struct {
 func (a *Assigner) Report() (*Report, error) {
 	rep := &Report{Device: a.opts.Device, StateDir: a.st.dir, IPs: []IPReport{}, Drift: []string{}}
 	if !a.st.exists() {
-		rep.Holder = a.holderState()
+		rep.Holder, _ = a.holderState()
 		return rep, nil
 	}
 	l, err := a.lock()
@@ -99,24 +99,26 @@ func (a *Assigner) Report() (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Holder = a.holderState()
-	dev, _ := a.k.holder(a.opts.Device, false, false)
+	var dev int
+	rep.Holder, dev = a.holderState()
 	if err := a.reportIPs(rep, recs, dev); err != nil {
 		return nil, err
 	}
 	return rep, nil
 }
 
-func (a *Assigner) holderState() string {
+// holderState describes the holder and returns its index, 0 when it is
+// missing or not ours.
+func (a *Assigner) holderState() (string, int) {
 	dev, err := a.k.holder(a.opts.Device, false, false)
 	switch {
 	case err != nil:
-		return err.Error()
+		return err.Error(), 0
 	case dev == 0:
-		return "missing"
+		return "missing", 0
 	}
 	if up, err := a.k.holderUp(dev); err != nil || !up {
-		return "down"
+		return "down", dev
 	}
-	return "up"
+	return "up", dev
 }

@@ -67,15 +67,16 @@ const (
 )
 
 func (s *store) journalPath() string          { return filepath.Join(s.dir, "journal") }
-func (s *store) recordPath(key string) string { return filepath.Join(s.dir, "att", key+".json") }
-func (s *store) ipPath(ip netip.Addr) string  { return filepath.Join(s.dir, "ip", ip.String()+".json") }
-func (s *store) exists() bool                 { _, err := os.Stat(s.dir); return err == nil }
+func (s *store) attDir() string               { return filepath.Join(s.dir, "att") }
+func (s *store) ipDir() string                { return filepath.Join(s.dir, "ip") }
 func (s *store) tmpDir() string               { return filepath.Join(s.dir, "tmp") }
-func (s *store) subdirs() []string {
-	return []string{s.dir, s.tmpDir(), filepath.Join(s.dir, "att"), filepath.Join(s.dir, "ip")}
-}
-func (s *store) lockPath() string     { return filepath.Join(s.dir, "lock") }
-func (s *store) creatingPath() string { return filepath.Join(s.dir, "creating-device") }
+func (s *store) recordPath(key string) string { return filepath.Join(s.attDir(), key+".json") }
+func (s *store) ipPath(ip netip.Addr) string  { return filepath.Join(s.ipDir(), ip.String()+".json") }
+func (s *store) lockPath() string             { return filepath.Join(s.dir, "lock") }
+func (s *store) creatingPath() string         { return filepath.Join(s.dir, "creating-device") }
+func (s *store) exists() bool                 { _, err := os.Stat(s.dir); return err == nil }
+func (s *store) subdirs() []string            { return []string{s.dir, s.tmpDir(), s.attDir(), s.ipDir()} }
+
 func (s *store) readRecord(key string) (*record, error) {
 	r := &record{}
 	ok, err := readJSON(s.recordPath(key), r)
@@ -117,7 +118,7 @@ func (s *store) writeIP(ip netip.Addr, e ipEntry) error {
 func (s *store) init() error {
 	for _, d := range s.subdirs() {
 		if err := os.MkdirAll(d, dirMode); err != nil {
-			return kindf(ErrState, "creating state directory %s: %w", d, err)
+			return Errorf(ErrState, "creating state directory %s: %w", d, err)
 		}
 	}
 	return nil
@@ -132,10 +133,10 @@ func readJSON(path string, v any) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, kindf(ErrState, "reading state file %s: %w", path, err)
+		return false, Errorf(ErrState, "reading state file %s: %w", path, err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, kindf(ErrState, "state file %s is corrupt: %v; see the README's recovery section", path, err)
+		return false, Errorf(ErrState, "state file %s is corrupt: %v; see the README's recovery section", path, err)
 	}
 	return true, nil
 }
@@ -145,11 +146,11 @@ func readJSON(path string, v any) (bool, error) {
 func (s *store) writeJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return kindf(ErrState, "encoding %s: %w", path, err)
+		return Errorf(ErrState, "encoding %s: %w", path, err)
 	}
 	f, err := os.CreateTemp(s.tmpDir(), filepath.Base(path)+".*")
 	if err != nil {
-		return kindf(ErrState, "writing %s: %w", path, err)
+		return Errorf(ErrState, "writing %s: %w", path, err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
@@ -164,21 +165,21 @@ func (s *store) writeJSON(path string, v any) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return kindf(ErrState, "writing %s: %w", path, err)
+		return Errorf(ErrState, "writing %s: %w", path, err)
 	}
 	return nil
 }
 
 func (s *store) remove(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return kindf(ErrState, "removing %s: %w", path, err)
+		return Errorf(ErrState, "removing %s: %w", path, err)
 	}
 	return nil
 }
 
 // records reads every attachment record; only GC and status need them all.
 func (s *store) records() (map[string]*record, error) {
-	names, err := listDir(filepath.Join(s.dir, "att"))
+	names, err := listDir(s.attDir())
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func (s *store) records() (map[string]*record, error) {
 
 // indexed lists the IPs that have an index entry.
 func (s *store) indexed() ([]netip.Addr, error) {
-	names, err := listDir(filepath.Join(s.dir, "ip"))
+	names, err := listDir(s.ipDir())
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func listDir(dir string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, kindf(ErrState, "reading state directory %s: %w", dir, err)
+		return nil, Errorf(ErrState, "reading state directory %s: %w", dir, err)
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {

@@ -112,33 +112,32 @@ func byUplink(placed []assigner.Placed) []group {
 		if !ok {
 			i = len(out)
 			at[p.Uplink.Index] = i
-			u := p.Uplink
-			out = append(out, group{up: announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}})
+			out = append(out, group{up: toAnnounce(p.Uplink)})
 		}
 		out[i].ips = append(out[i].ips, p.Addr)
 	}
 	return out
 }
 
+func toAnnounce(u assigner.Uplink) announce.Uplink {
+	return announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}
+}
+
 // probe is the assigner's Probe hook: it asks the LAN, before an IP gets
 // its first holder on this node, whether another host already answers for
 // it. It runs concurrently for each such IP.
 func (a *announcement) probe(p assigner.Placed) error {
-	u := p.Uplink
-	up := announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}
-	mac, sock, err := announce.ProbeKeep(up, p.Addr, a.conf.Probe)
+	mac, sock, err := announce.ProbeKeep(toAnnounce(p.Uplink), p.Addr, a.conf.Probe)
 	if sock != nil {
 		a.mu.Lock()
 		a.probed = append(a.probed, sock)
 		a.mu.Unlock()
 	}
 	if err != nil {
-		return &hookError{kind: assigner.ErrAnnounce, err: err,
-			msg: fmt.Sprintf("%s: %v", p.Addr, err)}
+		return assigner.Errorf(assigner.ErrAnnounce, "%s: %w", p.Addr, err)
 	}
 	if mac != nil {
-		return &hookError{kind: assigner.ErrConflict,
-			msg: fmt.Sprintf("%s: another host (%s) answered the conflict probe on %s; refusing to take the address", p.Addr, mac, u.Name)}
+		return assigner.Errorf(assigner.ErrConflict, "%s: another host (%s) answered the conflict probe on %s; refusing to take the address", p.Addr, mac, p.Uplink.Name)
 	}
 	return nil
 }
@@ -151,23 +150,6 @@ func (a *announcement) hooks() assigner.Hooks {
 		h.Probe = a.probe
 	}
 	return h
-}
-
-// hookError is an error of kind whose message starts with the IP, which
-// cniError looks for to name where the IP was asked for.
-type hookError struct {
-	kind error
-	msg  string
-	err  error
-}
-
-func (e *hookError) Error() string { return e.msg }
-
-func (e *hookError) Unwrap() []error {
-	if e.err == nil {
-		return []error{e.kind}
-	}
-	return []error{e.kind, e.err}
 }
 
 // runAnnouncer is the detached process's whole life. It logs each round
