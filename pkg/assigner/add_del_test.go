@@ -396,7 +396,8 @@ func TestAnnounceErrorRollsTheAddBack(t *testing.T) {
 		want holdings
 	}{
 		{"new attachment beside a holder", func(f *fixture) { f.add(attB, v4a) }, holdings{attB: {v4a}}},
-		{"re-add of an attachment", func(f *fixture) { f.add(attB, v4a); f.add(attA, v4a, v4c) }, holdings{attB: {v4a}}},
+		// A failed re-ADD leaves the attachment what it held before.
+		{"re-add of an attachment", func(f *fixture) { f.add(attB, v4a); f.add(attA, v4a, v4c) }, holdings{attA: {v4a, v4c}, attB: {v4a}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,7 +75,8 @@ func newAssigner(o Options, k kernel) *Assigner {
 }
 
 // Add records that att holds ips and makes sure each is on the holder
-// device, replacing att's earlier record. On error nothing is left for att.
+// device, replacing att's earlier record. On error att keeps what it held
+// before: its earlier record, or none.
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, error) {
 	ips = union(nil, ips) // a record lists each IP once, or GC would count it twice
 	if len(ips) == 0 {
@@ -120,16 +121,20 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 		return nil, err
 	}
 	touch := slices.Clone(ips)
+	undo := &journal{Key: key, Touch: touch}
 	if old != nil {
 		touch = union(old.IPs, ips)
+		if undo, err = a.restoring(key, old, touch); err != nil {
+			return nil, err
+		}
 	}
 	j := &journal{Key: key, Record: &record{Attachment: att, IPs: ips}, Touch: touch, Uplinks: uplinks}
 	if err := a.commit(j); err != nil {
-		return nil, a.rollback(key, touch, err)
+		return nil, a.rollback(undo, err)
 	}
 	if h.Announce != nil {
 		if err := h.Announce(placed); err != nil {
-			return nil, a.rollback(key, touch, err)
+			return nil, a.rollback(undo, err)
 		}
 	}
 	a.log.Info("added", "attachment", att.String(), "ips", ips)
@@ -171,10 +176,26 @@ func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe fu
 	return nil
 }
 
-// rollback releases the attachment after a failed ADD, so that it leaves no
-// record and no address nobody holds.
-func (a *Assigner) rollback(key string, touch []netip.Addr, cause error) error {
-	if err := a.commit(&journal{Key: key, Touch: touch}); err != nil {
+// restoring is the change that gives a re-ADDed attachment back its earlier
+// record, with the uplinks its IPs have now: an IP the new record drops is
+// released, and its index forgets the uplink, before a rollback re-holds it.
+func (a *Assigner) restoring(key string, old *record, touch []netip.Addr) (*journal, error) {
+	undo := &journal{Key: key, Record: old, Touch: touch, Uplinks: map[netip.Addr]string{}}
+	for _, ip := range old.IPs {
+		e, err := a.st.readIP(ip)
+		if err != nil {
+			return nil, err
+		}
+		undo.Uplinks[ip] = e.Uplink
+	}
+	return undo, nil
+}
+
+// rollback undoes a failed ADD with undo: the attachment's earlier record
+// restored, or released when it had none. A failed ADD, like a refused one,
+// so leaves the state as it found it and no address nobody holds.
+func (a *Assigner) rollback(undo *journal, cause error) error {
+	if err := a.commit(undo); err != nil {
 		return errors.Join(cause, err)
 	}
 	return cause

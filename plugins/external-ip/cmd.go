@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 
+	"github.com/containernetworking/cni/pkg/ns"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -45,6 +47,9 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
+	if err := checkNetNS(args); err != nil {
+		return err
+	}
 	inv, err := start(args)
 	if err != nil {
 		return err
@@ -58,21 +63,48 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return cniError(err, nil)
 	}
-	if len(reqs) > 0 {
-		ann := &announcement{conf: inv.conf, log: inv.log, logTo: inv.logTo}
-		_, err := inv.as.Add(inv.att, addrs(reqs), ann.hooks())
-		ann.finish(err == nil)
-		if err != nil {
+	if len(reqs) == 0 {
+		// The attachment holds none now: an earlier ADD's IPs are released.
+		if err := inv.as.Del(inv.att); err != nil {
 			inv.log.Error("add failed", "error", err)
-			return cniError(err, reqs)
+			return cniError(err, nil)
 		}
+		return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
+	}
+	ann := &announcement{conf: inv.conf, log: inv.log, logTo: inv.logTo}
+	_, err = inv.as.Add(inv.att, addrs(reqs), ann.hooks())
+	ann.finish(err == nil)
+	if err != nil {
+		inv.log.Error("add failed", "error", err)
+		return cniError(err, reqs)
 	}
 	return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
+}
+
+// checkNetNS refuses, before ADD or DEL changes anything, what skel refuses
+// only after they have run (and ADD has printed its result): a CNI_NETNS that is
+// the plugin's own namespace, the host's. Without this check the runtime got
+// two JSON documents and the host kept what ADD had done.
+func checkNetNS(args *skel.CmdArgs) error {
+	if o := strings.ToUpper(args.NetnsOverride); o == "TRUE" || o == "1" {
+		return nil
+	}
+	own, err := ns.CheckNetNS(args.Netns)
+	if err != nil {
+		return err
+	}
+	if own {
+		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("CNI_NETNS: %q is the plugin's own network namespace, not a container's", args.Netns), "")
+	}
+	return nil
 }
 
 // cmdDel works from the stored record, not from DEL's config, which may lack
 // runtimeConfig, prevResult and a netns.
 func cmdDel(args *skel.CmdArgs) error {
+	if err := checkNetNS(args); err != nil {
+		return err
+	}
 	inv, err := start(args)
 	if err != nil {
 		return err
