@@ -27,6 +27,9 @@ after moving aside a state file that an error named as corrupt.
 
 // runCLI serves a person at the terminal; it changes nothing.
 func runCLI(args []string, stdout, stderr io.Writer) int {
+	if code, ok := runNodeCLI(args, stdout, stderr); ok {
+		return code
+	}
 	if len(args) == 0 || (args[0] != "status" && args[0] != "repair") {
 		fmt.Fprintf(stderr, usage, config.DefaultDataDir)
 		return 2

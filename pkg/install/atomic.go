@@ -1,0 +1,158 @@
+package install
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tempPattern names our staged files. The runtime lists only .conf,
+// .conflist and .json files, so a temp file left by a kill is never read as
+// a network config; the next Install or Uninstall sweeps it.
+const (
+	tempPrefix  = ".external-ip-"
+	tempPattern = tempPrefix + "*.tmp"
+)
+
+// fileMeta is what a rewrite keeps of the file it replaces.
+type fileMeta struct {
+	Mode fs.FileMode `json:"mode"`
+	UID  int         `json:"uid"`
+	GID  int         `json:"gid"`
+	// MTime, when set, is given to the staged file before the rename, so
+	// that a restore puts content and mtime back in one step.
+	MTime time.Time `json:"mtime"`
+}
+
+// faultFunc is called at every point where a kill would leave a different
+// state on disk; tests kill the process there. Production leaves it nil.
+type faultFunc func(point string)
+
+func (f faultFunc) at(point string) {
+	if f != nil {
+		f(point)
+	}
+}
+
+// writeAtomic replaces dir/name with data: a temp file in dir, the mode and
+// owner of meta, fsync, rename, fsync of dir. A reader (or a runtime
+// executing the old binary) sees the old file or the new one, never part.
+func writeAtomic(dir, name string, data []byte, meta fileMeta, fault faultFunc) error {
+	f, err := os.CreateTemp(dir, tempPattern)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
+	}
+	tmp := f.Name()
+	err = stage(f, data, meta)
+	if err == nil && !meta.MTime.IsZero() {
+		err = os.Chtimes(tmp, meta.MTime, meta.MTime)
+	}
+	if err == nil {
+		fault.at("stage " + name)
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	fault.at("write " + name)
+	return nil
+}
+
+func stage(f *os.File, data []byte, meta fileMeta) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(meta.Mode.Perm())
+	}
+	if err == nil && (meta.UID != os.Getuid() || meta.GID != os.Getgid()) {
+		err = f.Chown(meta.UID, meta.GID)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeFile removes dir/name; a file already gone is what we wanted.
+func removeFile(dir, name string, fault faultFunc) error {
+	if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("removing %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	fault.at("remove " + name)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// sweepTemps removes the temp files a killed write left in dir.
+func sweepTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return fmt.Errorf("reading %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), tempPrefix) && strings.HasSuffix(e.Name(), ".tmp") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("removing stale %s: %w", filepath.Join(dir, e.Name()), err)
+			}
+		}
+	}
+	return nil
+}
+
+// readRegular reads dir/name, refusing a symlink or anything but a regular
+// file: we never follow a link out of the directory we own a file in.
+// A missing file is (nil, nil, nil).
+func readRegular(dir, name string) ([]byte, *fileMeta, error) {
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case os.IsNotExist(err):
+		return nil, nil, nil
+	case errors.Is(err, syscall.ELOOP):
+		return nil, nil, fmt.Errorf("%s: is a symlink; refusing to follow or replace it", path)
+	case err != nil:
+		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: is not a regular file (%s); refusing to replace it", path, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return data, metaOf(fi), nil
+}

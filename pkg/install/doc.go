@@ -1,0 +1,28 @@
+// Package install puts external-ip on a Kubernetes node and keeps it there:
+// it copies the plugin binary into the CNI bin dir, chains the plugin's
+// entry into the primary network config that the runtime picks, keeps it
+// chained while the primary CNI rewrites its file, and undoes all of it.
+//
+// It owns, and writes only:
+//
+//	BIN/external-ip                 the plugin binary (temp file in BIN, fsync, rename)
+//	CONF/<primary>                  our entry appended to the primary's plugin list;
+//	                                a single-plugin .conf or .json becomes <name>.conflist
+//	CONF/.external-ip/undo.json     what each change replaced, byte for byte
+//
+// The undo file lives in a hidden directory of the conf dir, not in the
+// plugin's state dir: the conf dir is what it undoes and, unlike the state
+// dir (tmpfs, gone at reboot), it persists as long as the changes do.
+// Runtimes list only the conf dir's files (libcni.ConfFiles skips
+// directories), so they never read it. Every change is recorded there
+// before it is made, so Uninstall restores the conf dir byte for byte (mode,
+// owner and mtime too) and removes the binary after a kill at any instant.
+// A file that someone else changed after we wrote it is theirs: Uninstall
+// leaves it alone. When the primary rewrites its file and Install chains it
+// again, the primary's new version becomes the one Uninstall restores.
+//
+// The package also runs the node's optional upkeep (re-announcing held IPs,
+// repairing drift) through packages assigner and announce. The CNI path
+// never depends on it. It never touches another file of the conf dir, never
+// follows a symlink there, and never removes a file it did not write.
+package install

@@ -1,0 +1,311 @@
+package install
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// BinaryName is the plugin's file in the bin dir: the CNI type.
+const BinaryName = PluginType
+
+// Installer puts the plugin on the node. Every method is idempotent and
+// safe to run at any time, also after a kill of an earlier run.
+type Installer struct {
+	BinDir  string
+	ConfDir string
+	// Entry is our plugin entry; Uninstall does not need it.
+	Entry *Entry
+	// Primary names the conf dir file to chain into; empty picks it as the
+	// runtime does.
+	Primary string
+	// Exe is the binary to install; empty is this process's own.
+	Exe string
+	Log *slog.Logger
+
+	fault faultFunc // tests only: kill points
+}
+
+// Result says what Install changed; the zero Result is "nothing".
+type Result struct {
+	Binary  bool     // the binary was written
+	Source  string   // the primary config as found, before a conversion
+	Primary string   // the file chained into, as named after a conversion
+	Wrote   []string // conf dir files written
+	Removed []string // conf dir files removed (a .conf turned .conflist)
+}
+
+// Changed says whether Install wrote or removed anything.
+func (r Result) Changed() bool { return r.Binary || len(r.Wrote) > 0 || len(r.Removed) > 0 }
+
+// op is one planned conf dir change; nil data removes the file.
+type op struct {
+	name string
+	data []byte
+	meta fileMeta
+}
+
+func (i *Installer) store() undoStore {
+	return undoStore{dir: filepath.Join(i.ConfDir, undoDir), fault: i.fault}
+}
+
+func (i *Installer) log() *slog.Logger {
+	if i.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return i.Log
+}
+
+// Install copies the binary and chains our entry into the primary config.
+// It writes nothing when both are in place. With no primary config yet it
+// installs the binary and returns an error of kind ErrNoPrimary.
+func (i *Installer) Install() (Result, error) {
+	var res Result
+	if i.Entry == nil {
+		return res, fmt.Errorf("%w: no plugin entry to install", ErrInvalid)
+	}
+	if err := errors.Join(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
+		return res, err
+	}
+	st := i.store()
+	u, err := st.load()
+	if err != nil {
+		return res, err
+	}
+	// Plan before writing anything: a primary we cannot chain into leaves
+	// the node as it was. With no primary yet the binary goes in, ready.
+	p, err := findPrimary(i.ConfDir, i.Primary)
+	var ops []op
+	if err == nil {
+		ops, err = i.plan(p)
+	}
+	if err != nil && !errors.Is(err, ErrNoPrimary) {
+		return res, err
+	}
+	var berr error
+	if res.Binary, berr = i.installBinary(u, st); berr != nil || err != nil {
+		return res, errors.Join(berr, err)
+	}
+	res.Source, res.Primary = p.name, p.name
+	if len(ops) > 0 {
+		res.Primary = ops[0].name
+	}
+	return res, i.apply(u, st, ops, &res)
+}
+
+// exeBytes is the binary this installer installs.
+func (i *Installer) exeBytes() ([]byte, error) {
+	exe := i.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding this binary: %w", err)
+		}
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		return nil, fmt.Errorf("reading this binary: %w", err)
+	}
+	return b, nil
+}
+
+func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
+	want, err := i.exeBytes()
+	if err != nil {
+		return false, err
+	}
+	cur, _, err := readRegular(i.BinDir, BinaryName)
+	if err != nil || bytes.Equal(cur, want) {
+		return false, err
+	}
+	if u.Binary == nil {
+		u.Binary = &binaryUndo{Preexisting: cur != nil}
+		if err := st.save(u); err != nil {
+			return false, err
+		}
+	}
+	meta := fileMeta{Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
+	if err := writeAtomic(i.BinDir, BinaryName, want, meta, i.fault); err != nil {
+		return false, err
+	}
+	i.log().Info("installed the plugin binary", "path", filepath.Join(i.BinDir, BinaryName), "bytes", len(want))
+	return true, nil
+}
+
+// plan is what chaining p needs: nothing, a rewrite of a list, or a new
+// .conflist written before the single-plugin file it replaces is removed
+// (so that the runtime always finds a config, and never two once done).
+func (i *Installer) plan(p *primary) ([]op, error) {
+	meta := p.meta
+	meta.MTime = time.Time{} // a change gets a new mtime
+	if p.list {
+		data, err := chainList(p.name, p.data, i.Entry)
+		if err != nil || data == nil {
+			return nil, err
+		}
+		return []op{{name: p.name, data: data, meta: meta}}, nil
+	}
+	data, err := listFromConf(p.name, p.data, i.Entry)
+	if err != nil {
+		return nil, err
+	}
+	return []op{{name: listName(p.name), data: data, meta: meta}, {name: p.name}}, nil
+}
+
+// apply records every op in the undo file, then carries them out.
+func (i *Installer) apply(u *undo, st undoStore, ops []op, res *Result) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	for _, o := range ops {
+		if err := i.record(u, o); err != nil {
+			return err
+		}
+	}
+	if err := st.save(u); err != nil {
+		return err
+	}
+	for _, o := range ops {
+		if o.data == nil {
+			if err := removeFile(i.ConfDir, o.name, i.fault); err != nil {
+				return err
+			}
+			res.Removed = append(res.Removed, o.name)
+			continue
+		}
+		if err := writeAtomic(i.ConfDir, o.name, o.data, o.meta, i.fault); err != nil {
+			return err
+		}
+		res.Wrote = append(res.Wrote, o.name)
+	}
+	i.log().Info("chained external-ip into the primary network config", "file", res.Primary, "wrote", res.Wrote, "removed", res.Removed)
+	return nil
+}
+
+// record notes what o replaces. A file still as we left it keeps its
+// recorded original; one someone else wrote since becomes the original,
+// without any entry of ours that it carries.
+func (i *Installer) record(u *undo, o op) error {
+	cur, meta, err := readRegular(i.ConfDir, o.name)
+	if err != nil {
+		return err
+	}
+	f := u.Files[o.name]
+	if f == nil || !f.ours(cur) {
+		f = &fileUndo{Original: cur}
+		if meta != nil {
+			f.Meta = *meta
+		}
+		if stripped, had := unchainList(cur); had {
+			f.Original = stripped
+		}
+		u.Files[o.name] = f
+	}
+	f.Wrote = ""
+	if o.data != nil {
+		f.Wrote = digest(o.data)
+	}
+	return nil
+}
+
+// Check says whether the binary and the chain are in place, for a
+// readiness probe. It changes nothing.
+func (i *Installer) Check() error {
+	want, err := i.exeBytes()
+	if err != nil {
+		return err
+	}
+	cur, _, err := readRegular(i.BinDir, BinaryName)
+	switch {
+	case err != nil:
+		return err
+	case cur == nil:
+		return fmt.Errorf("binary %s: missing", filepath.Join(i.BinDir, BinaryName))
+	case !bytes.Equal(cur, want):
+		return fmt.Errorf("binary %s: differs from this installer's", filepath.Join(i.BinDir, BinaryName))
+	}
+	p, err := findPrimary(i.ConfDir, i.Primary)
+	if err != nil {
+		return err
+	}
+	ops, err := i.plan(p)
+	if err != nil {
+		return err
+	}
+	if len(ops) > 0 {
+		return fmt.Errorf("primary %s: external-ip is not chained as configured", filepath.Join(i.ConfDir, p.name))
+	}
+	return nil
+}
+
+// Uninstall restores every conf dir file we changed, removes the binary
+// we installed and then the undo file. Run again after a kill, it finishes.
+func (i *Installer) Uninstall() error {
+	if err := errors.Join(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
+		return err
+	}
+	st := i.store()
+	u, err := st.load()
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(u.Files))
+	for n := range u.Files {
+		names = append(names, n)
+	}
+	// Put originals back before removing what we created: the runtime
+	// always finds a config.
+	slices.SortFunc(names, func(a, b string) int {
+		ra, rb := u.Files[a].Original == nil, u.Files[b].Original == nil
+		if ra != rb {
+			return map[bool]int{true: 1, false: -1}[ra]
+		}
+		return bytes.Compare([]byte(a), []byte(b))
+	})
+	for _, n := range names {
+		if err := i.restore(n, u.Files[n]); err != nil {
+			return err
+		}
+	}
+	if u.Binary != nil && !u.Binary.Preexisting {
+		if err := removeFile(i.BinDir, BinaryName, i.fault); err != nil {
+			return err
+		}
+		i.log().Info("removed the plugin binary", "path", filepath.Join(i.BinDir, BinaryName))
+	}
+	return st.remove()
+}
+
+func (i *Installer) restore(name string, f *fileUndo) error {
+	cur, meta, err := readRegular(i.ConfDir, name)
+	switch {
+	case err != nil:
+		return err
+	case f.restored(cur):
+		return nil
+	case f.ours(cur) && f.Original == nil:
+		i.log().Info("removed the config we created", "file", name)
+		return removeFile(i.ConfDir, name, i.fault)
+	case f.ours(cur):
+		i.log().Info("restored the original config", "file", name)
+		return i.putBack(name, f)
+	}
+	if stripped, had := unchainList(cur); had {
+		i.log().Warn("config changed by someone else since we wrote it: removing only our entry", "file", name)
+		m := *meta
+		m.MTime = time.Time{}
+		return writeAtomic(i.ConfDir, name, stripped, m, i.fault)
+	}
+	i.log().Warn("config changed by someone else since we wrote it: left as it is", "file", name)
+	return nil
+}
+
+// putBack writes the original bytes with their mode, owner and mtime.
+func (i *Installer) putBack(name string, f *fileUndo) error {
+	return writeAtomic(i.ConfDir, name, f.Original, f.Meta, i.fault)
+}

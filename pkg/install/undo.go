@@ -1,0 +1,134 @@
+package install
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// undoDir is our hidden directory in the conf dir (see doc.go for why there).
+const (
+	undoDir  = ".external-ip"
+	undoName = "undo.json"
+)
+
+// undo is everything Install changed, recorded before each change.
+type undo struct {
+	// Binary is set once Install is about to write the binary.
+	Binary *binaryUndo `json:"binary,omitempty"`
+	// Files are the conf dir's files Install wrote or removed, by name.
+	Files map[string]*fileUndo `json:"files"`
+}
+
+type binaryUndo struct {
+	// Preexisting: a binary was there before our first install (put there
+	// by hand or by a package); Uninstall leaves it in place.
+	Preexisting bool `json:"preexisting"`
+}
+
+// fileUndo is one conf dir file: what to put back and what we left there.
+type fileUndo struct {
+	// Original is the file before we changed it; nil when it did not exist.
+	Original []byte   `json:"original"`
+	Meta     fileMeta `json:"meta"`
+	// Wrote is the SHA-256 of what we wrote, "" when we removed the file.
+	// A file that no longer matches it was changed by someone else since.
+	Wrote string `json:"wrote"`
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// ours says whether dir/name is still as we left it.
+func (f *fileUndo) ours(current []byte) bool {
+	if f.Wrote == "" {
+		return current == nil
+	}
+	return current != nil && digest(current) == f.Wrote
+}
+
+// restored says whether dir/name is already the original.
+func (f *fileUndo) restored(current []byte) bool {
+	if f.Original == nil {
+		return current == nil
+	}
+	return current != nil && bytes.Equal(current, f.Original)
+}
+
+// undoStore reads and writes CONF/.external-ip/undo.json.
+type undoStore struct {
+	dir   string // CONF/.external-ip
+	fault faultFunc
+}
+
+func (s undoStore) path() string { return filepath.Join(s.dir, undoName) }
+
+// load reads the undo file; none yet is an empty undo.
+func (s undoStore) load() (*undo, error) {
+	u := &undo{Files: map[string]*fileUndo{}}
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
+	data, _, err := readRegular(s.dir, undoName)
+	if err != nil || data == nil {
+		return u, err
+	}
+	if err := json.Unmarshal(data, u); err != nil {
+		return nil, fmt.Errorf("undo file %s: is corrupt: %w", s.path(), err)
+	}
+	if u.Files == nil {
+		u.Files = map[string]*fileUndo{}
+	}
+	return u, nil
+}
+
+// checkDir refuses an undo directory that is a symlink or not a directory.
+func (s undoStore) checkDir() error {
+	fi, err := os.Lstat(s.dir)
+	switch {
+	case os.IsNotExist(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("undo directory %s: %w", s.dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("undo directory %s: is not a directory (%s); refusing to use it", s.dir, fi.Mode().Type())
+	}
+	return nil
+}
+
+func (s undoStore) save(u *undo) error {
+	if err := os.Mkdir(s.dir, 0o700); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("undo directory %s: %w", s.dir, err)
+	}
+	data, err := json.MarshalIndent(u, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", s.path(), err)
+	}
+	if err := sweepTemps(s.dir); err != nil {
+		return err
+	}
+	return writeAtomic(s.dir, undoName, data, fileMeta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
+}
+
+// remove drops the undo file and its directory once all is undone.
+func (s undoStore) remove() error {
+	if _, err := os.Lstat(s.dir); os.IsNotExist(err) {
+		return nil
+	}
+	if err := sweepTemps(s.dir); err != nil {
+		return err
+	}
+	if err := removeFile(s.dir, undoName, s.fault); err != nil {
+		return err
+	}
+	if err := os.Remove(s.dir); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("removing %s: %w", s.dir, err)
+	}
+	return syncDir(filepath.Dir(s.dir))
+}

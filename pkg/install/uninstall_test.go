@@ -1,0 +1,113 @@
+package install
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// primaries are the two shapes a primary comes in.
+var primaries = map[string]struct{ file, data string }{
+	"conflist":    {"10-bridge.conflist", bridgeList},
+	"single conf": {"10-bridge.conf", bridgeConf},
+}
+
+func TestUninstallRestoresTheConfDirByteForByteAndRemovesTheBinary(t *testing.T) {
+	for name, p := range primaries {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t)
+			n.put(t, p.file, p.data, 0o600)
+			n.put(t, "20-other.conflist", bridgeList, 0o644)
+			before := snapshot(t, n.conf)
+			in := n.installer(t)
+			mustInstall(t, in)
+			if err := in.Uninstall(); err != nil {
+				t.Fatalf("uninstall: %v", err)
+			}
+			sameContent(t, "conf dir after uninstall", before, snapshot(t, n.conf))
+			if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); !os.IsNotExist(err) {
+				t.Errorf("binary still there after uninstall (%v)", err)
+			}
+			if err := in.Uninstall(); err != nil {
+				t.Errorf("a second uninstall: %v; want nothing to do", err)
+			}
+		})
+	}
+}
+
+func TestUninstallKeepsABinaryThatWasThereBeforeTheFirstInstall(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	writeFile(t, filepath.Join(n.bin, BinaryName), "installed by hand", 0o755)
+	in := n.installer(t)
+	mustInstall(t, in)
+	if err := in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); err != nil {
+		t.Errorf("uninstall removed a binary we did not put there first: %v", err)
+	}
+}
+
+func TestUninstallAfterThePrimaryRewroteItsFileRestoresThePrimarysVersion(t *testing.T) {
+	for name, p := range primaries {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t)
+			n.put(t, p.file, p.data, 0o644)
+			in := n.installer(t)
+			mustInstall(t, in)
+			// The primary restarts and writes its file anew, as it knows it.
+			newer := strings.ReplaceAll(p.data, "cni0", "cni1")
+			n.put(t, p.file, newer, 0o644)
+			want := snapshot(t, n.conf)
+			delete(want, listName(p.file)) // ours, to go
+			delete(want, undoDir)
+			mustInstall(t, in) // chains the new version (a .conf: converts it again)
+			if err := in.Uninstall(); err != nil {
+				t.Fatal(err)
+			}
+			if p.file == listName(p.file) {
+				want[p.file] = snapshot(t, n.conf)[p.file] // mtime is the rewrite's
+			}
+			got := snapshot(t, n.conf)
+			if got[p.file].Data != newer {
+				t.Errorf("uninstall restored\n%s\nwant the primary's latest version\n%s", got[p.file].Data, newer)
+			}
+			sameContent(t, "conf dir", want, got)
+		})
+	}
+}
+
+func TestUninstallRemovesOnlyOurEntryFromAFileSomeoneElseRewroteWithIt(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	mustInstall(t, in)
+	// Another tool re-indents the file and adds a plugin, keeping ours.
+	data := strings.Replace(string(n.read(t, "10-bridge.conflist")), `"plugins": [`, `"plugins": [{"type": "tuning"},`, 1)
+	n.put(t, "10-bridge.conflist", data, 0o644)
+	if err := in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	got := pluginTypes(t, n.read(t, "10-bridge.conflist"))
+	if !slices.Equal(got, []string{"tuning", "bridge", "portmap"}) {
+		t.Errorf("plugins after uninstall = %v; want the other tool's list without our entry", got)
+	}
+}
+
+func TestUninstallLeavesAFileSomeoneElseReplacedWithoutOurEntry(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	mustInstall(t, in)
+	theirs := strings.ReplaceAll(bridgeList, "cni0", "br-theirs")
+	n.put(t, "10-bridge.conflist", theirs, 0o644)
+	if err := in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(n.read(t, "10-bridge.conflist")); got != theirs {
+		t.Errorf("uninstall overwrote a newer file of someone else's:\n%s", got)
+	}
+}

@@ -1,0 +1,168 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// WatchOptions tune Watch; zero values take the defaults.
+type WatchOptions struct {
+	// Settle is how long to wait after a change for the writer's burst to
+	// end before chaining again (default 100ms): well within a second.
+	Settle time.Duration
+	// Resync re-checks without an event, in case one was lost (default 30s).
+	Resync time.Duration
+	// A file that loses our entry StormLimit times within StormWindow
+	// (defaults 5 and 1m) is being fought over: re-chaining backs off,
+	// doubling from a second up to MaxBackoff (default 30s).
+	StormLimit  int
+	StormWindow time.Duration
+	MaxBackoff  time.Duration
+}
+
+func (o *WatchOptions) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Settle, 100*time.Millisecond)
+	def(&o.Resync, 30*time.Second)
+	def(&o.StormWindow, time.Minute)
+	def(&o.MaxBackoff, 30*time.Second)
+	if o.StormLimit <= 0 {
+		o.StormLimit = 5
+	}
+}
+
+// Watch installs, then keeps the chain in place until ctx ends: it chains
+// again after every create, write, rename or removal of a config file in
+// the conf dir. It never uninstalls: leaving the pod must not open a
+// window of pods without external IPs.
+func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
+	o.defaults()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
+	}
+	defer w.Close()
+	if err := w.Add(i.ConfDir); err != nil {
+		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
+	}
+	wt := &watcher{i: i, o: o, fights: map[string][]time.Time{}, chained: map[string]bool{}}
+	return wt.loop(ctx, w)
+}
+
+// watcher is Watch's state: when to chain next, and who fights us.
+type watcher struct {
+	i       *Installer
+	o       WatchOptions
+	due     *time.Timer
+	hold    time.Time // storm back-off: no re-chain before this
+	backoff time.Duration
+	waiting bool // no primary yet, and said so
+	chained map[string]bool
+	fights  map[string][]time.Time
+}
+
+func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
+	wt.due = time.NewTimer(0)
+	defer wt.due.Stop()
+	resync := time.NewTicker(wt.o.Resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return fmt.Errorf("watching %s: the watch ended", wt.i.ConfDir)
+			}
+			if relevant(ev) {
+				wt.arm(wt.o.Settle)
+			}
+		case err := <-w.Errors:
+			// An overflow loses events: look at the directory itself.
+			wt.i.log().Warn("watch error; checking the conf dir", "dir", wt.i.ConfDir, "error", err)
+			wt.arm(wt.o.Settle)
+		case <-resync.C:
+			wt.arm(0)
+		case <-wt.due.C:
+			wt.reconcile(time.Now())
+		}
+	}
+}
+
+// relevant: a config file the runtime would read changed. Our temp files
+// (.tmp) and undo directory are not config files.
+func relevant(ev fsnotify.Event) bool {
+	return ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename|fsnotify.Remove) != 0 &&
+		slices.Contains(confExts, filepath.Ext(ev.Name))
+}
+
+// arm schedules a chaining in d, or at the end of a storm back-off.
+func (wt *watcher) arm(d time.Duration) {
+	if until := time.Until(wt.hold); until > d {
+		d = until
+	}
+	wt.due.Stop()
+	select { // drain a fire not yet received, so Reset starts afresh
+	case <-wt.due.C:
+	default:
+	}
+	wt.due.Reset(d)
+}
+
+func (wt *watcher) reconcile(now time.Time) {
+	res, err := wt.i.Install()
+	switch {
+	case errors.Is(err, ErrNoPrimary):
+		if !wt.waiting {
+			wt.i.log().Info("waiting for a primary network config; the primary CNI has not written one yet", "dir", wt.i.ConfDir, "detail", err.Error())
+		}
+		wt.waiting = true
+		return
+	case err != nil:
+		wt.i.log().Error("chaining failed; retrying on the next change", "dir", wt.i.ConfDir, "error", err)
+		return
+	}
+	if wt.waiting {
+		wt.i.log().Info("primary network config found", "file", res.Source)
+		wt.waiting = false
+	}
+	if len(res.Wrote) > 0 {
+		wt.fought(res.Source, now)
+	}
+}
+
+// fought counts a re-chain of a file we had chained already: someone
+// wrote it again without our entry. Past StormLimit in StormWindow it
+// backs off and names the file and how often.
+func (wt *watcher) fought(file string, now time.Time) {
+	if !wt.chained[file] {
+		wt.chained[file] = true
+		return
+	}
+	recent := []time.Time{now}
+	for _, t := range wt.fights[file] {
+		if now.Sub(t) < wt.o.StormWindow {
+			recent = append(recent, t)
+		}
+	}
+	wt.fights[file] = recent
+	if len(recent) < wt.o.StormLimit {
+		wt.backoff = 0
+		return
+	}
+	wt.backoff = min(max(2*wt.backoff, time.Second), wt.o.MaxBackoff)
+	wt.hold = now.Add(wt.backoff)
+	wt.i.log().Warn("rewrite storm: another writer keeps replacing the file without our entry, probably the primary CNI; backing off",
+		"file", filepath.Join(wt.i.ConfDir, file), "rewrites", len(recent), "within", wt.o.StormWindow.String(),
+		"rechainEvery", wt.backoff.String())
+}

@@ -1,0 +1,142 @@
+package install
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// watching runs Watch until the test ends, and checks it returned cleanly.
+func watching(t *testing.T, in *Installer, o WatchOptions) *logBuffer {
+	t.Helper()
+	logs := &logBuffer{}
+	in.Log = logs.logger()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := in.Watch(ctx, o); err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return logs
+}
+
+func (n *node) chained(t *testing.T, name string) func() bool {
+	return func() bool {
+		b, err := os.ReadFile(filepath.Join(n.conf, name))
+		return err == nil && slices.Contains(pluginTypes(t, b), "external-ip")
+	}
+}
+
+// rewrite replaces a file the way primaries do: a temp file renamed in
+// (Calico, Cilium) or renamed from outside the directory (the AWS VPC CNI).
+func rewrite(t *testing.T, dir, name, data, via string) {
+	t.Helper()
+	tmp := filepath.Join(via, "."+name+".new")
+	writeFile(t, tmp, data, 0o644)
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchRechainsWithinASecondWhenThePrimaryRewritesOrReplacesItsFile(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	watching(t, in, WatchOptions{Resync: time.Hour})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	outside := t.TempDir()
+	for _, c := range []struct{ how, via string }{{"rename in from the conf dir", n.conf}, {"rename in from outside", outside}, {"write in place", ""}} {
+		if c.via == "" {
+			writeFile(t, filepath.Join(n.conf, "10-bridge.conflist"), bridgeList, 0o644)
+		} else {
+			rewrite(t, n.conf, "10-bridge.conflist", bridgeList, c.via)
+		}
+		took := eventually(t, 5*time.Second, c.how, n.chained(t, "10-bridge.conflist"))
+		t.Logf("%s: re-chained in %s", c.how, took)
+		if took > time.Second {
+			t.Errorf("%s: re-chained in %s, want within a second", c.how, took)
+		}
+	}
+}
+
+func TestWatchFollowsThePrimaryWhenItsFileIsRenamedAway(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	n.put(t, "20-next.conflist", strings.ReplaceAll(bridgeList, "pods", "next"), 0o644)
+	watching(t, n.installer(t), WatchOptions{Resync: time.Hour})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	if err := os.Rename(filepath.Join(n.conf, "10-bridge.conflist"), filepath.Join(t.TempDir(), "moved")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "chaining the next config after the first moved out", n.chained(t, "20-next.conflist"))
+}
+
+func TestWatchWaitsForAPrimaryAndSaysSo(t *testing.T) {
+	n := newNode(t)
+	logs := watching(t, n.installer(t), WatchOptions{Resync: time.Hour})
+	eventually(t, 10*time.Second, "the waiting log line", func() bool {
+		return strings.Contains(logs.String(), "waiting for a primary network config")
+	})
+	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); err != nil {
+		t.Errorf("binary not installed while waiting: %v", err)
+	}
+	rewrite(t, n.conf, "10-bridge.conf", bridgeConf, t.TempDir())
+	eventually(t, 5*time.Second, "chaining the primary once it appears", n.chained(t, "10-bridge.conflist"))
+	if _, err := os.Stat(filepath.Join(n.conf, "10-bridge.conf")); !os.IsNotExist(err) {
+		t.Errorf("the .conf is still there beside its .conflist (%v)", err)
+	}
+	if c := strings.Count(logs.String(), "waiting for a primary"); c != 1 {
+		t.Errorf("said it was waiting %d times; once is enough", c)
+	}
+}
+
+func TestWatchBacksOffARewriteStormAndNamesTheFile(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	logs := watching(t, n.installer(t), WatchOptions{Resync: time.Hour, StormLimit: 3, StormWindow: time.Minute, MaxBackoff: 2 * time.Second})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	// A primary that rewrites its file whenever ours appears: each round
+	// is one fight. Without a back-off this would loop as fast as it can.
+	fights := 0
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		if n.chained(t, "10-bridge.conflist")() {
+			rewrite(t, n.conf, "10-bridge.conflist", bridgeList, n.conf)
+			fights++
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "rewrite storm") || !strings.Contains(log, filepath.Join(n.conf, "10-bridge.conflist")) || !strings.Contains(log, `"rewrites":`) {
+		t.Fatalf("no storm line naming the file and the count after %d fights:\n%s", fights, log)
+	}
+	// 3 free re-chains, then 1 s, 2 s, 2 s apart: at most about 6 in 4 s.
+	if fights > 8 {
+		t.Errorf("re-chained %d times in 4 s during a storm; the back-off should keep it to about 6", fights)
+	}
+	t.Logf("%d fights in 4 s", fights)
+}
+
+func TestStoppingTheWatchLeavesEverythingInstalled(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- in.Watch(ctx, WatchOptions{}) }()
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if err := in.Check(); err != nil {
+		t.Errorf("after the watch stopped: %v; leaving the pod must not uninstall", err)
+	}
+}

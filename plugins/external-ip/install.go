@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/install"
+)
+
+const nodeUsage = `usage: external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
+                           [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]] | [--check]
+       external-ip uninstall [--bin-dir DIR] [--conf-dir DIR]
+       external-ip version
+
+install copies this binary into the CNI bin dir and chains the plugin entry
+in FILE into the primary network config (the lexically first valid .conf,
+.conflist or .json in the conf dir, or NAME). It changes nothing when both
+are in place. --watch keeps them in place until SIGTERM; leaving does not
+uninstall. --check exits 0 only when both are in place.
+uninstall restores every config file install changed, byte for byte, and
+removes the binary it installed.
+`
+
+// runNodeCLI serves the commands a DaemonSet runs; ok is false for any
+// other command.
+func runNodeCLI(args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "install":
+		return runInstall(args[1:], stderr), true
+	case "uninstall":
+		return runUninstall(args[1:], stderr), true
+	case "version":
+		fmt.Fprintln(stdout, versionLine())
+		return 0, true
+	}
+	return 0, false
+}
+
+// nodeFlags are the flags both commands share; scripts rely on the names.
+type nodeFlags struct {
+	fs              *flag.FlagSet
+	binDir, confDir string
+}
+
+func newNodeFlags(cmd string, stderr io.Writer) *nodeFlags {
+	f := &nodeFlags{fs: flag.NewFlagSet(cmd, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.Usage = func() { fmt.Fprint(stderr, nodeUsage) }
+	f.fs.StringVar(&f.binDir, "bin-dir", "/opt/cni/bin", "the CNI bin dir")
+	f.fs.StringVar(&f.confDir, "conf-dir", "/etc/cni/net.d", "the CNI conf dir")
+	return f
+}
+
+type installFlags struct {
+	*nodeFlags
+	pluginConfig, primary, dataDir string
+	watch, check                   bool
+	reannounce, repair             time.Duration
+}
+
+func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
+	f := &installFlags{nodeFlags: newNodeFlags("install", stderr)}
+	fs := f.fs
+	fs.StringVar(&f.pluginConfig, "plugin-config", "", "our plugin entry as JSON (required)")
+	fs.StringVar(&f.primary, "primary", "", "the conf dir file to chain into (default: the one the runtime picks)")
+	fs.BoolVar(&f.watch, "watch", false, "keep running and keep the chain in place")
+	fs.BoolVar(&f.check, "check", false, "exit 0 only when the binary and the chain are in place")
+	fs.DurationVar(&f.reannounce, "reannounce-every", 0, "with --watch: re-announce every held IP this often (0: never)")
+	fs.DurationVar(&f.repair, "repair-every", 0, "with --watch: repair drift this often (0: never)")
+	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir, "the plugin's dataDir, for --reannounce-every and --repair-every")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("install: unexpected argument %q", fs.Arg(0))
+	case f.pluginConfig == "":
+		return nil, errors.New("install: --plugin-config: missing")
+	case f.watch && f.check:
+		return nil, errors.New("install: --watch and --check: choose one")
+	case !f.watch && (f.reannounce != 0 || f.repair != 0):
+		return nil, errors.New("install: --reannounce-every and --repair-every need --watch")
+	case f.reannounce < 0 || f.repair < 0:
+		return nil, fmt.Errorf("install: --reannounce-every %s, --repair-every %s: must not be negative", f.reannounce, f.repair)
+	}
+	return f, nil
+}
+
+func runInstall(args []string, stderr io.Writer) int {
+	f, err := parseInstall(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	in, err := f.installer(log)
+	if err != nil {
+		fmt.Fprintf(stderr, "external-ip install: %v\n", err)
+		return 1
+	}
+	switch {
+	case f.check:
+		err = in.Check()
+	case f.watch:
+		err = f.runWatch(in, log)
+	default:
+		_, err = in.Install()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "external-ip install: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (f *installFlags) installer(log *slog.Logger) (*install.Installer, error) {
+	data, err := os.ReadFile(f.pluginConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--plugin-config: %w", err)
+	}
+	entry, err := install.ParseEntry(data)
+	if err != nil {
+		return nil, fmt.Errorf("--plugin-config %s: %w", f.pluginConfig, err)
+	}
+	return &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Entry: entry, Primary: f.primary, Log: log}, nil
+}
+
+// runWatch keeps the chain, and runs the upkeep beside it, until SIGTERM
+// or SIGINT. It leaves everything installed: a pod restart or an upgrade
+// must not leave pods without external IPs.
+func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("starting", "version", versionLine(), "binDir", f.binDir, "confDir", f.confDir,
+		"reannounceEvery", f.reannounce.String(), "repairEvery", f.repair.String())
+	var wg sync.WaitGroup
+	up := &install.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair, LockTimeout: 10 * time.Second, Log: log}
+	wg.Go(func() { up.Run(ctx) })
+	err := in.Watch(ctx, install.WatchOptions{})
+	stop()
+	wg.Wait()
+	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")
+	return err
+}
+
+func runUninstall(args []string, stderr io.Writer) int {
+	f := newNodeFlags("uninstall", stderr)
+	if err := f.fs.Parse(args); err != nil {
+		return 2
+	}
+	if f.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "uninstall: unexpected argument %q\n", f.fs.Arg(0))
+		return 2
+	}
+	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
+	if err := in.Uninstall(); err != nil {
+		fmt.Fprintf(stderr, "external-ip uninstall: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const testConflist = `{"cniVersion": "1.0.0", "name": "pods", "plugins": [{"type": "bridge"}]}`
+
+// The flag names are an interface: scripts and the DaemonSet rely on them.
+func TestInstallCheckAndUninstallCommandsTakeTheDocumentedFlags(t *testing.T) {
+	root := t.TempDir()
+	bin, conf, entry := filepath.Join(root, "bin"), filepath.Join(root, "net.d"), filepath.Join(root, "entry.json")
+	os.Mkdir(bin, 0o755)
+	os.Mkdir(conf, 0o755)
+	os.WriteFile(filepath.Join(conf, "10-pods.conflist"), []byte(testConflist), 0o644)
+	os.WriteFile(entry, []byte(`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`), 0o644)
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := runCLI(args, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	dirs := []string{"--bin-dir", bin, "--conf-dir", conf}
+	check := append([]string{"install", "--check", "--plugin-config", entry}, dirs...)
+	if code, out := run(check...); code != 1 || !strings.Contains(out, "missing") {
+		t.Errorf("check before install: %d %s; want 1 naming the missing binary", code, out)
+	}
+	if code, out := run(append([]string{"install", "--plugin-config", entry, "--primary", "10-pods.conflist"}, dirs...)...); code != 0 {
+		t.Fatalf("install: %d %s", code, out)
+	}
+	if code, out := run(check...); code != 0 {
+		t.Errorf("check after install: %d %s", code, out)
+	}
+	if code, out := run(append([]string{"uninstall"}, dirs...)...); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(conf, "10-pods.conflist")); string(b) != testConflist {
+		t.Errorf("uninstall left %s, want the original", b)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "external-ip")); !os.IsNotExist(err) {
+		t.Errorf("binary still installed: %v", err)
+	}
+}
+
+func TestInstallRefusesBadFlagsWithOneLine(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"install"}, "--plugin-config: missing"},
+		{[]string{"install", "--plugin-config", "x", "--watch", "--check"}, "choose one"},
+		{[]string{"install", "--plugin-config", "x", "--repair-every", "1m"}, "need --watch"},
+		{[]string{"install", "--plugin-config", "/nonexistent.json"}, "--plugin-config"},
+	} {
+		var out, errb bytes.Buffer
+		code := runCLI(c.args, &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), c.want) || strings.Count(strings.TrimSpace(errb.String()), "\n") > 0 {
+			t.Errorf("%v: %d %q; want a failure, one line with %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+func TestVersionPrintsTheLinkedVersionAndRevision(t *testing.T) {
+	defer func(v, r string) { buildVersion, buildRevision = v, r }(buildVersion, buildRevision)
+	buildVersion, buildRevision = "v9.8.7-3-gabc", "abc0123"
+	var out bytes.Buffer
+	if code := runCLI([]string{"version"}, &out, &out); code != 0 || strings.TrimSpace(out.String()) != "external-ip v9.8.7-3-gabc (revision abc0123)" {
+		t.Errorf("version: %d %q; want the -X values", code, out.String())
+	}
+}
