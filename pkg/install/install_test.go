@@ -151,9 +151,9 @@ func TestInstallWhenAllIsInPlaceWritesNothingAndKeepsMtimes(t *testing.T) {
 
 func TestInstallRefusesAPrimaryItCannotChainAndChangesNothing(t *testing.T) {
 	for name, data := range map[string]string{
-		"old version":  `{"cniVersion": "0.2.0", "name": "pods", "type": "bridge"}`,
-		"no version":   `{"name": "pods", "type": "bridge"}`,
-		"only ours":    `{"cniVersion": "1.0.0", "name": "pods", "type": "external-ip"}`,
+		"old version": `{"cniVersion": "0.2.0", "name": "pods", "type": "bridge"}`,
+		"no version":  `{"name": "pods", "type": "bridge"}`,
+		"only ours":   `{"cniVersion": "1.0.0", "name": "pods", "type": "external-ip"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newNode(t)
