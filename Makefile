@@ -43,11 +43,13 @@ fuzz:
 demo: deps
 	@bash scripts/demo.sh
 
-# bench measures ADD and DEL against the exec floor, noop and host-local,
-# with thousands of addresses held and K concurrent ADDs, and writes
-# docs/benchmark.md and docs/benchmark.svg (5 to 12 minutes, as root).
+# bench interleaves external-ip's ADD and DEL (steering off and on, with
+# attachments held) with the exec floor, host-local and portmap, prints the
+# tables and writes docs/benchmark.svg and docs/benchmark.csv; docs/benchmark.md
+# is written from them by hand. As root, on a quiet machine. BENCHFLAGS adds
+# the profiling hooks (-strace -perf -inittrace) or -quick.
 bench: deps
-	$(GO) run ./test/bench -out docs
+	$(GO) run ./test/bench -out docs $(BENCHFLAGS)
 
 # e2e runs real runtimes (containerd + crictl, podman, cnitool) with the
 # plugin in their chains, inside namespaces; it installs what it needs.

@@ -1,20 +1,19 @@
-// Command bench measures what external-ip costs on a pod's start-up path
-// (issue 6): ADD and DEL side by side with the exec floor, the CNI noop test
-// plugin and host-local, with thousands of addresses already held, and with
-// K concurrent ADDs against K serial ones.
+// Command bench measures what external-ip costs on a pod's start-up path:
+// ADD and DEL interleaved with the exec floor, the CNI noop plugin,
+// host-local and portmap, with traffic steering on and off, and with
+// attachments already held.
 //
-// It must run as root: every binary runs in network namespaces it creates
-// (a node with an uplink veth to a LAN namespace, as test/netns does), with
-// state on a tmpfs it mounts, and nothing touches the machine's own
-// interfaces. Binaries are exec'd the way libcni does it (environment,
-// config on stdin, stdout read to EOF, wait), forked from an OS thread that
-// has entered the node namespace, so no `ip netns exec` adds to the figures.
+// It runs as root, in network namespaces it makes (a node with an uplink
+// veth to a LAN namespace, as test/netns does), with state on a tmpfs. It
+// execs binaries as libcni does (environment, config on stdin, stdout read
+// to EOF, wait) from an OS thread inside the node namespace. It prints
+// progress on stderr and the tables on stdout; with -out DIR it writes
+// DIR/benchmark.svg and DIR/benchmark.csv (every sample). The analysis in
+// docs/benchmark.md is written by a person from those.
 //
-// Usage (from the repository root):
-//
-//	go run ./test/bench -out docs
-//
-// writes docs/benchmark.md and docs/benchmark.svg and prints the table.
+//	go run ./test/bench -out docs     # the full run (make bench)
+//	go run ./test/bench -quick        # a few iterations, to try a change
+//	go run ./test/bench -quick -strace -perf -inittrace
 package main
 
 import (
@@ -22,7 +21,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,19 +28,15 @@ import (
 )
 
 type options struct {
-	n           int
-	warmup      int
-	out         string
-	held4       []int
-	held6       []int
-	concMax     int
-	concReps    int
-	fillWorkers int
-	profile     bool
-	keep        bool
-	seed        uint64
-	src         string
-	candidate   string
+	n, warmup, fillWorkers int
+	held4, held6           []int
+	out, src               string
+	keep                   bool
+	seed                   uint64
+	// Profiling hooks: each runs profileRuns ADDs of the profiled
+	// binaries under the tool after the iterations.
+	strace, perf, inittrace bool
+	profileRuns             int
 }
 
 func main() {
@@ -54,11 +48,10 @@ func main() {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	// Namespaces, mount and temp dir go on every exit path, ^C included.
+	// Namespaces, mount and temp dir go on every exit path, ^C and a
+	// closed stdout (| head) included.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	// A closed pipe on stdout or stderr (| head) must not kill the run
-	// before it cleans up.
 	signal.Ignore(syscall.SIGPIPE)
 	go func() {
 		s := <-sig
@@ -67,8 +60,7 @@ func main() {
 		os.Exit(130)
 	}()
 	err = b.run()
-	b.close()
-	if err != nil {
+	if b.close(); err != nil {
 		fatalf("%v", err)
 	}
 }
@@ -76,20 +68,24 @@ func main() {
 func parseFlags() options {
 	var o options
 	var held4, held6 string
-	flag.IntVar(&o.n, "n", 200, "iterations of the interleaved scenarios")
+	quick := flag.Bool("quick", false, "a short run to try a change: -n 10, 100 addresses held, 3 profile runs")
+	flag.IntVar(&o.n, "n", 200, "recorded iterations of the interleaved scenarios")
 	flag.IntVar(&o.warmup, "warmup", 3, "iterations run first and not recorded")
-	flag.StringVar(&o.out, "out", "", "directory for benchmark.md and benchmark.svg (none: print only)")
-	flag.StringVar(&held4, "held", "1000,10000", "IPv4 addresses held before the held-address scenarios (comma list)")
-	flag.StringVar(&held6, "held6", "1000,10000", "IPv6 addresses held before the IPv6 held-address scenarios (comma list)")
-	flag.IntVar(&o.concMax, "conc-max", 64, "largest K for the concurrency scenario (powers of two from 1)")
-	flag.IntVar(&o.concReps, "conc-reps", 6, "repetitions of each K, concurrent and serial")
-	flag.IntVar(&o.fillWorkers, "fill-workers", 2*runtime.NumCPU(), "concurrent ADDs while filling held addresses")
-	flag.BoolVar(&o.profile, "profile", true, "add the profile section (inittrace, strace -c, CPU and faults)")
+	flag.StringVar(&o.out, "out", "", "directory for benchmark.svg and benchmark.csv (none: print only)")
+	flag.StringVar(&held4, "held", "1000,10000", "IPv4 attachments held on a node of their own, one held-node scenario per count (comma list)")
+	flag.StringVar(&held6, "held6", "1000", "IPv6 attachments held, as -held")
+	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
 	flag.BoolVar(&o.keep, "keep", false, "keep namespaces, tmpfs and binaries at the end (debugging)")
-	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository (to measure a candidate fix)")
-	flag.StringVar(&o.candidate, "candidate", "", "also build external-ip from this tree and interleave its IPv4 and IPv6 ADD/DEL as extra rows")
+	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
+	flag.BoolVar(&o.strace, "strace", false, "profile: strace -f -c and netlink message counts of one ADD per binary")
+	flag.BoolVar(&o.perf, "perf", false, "profile: perf record -a -g during the ADDs, reported per binary by comm")
+	flag.BoolVar(&o.inittrace, "inittrace", false, "profile: GODEBUG=inittrace=1, time to main and the costliest package inits")
+	flag.IntVar(&o.profileRuns, "profile-n", 20, "ADDs of each binary per profiling hook")
 	flag.Parse()
+	if *quick {
+		o.n, o.warmup, held4, held6, o.profileRuns = 10, 1, "100", "100", 3
+	}
 	o.held4, o.held6 = parseCounts(held4), parseCounts(held6)
 	if o.n < 1 {
 		fatalf("-n must be at least 1")
@@ -105,8 +101,8 @@ func parseCounts(list string) []int {
 			continue
 		}
 		v, err := strconv.Atoi(f)
-		if err != nil || v < 0 {
-			fatalf("-held: %q is not a count", f)
+		if err != nil || v < 1 {
+			fatalf("-held: %q is not a positive count", f)
 		}
 		out = append(out, v)
 	}

@@ -2,95 +2,88 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os/exec"
-	"slices"
+	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// prevResult is what a main plugin (bridge with host-local) hands on, at
-// the cniVersion podman and containerd accept.
-const prevResult = `{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","mac":"0a:58:0a:01:00:05","sandbox":"/var/run/netns/c"}],"ips":[{"interface":0,"address":"10.1.0.5/24"}]}`
 
 // series is one row of the table: the samples of one kind of invocation.
 type series struct {
 	name    string
-	verb    string // ADD, DEL or exec; the ratio columns compare like verbs
-	group   string
-	note    string
+	verb    string // ADD, DEL or exec: the ratio column compares like verbs
+	group   string // reference, external-ip, held: the plot's colours
 	samples []sample
 	fails   int
-	errs    []string
 }
 
-func (s *series) record(x sample, keep bool) {
+func (s *series) record(x sample, it int) {
 	if x.err != nil {
 		s.fails++
-		if len(s.errs) < 3 {
-			s.errs = append(s.errs, x.err.Error())
-		}
 		logf("FAIL %s: %v", s.name, x.err)
+		return
 	}
-	if keep {
-		x.stdout, x.stderr = nil, nil
+	if it >= 0 { // warm-up iterations are not recorded
+		x.it, x.stdout, x.stderr = it, nil, nil
 		s.samples = append(s.samples, x)
 	}
 }
 
 // unit is what one iteration runs for a scenario: an ADD and its DEL, which
 // stay in that order while the units are shuffled.
-type unit struct {
-	tag string
-	run func(it int, keep bool)
-}
+type unit func(it int)
 
 type results struct {
-	rows    []*series
-	byName  map[string]*series
-	units   []unit
-	conc    []concRow
-	cold    *coldRow
-	held    map[string]heldInfo
-	kernel  map[string]*kernelProbe // "" for the empty node's IPv4, "IPv6" for its IPv6, else a held label
-	profile *profile
-	bins    map[string]binary
-	holder  string // the holder device's kind on this kernel: dummy, or bridge without the dummy driver
-	n       int
-	elapsed time.Duration
-	seed    uint64
+	rows   []*series
+	byName map[string]*series
+	units  []unit
 }
 
-type heldInfo struct {
-	count  int
-	family string
-	took   time.Duration
-	fails  int
-}
-
-// heldNode is a node filled with addresses before the iterations.
-type heldNode struct {
-	n     *node
-	count int
-	v6    bool
-	label string
-}
-
-func (r *results) add(s *series) *series {
+func (r *results) add(name, verb, group string) *series {
+	s := &series{name: name, verb: verb, group: group}
 	r.rows = append(r.rows, s)
-	r.byName[s.name] = s
+	r.byName[name] = s
 	return s
 }
 
-// eipConf is the plugin's network config: state on the tmpfs, one requested
-// IP through runtimeConfig (libcni's capability path), announce count 1 and
-// conflictProbe 0s unless extra says otherwise.
-func eipConf(n *node, ip string, extra map[string]any) []byte {
+// Traffic modes of the rows; "" leaves the key out of the config.
+const (
+	trafficNone = "none"
+	trafficBoth = "both"
+)
+
+// containerAddrs are the container's addresses of attachment k, as the main
+// plugin reported them: distinct per attachment, because steering maps
+// each external IP to its container's own address.
+func containerAddrs(k int) (v4, v6 string) {
+	return addrPlus("10.64.0.0", k).String() + "/10", addrPlus("fd00:64::", k).String() + "/64"
+}
+
+// prevResult is what a main plugin (bridge with host-local) hands on: the
+// container's interface in its sandbox and its addresses.
+func prevResult(n *node, k int, v6 bool) json.RawMessage {
+	a4, a6 := containerAddrs(k)
+	ips := []map[string]any{{"interface": 0, "address": a4}}
+	if v6 {
+		ips = append(ips, map[string]any{"interface": 0, "address": a6})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"cniVersion": "1.0.0",
+		"interfaces": []map[string]any{{"name": "eth0", "mac": "0a:58:0a:01:00:05", "sandbox": n.podPath()}},
+		"ips":        ips,
+	})
+	return b
+}
+
+// eipConf is the plugin's network config: state on the tmpfs, the
+// requested IPs through runtimeConfig (libcni's capability path), announce
+// count 1 and conflictProbe 0s, so that neither a probe window nor later
+// rounds are timed.
+func eipConf(n *node, k int, traffic string, ips ...string) []byte {
 	conf := map[string]any{
 		"cniVersion":    "1.0.0",
 		"name":          "bench",
@@ -99,58 +92,50 @@ func eipConf(n *node, ip string, extra map[string]any) []byte {
 		"allowedRanges": []string{range4, range6},
 		"announce":      map[string]any{"count": 1},
 		"conflictProbe": "0s",
-		"prevResult":    json.RawMessage(prevResult),
-		"runtimeConfig": map[string]any{"externalIPs": []string{ip}},
+		"prevResult":    prevResult(n, k, true),
+		"runtimeConfig": map[string]any{"externalIPs": ips},
 	}
-	for k, v := range extra {
-		if v == nil {
-			delete(conf, k)
-		} else {
-			conf[k] = v
-		}
+	if traffic != "" {
+		conf["traffic"] = traffic
 	}
 	b, _ := json.Marshal(conf)
 	return b
 }
 
-func (b *bench) eipCall(bin, command string, n *node, id, ip string, extra map[string]any) call {
+func (b *bench) eipCall(bin, command string, n *node, k int, traffic string, ips ...string) call {
+	if !b.trafficKey {
+		traffic = "" // the plugin predates the key and refuses it
+	}
 	return call{
-		bin: bin, command: command, containerID: id, ifName: "eth0",
-		netns: n.podPath(), stdin: eipConf(n, ip, extra),
+		bin: bin, command: command, containerID: fmt.Sprint("c", k), ifName: "eth0",
+		netns: n.podPath(), stdin: eipConf(n, k, traffic, ips...),
 	}
 }
 
-// addr4 and addr6 count up from a base address.
-func addr4(base string, i int) string {
-	a := netip.MustParseAddr(base).As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v += uint32(i)
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
+// addrPlus counts up from a base address, in its last 32 bits.
+func addrPlus(base string, i int) netip.Addr {
+	b := netip.MustParseAddr(base)
+	a := b.As16()
+	binary.BigEndian.PutUint32(a[12:], binary.BigEndian.Uint32(a[12:])+uint32(i))
+	if b.Is4() {
+		return netip.AddrFrom16(a).Unmap()
+	}
+	return netip.AddrFrom16(a)
 }
 
-func addr6(base string, i int) string {
-	a := netip.MustParseAddr(base).As16()
-	v := uint32(a[12])<<24 | uint32(a[13])<<16 | uint32(a[14])<<8 | uint32(a[15])
-	v += uint32(i)
-	a[12], a[13], a[14], a[15] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-	return netip.AddrFrom16(a).String()
-}
-
-// v4 and v6 give scenario s a new address per iteration.
-func v4(s int) func(int) string {
-	return func(it int) string { return fmt.Sprintf("198.19.%d.%d", s, (it+1000)%250+1) }
-}
-
-func v6(s int) func(int) string {
-	return func(it int) string { return fmt.Sprintf("2001:db8:1::a:%x:%x", s, it+1000) }
+// scenarioIP is the external IP of scenario s at iteration it: a new one
+// each time, outside every held range.
+func scenarioIP(s, it int, v6 bool) string {
+	if v6 {
+		return fmt.Sprintf("2001:db8:1::a:%x:%x", s, it+1000)
+	}
+	return fmt.Sprintf("198.19.%d.%d", s, (it+1000)%250+1)
 }
 
 // run is the whole benchmark: nodes, the interleaved iterations, the
-// concurrency rows, the profile, then the report.
+// profiles, then the report.
 func (b *bench) run() error {
-	o := b.opts
-	res := &results{byName: map[string]*series{}, held: map[string]heldInfo{}, kernel: map[string]*kernelProbe{}, bins: b.bins, n: o.n, seed: o.seed}
-	t0 := time.Now()
+	res := &results{byName: map[string]*series{}}
 	n0, err := b.newNode("n0")
 	if err != nil {
 		return err
@@ -158,174 +143,121 @@ func (b *bench) run() error {
 	if err := b.sanity(n0); err != nil {
 		return err
 	}
-	res.holder = holderKind(n0)
-	helds, err := b.heldNodes(res)
-	if err != nil {
-		return err
-	}
-	if err := b.addUnits(res, n0, helds); err != nil {
+	b.referenceUnits(res, n0)
+	b.eipUnits(res, n0)
+	if err := b.heldUnits(res); err != nil {
 		return err
 	}
 	b.iterate(res)
-	if err := b.afterIterations(res, n0); err != nil {
+	if err := b.profiles(n0); err != nil {
 		return err
 	}
-	res.elapsed = time.Since(t0)
 	return b.report(res)
 }
 
-// heldNodes makes one node per held-address scenario and fills it through
-// the plugin itself.
-func (b *bench) heldNodes(res *results) ([]heldNode, error) {
-	var helds []heldNode
-	for _, c := range b.opts.held4 {
-		if c == 0 {
-			continue // the empty case is n0
-		}
-		helds = append(helds, heldNode{count: c, label: fmt.Sprintf("%s IPv4 held", thousands(c))})
-	}
-	for _, c := range b.opts.held6 {
-		if c > 0 {
-			helds = append(helds, heldNode{count: c, v6: true, label: fmt.Sprintf("%s IPv6 held", thousands(c))})
-		}
-	}
-	for i := range helds {
-		h := &helds[i]
-		tag := fmt.Sprintf("h4x%d", h.count)
-		if h.v6 {
-			tag = fmt.Sprintf("h6x%d", h.count)
-		}
-		var err error
-		if h.n, err = b.newNode(tag); err != nil {
-			return nil, err
-		}
-	}
-	for _, h := range helds {
-		info, err := b.fill(h.n, h.count, h.v6)
-		if err != nil {
-			return nil, err
-		}
-		res.held[h.label] = info
-	}
-	return helds, nil
-}
-
-// addUnits lists every scenario of an iteration, in the order of the table.
-func (b *bench) addUnits(res *results, n0 *node, helds []heldNode) error {
-	b.floorUnit(res, n0)
-	if err := b.noopUnit(res, n0); err != nil {
-		return err
-	}
-	b.hostLocalUnit(res, n0)
-	b.eipUnits(res, n0, helds)
-	return b.kernelUnits(res, n0, helds)
-}
-
-// iterate runs every unit once per iteration, in a new order each time.
+// iterate runs every unit once per iteration, in a new order each time, so
+// that machine noise falls on all of them alike.
 func (b *bench) iterate(res *results) {
 	o := b.opts
 	rng := rand.New(rand.NewPCG(o.seed, 0x6569702d62656e63))
-	order := make([]int, len(res.units))
+	logf("%d iterations (after %d of warm-up) of %d scenarios, shuffled (seed %d)", o.n, o.warmup, len(res.units), o.seed)
 	tick := time.Now()
 	for it := -o.warmup; it < o.n; it++ {
-		keep := it >= 0
-		for i := range order {
-			order[i] = i
+		for _, k := range rng.Perm(len(res.units)) {
+			res.units[k](it)
 		}
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for _, k := range order {
-			res.units[k].run(it, keep)
-		}
-		if !keep && it == -o.warmup {
-			logf("warm-up: %d iterations of %d scenarios (%d execs each), shuffled", o.warmup, len(res.units), 2*len(res.units)-1)
-		}
-		if keep && (it == 0 || it+1 == o.n || (it+1)%10 == 0 || time.Since(tick) > 15*time.Second) {
+		if it >= 0 && (it+1 == o.n || (it+1)%20 == 0 || time.Since(tick) > 15*time.Second) {
 			tick = time.Now()
-			logProgress(res, it+1, o.n)
+			logf("iteration %d/%d: p50 so far: host-local ADD %s, external-ip ADD IPv4 %s",
+				it+1, o.n, ms(p(res.byName["host-local ADD"], 50)), ms(p(res.byName[eipRow("ADD", "IPv4", trafficNone)], 50)))
 		}
 	}
 }
 
-func logProgress(res *results, it, n int) {
-	logf("iteration %d/%d: p50 so far: floor %s, noop ADD %s, host-local ADD %s, external-ip ADD IPv4 %s",
-		it, n, ms(p(res.byName[floorRow], 50)), ms(p(res.byName["noop ADD"], 50)),
-		ms(p(res.byName["host-local ADD"], 50)), ms(p(res.byName["external-ip ADD IPv4"], 50)))
-}
-
-// afterIterations closes the kernel probes and runs what is not
-// interleaved: the concurrency rows, the cold bursts and the profile.
-func (b *bench) afterIterations(res *results, n0 *node) error {
-	for label, k := range res.kernel {
-		unix.Close(k.fd)
-		if k.err != nil {
-			return fmt.Errorf("kernel probe %q: %w", label, k.err)
+// referenceUnits: the exec floor, host-local and portmap on both
+// backends.
+func (b *bench) referenceUnits(res *results, n0 *node) {
+	floor := res.add(floorRow, "exec", "reference")
+	res.units = append(res.units, func(it int) {
+		c := b.eipCall(b.bins["floor"], "ADD", n0, 1, trafficNone, "198.19.0.1")
+		x := b.execIn(n0, c)
+		if x.err == nil && !bytes.Equal(x.stdout, c.stdin) {
+			x.err = fmt.Errorf("floor did not echo its stdin")
+		}
+		floor.record(x, it)
+	})
+	hl, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "bench", "type": "host-local",
+		"ipam": map[string]any{"type": "host-local", "dataDir": filepath.Join(b.state, "host-local"),
+			"ranges": [][]map[string]any{{{"subnet": "10.128.0.0/16"}}}}})
+	ref := func(bin, name string, conf []byte) func(int) call {
+		return func(it int) call {
+			return call{bin: b.bins[bin], command: "ADD", containerID: fmt.Sprintf("%s-%d", strings.ReplaceAll(name, " ", "-"), it),
+				ifName: "eth0", netns: n0.podPath(), stdin: conf}
 		}
 	}
-	var err error
-	if res.conc, err = b.concurrency(n0); err != nil {
-		return err
+	b.pair(res, "host-local ADD", "reference", n0, ref("host-local", "host-local", hl), "10.128.")
+	for _, backend := range []string{"iptables", "nftables"} {
+		name := "portmap " + backend
+		b.pair(res, name+" ADD", "reference", n0, ref("portmap", name, b.portmapConf(n0, backend)), "10.64.0.3/10")
 	}
-	if b.opts.concMax > 1 {
-		if res.cold, err = b.coldBurst(3); err != nil {
-			return err
+}
+
+const floorRow = "exec floor (stdin to stdout)"
+
+// portmapConf is portmap v1.10.0 with one TCP port mapping to the
+// container's IPv4 address (an IPv6 address in prevResult would make it
+// map that family too).
+func (b *bench) portmapConf(n0 *node, backend string) []byte {
+	conf, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "bench", "type": "portmap", "backend": backend,
+		"runtimeConfig": map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}},
+		"prevResult":    prevResult(n0, 3, false)})
+	return conf
+}
+
+// eipRow names external-ip's rows.
+func eipRow(verb, fam, traffic string) string {
+	return fmt.Sprintf("external-ip %s %s, traffic %s", verb, fam, traffic)
+}
+
+// eipUnits are external-ip's rows on the empty node: each family with
+// steering off and on, and the cgo build.
+func (b *bench) eipUnits(res *results, n0 *node) {
+	s := 1
+	for _, fam := range []string{"IPv4", "IPv6"} {
+		for _, traffic := range b.trafficModes() {
+			b.eipPair(res, eipRow("ADD", fam, traffic), "external-ip", n0, "external-ip", s, fam == "IPv6", traffic)
+			s++
 		}
 	}
-	if b.opts.profile {
-		res.profile = b.profileRun(n0)
-	}
-	return nil
+	b.eipPair(res, "external-ip ADD IPv4, cgo build", "what-if", n0, "external-ip-cgo", s, false, b.defaultTraffic())
 }
 
-// sanity checks once, with `ip`, that an ADD really puts the addresses and
-// the proxy entry in place and that DEL takes them away: the figures are of
-// the real work.
-func (b *bench) sanity(n *node) error {
-	ips := []string{"198.19.0.9", "2001:db8:1::a:0:9"}
-	conf := eipConf(n, "", map[string]any{"runtimeConfig": map[string]any{"externalIPs": ips}})
-	c := call{bin: b.bins["external-ip"].path, command: "ADD", containerID: "sanity", ifName: "eth0",
-		netns: n.podPath(), stdin: conf}
-	if x := b.execIn(n, c); x.err != nil {
-		return fmt.Errorf("sanity ADD: %w", x.err)
+func famName(v6 bool) string {
+	if v6 {
+		return "IPv6"
 	}
-	addrs := ipOut("-n", n.name, "-o", "addr", "show", "dev", "eip0")
-	proxy := ipOut("-n", n.name, "-6", "neigh", "show", "proxy", "dev", "uplink0")
-	if !bytes.Contains(addrs, []byte(" "+ips[0]+"/32")) || !bytes.Contains(addrs, []byte(" "+ips[1]+"/128")) ||
-		!bytes.Contains(proxy, []byte(ips[1])) {
-		return fmt.Errorf("sanity: after ADD, eip0 has %q and uplink0's proxies are %q", addrs, proxy)
-	}
-	c.command = "DEL"
-	if x := b.execIn(n, c); x.err != nil {
-		return fmt.Errorf("sanity DEL: %w", x.err)
-	}
-	addrs = ipOut("-n", n.name, "-o", "addr", "show", "dev", "eip0")
-	if bytes.Contains(addrs, []byte(ips[0])) || bytes.Contains(addrs, []byte(ips[1])) {
-		return fmt.Errorf("sanity: after DEL, eip0 still has %q", addrs)
-	}
-	logf("sanity: ADD put %v on eip0 (and the IPv6 proxy entry on uplink0), DEL took them away", ips)
-	return nil
+	return "IPv4"
 }
 
-// holderKind is "dummy" or "bridge", from `ip -d link show eip0`.
-func holderKind(n *node) string {
-	f := strings.Fields(string(ipOut("-n", n.name, "-d", "-o", "link", "show", "eip0")))
-	for _, k := range []string{"dummy", "bridge"} {
-		if slices.Contains(f, k) {
-			return k
+// eipPair is pair for external-ip scenario s: a new IP each iteration.
+func (b *bench) eipPair(res *results, add, group string, n *node, bin string, s int, v6 bool, traffic string) {
+	k := 1_000_000 + s
+	a4, _ := containerAddrs(k)
+	b.pair(res, add, group, n, func(it int) call { return b.eipCall(b.bins[bin], "ADD", n, k, traffic, scenarioIP(s, it, v6)) }, a4)
+}
+
+// pair adds the ADD row named add, its DEL row and their unit: mk's ADD,
+// which must print want, then the same call as DEL.
+func (b *bench) pair(res *results, add, group string, n *node, mk func(it int) call, want string) {
+	a, d := res.add(add, "ADD", group), res.add(strings.Replace(add, "ADD", "DEL", 1), "DEL", group)
+	res.units = append(res.units, func(it int) {
+		c := mk(it)
+		x := b.execIn(n, c)
+		if x.err == nil && !bytes.Contains(x.stdout, []byte(want)) {
+			x.err = fmt.Errorf("ADD printed no %s: %q", want, x.stdout)
 		}
-	}
-	return "unknown"
-}
-
-// ipOut is what `ip args...` prints, errors included.
-func ipOut(args ...string) []byte {
-	out, _ := exec.Command("ip", args...).CombinedOutput()
-	return out
-}
-
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
+		a.record(x, it)
+		c.command = "DEL"
+		d.record(b.execIn(n, c), it)
+	})
 }

@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"crypto/rand"
-	"debug/elf"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
@@ -18,10 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Pinned reference plugins, as issue 6 names them.
+// Pinned reference plugins, at the version go.mod already holds.
 const (
-	noopPkg      = "github.com/containernetworking/cni/plugins/test/noop@v1.3.1"
 	hostLocalPkg = "github.com/containernetworking/plugins/plugins/ipam/host-local@v1.10.0"
+	portmapPkg   = "github.com/containernetworking/plugins/plugins/meta/portmap@v1.10.0"
 )
 
 // Addresses: the node's uplink is on the test LAN of test/netns, plus a /15
@@ -43,17 +37,12 @@ type bench struct {
 	tmp   string // binaries, sources, scratch
 	state string // tmpfs: every dataDir lives here
 	id    string
-	bins  map[string]binary
+	bins  map[string]string // name -> path
 	nodes []*node
-	env   []string // the harness's environment, as libcni passes it on
 	once  sync.Once
-}
-
-type binary struct {
-	path   string
-	how    string // how it was built, for the doc
-	size   int64
-	static bool
+	// trafficKey: the built plugin takes the `traffic` key; steers: with
+	// `traffic: both` it made nftables rules (sanity finds both out).
+	trafficKey, steers bool
 }
 
 // node is a node's network namespace with an uplink veth to a LAN namespace.
@@ -69,10 +58,8 @@ func newBench(o options) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{opts: o, root: root, bins: map[string]binary{}, env: os.Environ()}
-	id := make([]byte, 3)
-	rand.Read(id)
-	b.id = hex.EncodeToString(id)
+	b := &bench{opts: o, root: root, bins: map[string]string{}}
+	b.id = fmt.Sprintf("%x", os.Getpid())
 	if b.tmp, err = os.MkdirTemp("", "eip-bench-"); err != nil {
 		return nil, err
 	}
@@ -91,130 +78,68 @@ func newBench(o options) (*bench, error) {
 	return b, nil
 }
 
-// repoRoot is the directory of the module's go.mod, found from the working
-// directory upwards.
+// repoRoot is the directory of the module's go.mod, as the go command
+// finds it from the working directory.
 func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	mod := strings.TrimSpace(string(out))
+	if err != nil || !strings.HasSuffix(mod, "go.mod") {
+		return "", fmt.Errorf("run bench from inside the external-ip repository (go run ./test/bench): go env GOMOD: %q, %v", mod, err)
 	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module github.com/external-ip/external-ip")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run bench from inside the external-ip repository (go run ./test/bench)")
-		}
-		dir = parent
-	}
+	return filepath.Dir(mod), nil
 }
 
 // floorSrc is the exec floor: a Go program that does what every plugin must
 // do at least, read stdin and write stdout.
-const floorSrc = `package main
-
-import (
-	"io"
-	"os"
-)
-
-func main() { io.Copy(os.Stdout, os.Stdin) }
-`
+const floorSrc = "package main\n\nimport (\"io\"; \"os\")\n\nfunc main() { io.Copy(os.Stdout, os.Stdin) }\n"
 
 // buildStep is one binary to build: where, with what environment and
-// arguments, and how the doc describes it.
+// arguments.
 type buildStep struct {
 	name, dir string
 	env       []string
 	args      []string
-	how       string
 }
 
 // build compiles every binary the same way: CGO_ENABLED=0, as the
 // containernetworking/plugins releases are built, so that no binary pays or
-// saves the dynamic loader against the others. The plugin is built a second
-// time as a plain `go build` builds it (cgo as the toolchain defaults), to
-// show what that costs.
+// saves the dynamic loader against the others; external-ip-cgo is the one
+// exception, built as a plain `go build` does, to show what that costs.
 func (b *bench) build() error {
-	bin := filepath.Join(b.tmp, "bin")
-	src := filepath.Join(b.tmp, "floor")
-	if err := writeFloor(bin, src); err != nil {
+	bin, src := filepath.Join(b.tmp, "bin"), filepath.Join(b.tmp, "floor.go")
+	if err := os.WriteFile(src, []byte(floorSrc), 0o644); err != nil {
 		return err
 	}
 	for _, s := range b.buildSteps(bin, src) {
-		if err := b.buildOne(bin, s); err != nil {
-			return err
+		logf("building %s", s.name)
+		cmd := exec.Command("go", s.args...)
+		cmd.Dir = s.dir
+		cmd.Env = append(os.Environ(), s.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", s.name, err, out)
 		}
+		b.bins[s.name] = filepath.Join(bin, s.name)
 	}
 	return nil
-}
-
-// writeFloor writes the exec floor's module.
-func writeFloor(bin, src string) error {
-	for _, d := range []string{bin, src} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(floorSrc), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(src, "go.mod"), []byte("module floor\n\ngo 1.22\n"), 0o644)
 }
 
 func (b *bench) buildSteps(bin, src string) []buildStep {
 	static := []string{"CGO_ENABLED=0"}
-	src2, from := b.root, ""
+	install := []string{"CGO_ENABLED=0", "GOBIN=" + bin}
+	eipSrc := b.root
 	if b.opts.src != "" {
-		src2, from = b.opts.src, " in "+b.opts.src
+		eipSrc = b.opts.src
 	}
-	steps := []buildStep{
-		{"floor", src, static, []string{"build", "-o", filepath.Join(bin, "floor"), "."}, "`CGO_ENABLED=0 go build` of a 9-line io.Copy(os.Stdout, os.Stdin)"},
-		{"noop", b.tmp, append(static, "GOBIN="+bin), []string{"install", noopPkg}, "`CGO_ENABLED=0 go install " + noopPkg + "`"},
-		{"host-local", b.tmp, append(static, "GOBIN="+bin), []string{"install", hostLocalPkg}, "`CGO_ENABLED=0 go install " + hostLocalPkg + "`"},
-		{"external-ip", src2, static, []string{"build", "-o", filepath.Join(bin, "external-ip"), "./plugins/external-ip"}, "`CGO_ENABLED=0 go build ./plugins/external-ip`" + from},
-		{"external-ip-cgo", src2, nil, []string{"build", "-o", filepath.Join(bin, "external-ip-cgo"), "./plugins/external-ip"}, "`go build ./plugins/external-ip` (cgo on, the toolchain's default; `make build` sets CGO_ENABLED=0)" + from},
+	eip := func(name string, env []string) buildStep {
+		return buildStep{name, eipSrc, env, []string{"build", "-o", filepath.Join(bin, name), "./plugins/external-ip"}}
 	}
-	if b.opts.candidate != "" {
-		steps = append(steps, buildStep{"external-ip-candidate", b.opts.candidate, static,
-			[]string{"build", "-o", filepath.Join(bin, "external-ip-candidate"), "./plugins/external-ip"},
-			"`CGO_ENABLED=0 go build ./plugins/external-ip` in " + b.opts.candidate})
+	return []buildStep{
+		{"floor", b.tmp, static, []string{"build", "-o", filepath.Join(bin, "floor"), src}},
+		{"host-local", b.tmp, install, []string{"install", hostLocalPkg}},
+		{"portmap", b.tmp, install, []string{"install", portmapPkg}},
+		eip("external-ip", static),
+		eip("external-ip-cgo", nil),
 	}
-	return steps
-}
-
-func (b *bench) buildOne(bin string, s buildStep) error {
-	logf("building %s", s.name)
-	cmd := exec.Command("go", s.args...)
-	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), s.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s: %v\n%s", s.name, err, out)
-	}
-	path := filepath.Join(bin, s.name)
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	b.bins[s.name] = binary{path: path, how: s.how, size: fi.Size(), static: isStatic(path)}
-	return nil
-}
-
-// isStatic reports whether an ELF file has no program interpreter.
-func isStatic(path string) bool {
-	f, err := elf.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false
-		}
-	}
-	return true
 }
 
 // newNode makes a node namespace as test/netns does: uplink0 with
@@ -228,10 +153,8 @@ func (b *bench) newNode(tag string) (*node, error) {
 		dataDir: filepath.Join(b.state, tag),
 	}
 	b.nodes = append(b.nodes, n)
-	for _, c := range n.setupCmds() {
-		if out, err := exec.Command("sh", "-c", c).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s: %v: %s", c, err, strings.TrimSpace(string(out)))
-		}
+	if out, err := exec.Command("sh", "-ec", n.setupScript()).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("making node %s: %v: %s", n.name, err, strings.TrimSpace(string(out)))
 	}
 	var err error
 	if n.ns, err = ns.GetNS("/var/run/netns/" + n.name); err != nil {
@@ -240,39 +163,20 @@ func (b *bench) newNode(tag string) (*node, error) {
 	return n, os.MkdirAll(n.dataDir, 0o700)
 }
 
-// setupCmds are the `ip` and `sysctl` commands that make n.
-func (n *node) setupCmds() []string {
-	cmds := []string{
-		"ip netns add " + n.name,
-		"ip netns add " + n.lan,
-		"ip netns add " + n.pod,
-		"ip -n " + n.name + " link set lo up",
-		"ip -n " + n.lan + " link set lo up",
-		"ip -n " + n.name + " link add uplink0 type veth peer name lan0 netns " + n.lan,
-	}
-	for _, x := range []string{n.name, n.lan} {
-		cmds = append(cmds, "ip netns exec "+x+" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0")
-	}
-	return append(cmds,
-		"ip netns exec "+n.name+" sysctl -qw net.ipv6.conf.uplink0.accept_dad=0 net.ipv6.conf.uplink0.forwarding=1",
-		"ip netns exec "+n.lan+" sysctl -qw net.ipv6.conf.lan0.accept_dad=0",
-		"ip -n "+n.name+" addr add "+nodeV4+" dev uplink0",
-		"ip -n "+n.name+" addr add "+nodeBench+" dev uplink0",
-		"ip -n "+n.name+" addr add "+nodeV6+" dev uplink0 nodad",
-		"ip -n "+n.lan+" addr add "+lanV4+" dev lan0",
-		"ip -n "+n.lan+" addr add "+lanV6+" dev lan0 nodad",
-		"ip -n "+n.name+" link set uplink0 up",
-		"ip -n "+n.lan+" link set lan0 up",
-	)
-}
-
-// dropNode deletes a node's namespaces before the end of the run.
-func (b *bench) dropNode(n *node) {
-	b.nodes = slices.DeleteFunc(b.nodes, func(x *node) bool { return x == n })
-	n.ns.Close()
-	for _, name := range []string{n.name, n.lan, n.pod} {
-		exec.Command("ip", "netns", "del", name).Run()
-	}
+// setupScript makes n with `ip` and `sysctl`.
+func (n *node) setupScript() string {
+	return strings.NewReplacer("NODE", n.name, "LAN", n.lan, "POD", n.pod).Replace(`
+ip netns add NODE; ip netns add LAN; ip netns add POD
+ip -n NODE link set lo up; ip -n LAN link set lo up
+ip -n NODE link add uplink0 type veth peer name lan0 netns LAN
+ip netns exec NODE sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+ip netns exec LAN sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+ip netns exec NODE sysctl -qw net.ipv6.conf.uplink0.accept_dad=0 net.ipv6.conf.uplink0.forwarding=1
+ip netns exec LAN sysctl -qw net.ipv6.conf.lan0.accept_dad=0
+ip -n NODE addr add ` + nodeV4 + ` dev uplink0; ip -n NODE addr add ` + nodeBench + ` dev uplink0
+ip -n NODE addr add ` + nodeV6 + ` dev uplink0 nodad
+ip -n LAN addr add ` + lanV4 + ` dev lan0; ip -n LAN addr add ` + lanV6 + ` dev lan0 nodad
+ip -n NODE link set uplink0 up; ip -n LAN link set lan0 up`)
 }
 
 func (b *bench) close() {
@@ -285,9 +189,9 @@ func (b *bench) close() {
 			if n.ns != nil {
 				n.ns.Close()
 			}
-			exec.Command("ip", "netns", "del", n.name).Run()
-			exec.Command("ip", "netns", "del", n.lan).Run()
-			exec.Command("ip", "netns", "del", n.pod).Run()
+			for _, name := range []string{n.name, n.lan, n.pod} {
+				exec.Command("ip", "netns", "del", name).Run()
+			}
 		}
 		// Detached announcers may still run for a second or two; a lazy
 		// unmount lets them finish without holding the tmpfs.
