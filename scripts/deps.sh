@@ -12,6 +12,8 @@ have tcpdump || need+=(tcpdump)
 have jq      || need+=(jq)
 # The reference bridge plugin in the example chains calls iptables.
 have iptables || need+=(iptables)
+# pkg/nat's tests read our table back with nft.
+have nft || need+=(nftables)
 
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}"

@@ -1,0 +1,136 @@
+package nat
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+)
+
+// EgressKey names one egress rule: flows from Source leaving through Uplink.
+type EgressKey struct {
+	Source netip.Addr
+	Uplink string
+}
+
+// Hairpin names one hairpin rule: flows DNATed to Target that came in on
+// Via, the host interface Target is reached through, are masqueraded.
+type Hairpin struct {
+	Via    string
+	Target netip.Addr
+}
+
+// SetIngress makes new flows to ip go to targets, spread in turn over them
+// in the order given; no targets removes ip's steering. It rewrites ip's
+// chain and its element in one transaction, and is idempotent: the chain
+// and the element are added before anything is flushed or deleted, so a
+// replay finds whatever it needs.
+func (t *Table) SetIngress(ip netip.Addr, targets []netip.Addr) error {
+	for _, a := range targets {
+		if a.Is4() != ip.Is4() {
+			return fmt.Errorf("steering %s to %s: families differ", ip, a)
+		}
+	}
+	err := t.flush(func() error { return t.buildIngress(ip, targets) })
+	if err != nil {
+		return fmt.Errorf("steering %s to %v in table inet %s: %w", ip, targets, TableName, err)
+	}
+	return nil
+}
+
+func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
+	f := familyOf(ip)
+	ch := t.c.AddChain(&nftables.Chain{Name: ingressChain(ip), Table: t.table})
+	t.c.FlushChain(ch)
+	m := spreadMap(t.table, ip)
+	if err := t.c.AddSet(m, nil); err != nil {
+		return err
+	}
+	t.c.FlushSet(m)
+	el := []nftables.SetElement{{Key: ip.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: ch.Name}}}
+	if err := t.c.SetAddElements(t.set(f.in), el); err != nil {
+		return err
+	}
+	switch len(targets) {
+	case 0:
+		if err := t.c.SetDeleteElements(t.set(f.in), el); err != nil {
+			return err
+		}
+		t.c.DelChain(ch)
+		t.c.DelSet(m)
+	case 1:
+		t.c.DelSet(m)
+		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatOne(targets[0])})
+	default:
+		if err := t.c.SetAddElements(m, spreadElements(targets)); err != nil {
+			return err
+		}
+		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatSpread(m, len(targets), f)})
+	}
+	return nil
+}
+
+func egressElement(k EgressKey, ip netip.Addr) nftables.SetElement {
+	key := append(k.Source.AsSlice(), ifname(k.Uplink)...)
+	return nftables.SetElement{Key: key, Val: ip.AsSlice()}
+}
+
+// SetEgress makes new flows from k.Source leaving through k.Uplink leave
+// from ip. An element already there for k with another IP is replaced in
+// one transaction.
+func (t *Table) SetEgress(k EgressKey, ip netip.Addr) error {
+	if k.Source.Is4() != ip.Is4() {
+		return fmt.Errorf("sending %s from %s: families differ", k.Source, ip)
+	}
+	s := t.set(familyOf(ip).snat)
+	el := []nftables.SetElement{egressElement(k, ip)}
+	err := t.flush(func() error { return t.c.SetAddElements(s, el) })
+	if isExists(err) {
+		// The kernel refuses to change an element's value in place.
+		if err = t.c.SetDeleteElements(s, el); err == nil {
+			err = t.flush(func() error { return t.c.SetAddElements(s, el) })
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sending %s via %s from %s in table inet %s: %w", k.Source, k.Uplink, ip, TableName, err)
+	}
+	return nil
+}
+
+// DelEgress removes k's egress rule; one already gone is no error.
+func (t *Table) DelEgress(k EgressKey) error {
+	s := t.set(familyOf(k.Source).snat)
+	if err := t.c.SetDeleteElements(s, []nftables.SetElement{egressElement(k, k.Source)}); err != nil {
+		return err
+	}
+	if err := t.c.Flush(); err != nil && !isNotFound(err) {
+		return fmt.Errorf("removing egress of %s via %s from table inet %s: %w", k.Source, k.Uplink, TableName, err)
+	}
+	return nil
+}
+
+func hairpinElement(h Hairpin) []nftables.SetElement {
+	return []nftables.SetElement{{Key: append(ifname(h.Via), h.Target.AsSlice()...)}}
+}
+
+// SetHairpin adds h's hairpin element; one already there is no error.
+func (t *Table) SetHairpin(h Hairpin) error {
+	s := t.set(familyOf(h.Target).hp)
+	if err := t.flush(func() error { return t.c.SetAddElements(s, hairpinElement(h)) }); err != nil {
+		return fmt.Errorf("adding hairpin %s . %s to table inet %s: %w", h.Via, h.Target, TableName, err)
+	}
+	return nil
+}
+
+// DelHairpin removes h's hairpin element; one already gone is no error.
+func (t *Table) DelHairpin(h Hairpin) error {
+	s := t.set(familyOf(h.Target).hp)
+	if err := t.c.SetDeleteElements(s, hairpinElement(h)); err != nil {
+		return err
+	}
+	if err := t.c.Flush(); err != nil && !isNotFound(err) {
+		return fmt.Errorf("removing hairpin %s . %s from table inet %s: %w", h.Via, h.Target, TableName, err)
+	}
+	return nil
+}

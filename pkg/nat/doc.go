@@ -1,0 +1,25 @@
+// Package nat steers an external IP's traffic to and from the containers
+// that hold it, with nftables over netlink.
+//
+// It owns exactly one nftables table, "inet external-ip", and touches no
+// other table, chain or rule: iptables' tables and every other program's
+// stay as they are. In it:
+//
+//	prerouting   nat hook, priority dstnat-10: fib daddr type local ip daddr vmap @in4 (and ip6)
+//	output       nat hook, priority dstnat-10: the same, for the node's own connections
+//	postrouting  nat hook, priority srcnat-10: hairpin masquerade, then
+//	             snat ip to ip saddr . oifname map @snat4 (and ip6)
+//	to-<ip>      one regular chain per external IP with ingress targets:
+//	             dnat ip to <target>, or numgen inc mod N map { 0 : a, 1 : b, ... }
+//
+// Every map is keyed by external IP or by container address, so that a
+// change costs the same with 1 or 1,000 attachments: an external IP's
+// change rewrites only its own chain and its one element. The chains run
+// before the standard NAT priorities because the first NAT binding of a
+// flow wins: ours must bind before iptables' nat chains (priority 100 in
+// postrouting) where the bridge plugin's ipMasq and kube-proxy masquerade.
+//
+// The package also deletes conntrack entries that point at a target that
+// left. It decides nothing: which IP goes to which container is the
+// caller's (package assigner's) decision.
+package nat

@@ -1,0 +1,155 @@
+package nat
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// The expressions below are the ones `nft --debug netlink` prints for the
+// rules in doc.go, so that `nft list` reads them back as that text.
+
+// family is what differs between the IPv4 and IPv6 halves of the table.
+type family struct {
+	nfproto      byte
+	addrLen      uint32
+	saddr, daddr uint32 // offsets in the network header
+	keyType      nftables.SetDatatype
+	in, snat, hp string // map and set names
+}
+
+var (
+	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4"}
+	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6"}
+)
+
+func familyOf(ip netip.Addr) family {
+	if ip.Is4() {
+		return ipv4
+	}
+	return ipv6
+}
+
+// NFT_REG_1 and NFT_REG_2 (16 bytes each); NFT_REG32_01 follows a 4-byte
+// value in a concatenation.
+const (
+	// ipsDstNAT is IPS_DST_NAT of ct status (linux/netfilter/nf_conntrack_common.h).
+	ipsDstNAT = 0x20
+
+	reg1   = 1
+	reg2   = 2
+	reg32n = 9
+)
+
+func matchFamily(f family) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: reg1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{f.nfproto}},
+	}
+}
+
+func loadAddr(f family, offset, reg uint32) expr.Any {
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: f.addrLen}
+}
+
+// ingressRule: fib daddr type local ip daddr vmap @in4. The fib guard keeps
+// us from steering a destination the node does not hold right now (the
+// lesson of portmap's DNAT of foreign addresses).
+func ingressRule(f family) []expr.Any {
+	rtnLocal := make([]byte, 4)
+	binary.NativeEndian.PutUint32(rtnLocal, unix.RTN_LOCAL)
+	e := []expr.Any{
+		&expr.Fib{Register: reg1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: rtnLocal},
+	}
+	e = append(e, matchFamily(f)...)
+	return append(e,
+		loadAddr(f, f.daddr, reg1),
+		&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.in},
+	)
+}
+
+// hairpinRule: ct status dnat iifname . ip daddr @hp4 masquerade. A flow we
+// DNATed back out of the interface it came in on (a container reaching its
+// own or a neighbour's external IP) would be answered past us, straight over
+// the bridge; masquerading makes the answer come back through the node.
+func hairpinRule(f family) []expr.Any {
+	e := []expr.Any{
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4,
+			Mask: native32(ipsDstNAT), Xor: native32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: native32(0)},
+	}
+	e = append(e, matchFamily(f)...)
+	return append(e,
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
+		loadAddr(f, f.daddr, reg2),
+		&expr.Lookup{SourceRegister: reg1, SetName: f.hp},
+		&expr.Masq{},
+	)
+}
+
+// snatRule: snat ip to ip saddr . oifname map @snat4.
+func snatRule(f family) []expr.Any {
+	oifReg := uint32(reg2)
+	if f.addrLen == 4 {
+		oifReg = reg32n
+	}
+	return append(matchFamily(f),
+		loadAddr(f, f.saddr, reg1),
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: oifReg},
+		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.snat},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
+	)
+}
+
+// dnatOne: dnat ip to 10.88.0.5.
+func dnatOne(target netip.Addr) []expr.Any {
+	f := familyOf(target)
+	return []expr.Any{
+		&expr.Immediate{Register: reg1, Data: target.AsSlice()},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
+	}
+}
+
+// dnatSpread: dnat ip to numgen inc mod N map @sp-<ip>. The map is named,
+// not anonymous as nft would make it, so that its keys can be declared in
+// host byte order (numgen's): its key type is mark, the one nft type of
+// four bytes in host order, so `nft list` prints 0x00000000, 0x00000001, ...
+func dnatSpread(m *nftables.Set, n int, f family) []expr.Any {
+	return []expr.Any{
+		&expr.Numgen{Register: reg1, Modulus: uint32(n), Type: unix.NFT_NG_INCREMENTAL},
+		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: m.Name},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
+	}
+}
+
+func spreadMap(t *nftables.Table, ip netip.Addr) *nftables.Set {
+	return &nftables.Set{Table: t, Name: spreadPrefix + chainSuffix(ip), IsMap: true,
+		KeyType: nftables.TypeMark, DataType: familyOf(ip).keyType, KeyByteOrder: binaryutil.NativeEndian}
+}
+
+func spreadElements(targets []netip.Addr) []nftables.SetElement {
+	els := make([]nftables.SetElement, len(targets))
+	for i, a := range targets {
+		els[i] = nftables.SetElement{Key: native32(uint32(i)), Val: a.AsSlice()}
+	}
+	return els
+}
+
+func native32(v uint32) []byte {
+	b := make([]byte, 4)
+	binary.NativeEndian.PutUint32(b, v)
+	return b
+}
+
+// ifname is a name as nf_tables stores it: 16 bytes, zero padded.
+func ifname(name string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return b
+}

@@ -1,0 +1,71 @@
+package nat
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+func TestIngressChainNamesRoundTripAndRefuseOthers(t *testing.T) {
+	for _, s := range []string{"192.0.2.10", "2001:db8:1::10", "::ffff:1.2.3.4", "2001:db8::"} {
+		ip := netip.MustParseAddr(s)
+		got, ok := ingressChainIP(ingressChain(ip))
+		if !ok || got != ip {
+			t.Errorf("%s: chain %q reads back as %v (ok %v)", s, ingressChain(ip), got, ok)
+		}
+	}
+	if n := ingressChain(netip.MustParseAddr("2001:db8::1")); n != "to-2001-db8--1" {
+		t.Errorf("IPv6 chain name is %q, want colons as dashes", n)
+	}
+	for _, name := range []string{"prerouting", "to-", "to-x", "to-192.0.2.010", "to-2001:db8::1", "sp-192.0.2.1"} {
+		if ip, ok := ingressChainIP(name); ok {
+			t.Errorf("chain %q taken for an external IP's (%s)", name, ip)
+		}
+	}
+}
+
+func TestGotoChainParsesOnlyAGotoVerdict(t *testing.T) {
+	verdict := func(code int32, chain string) []byte {
+		ae := netlink.NewAttributeEncoder()
+		ae.ByteOrder = binary.BigEndian
+		ae.Uint32(unix.NFTA_VERDICT_CODE, uint32(code))
+		if chain != "" {
+			ae.String(unix.NFTA_VERDICT_CHAIN, chain)
+		}
+		b, err := ae.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if got := gotoChain(verdict(unix.NFT_GOTO, "to-192.0.2.10")); got != "to-192.0.2.10" {
+		t.Errorf("goto verdict parsed as %q", got)
+	}
+	if got := gotoChain(verdict(unix.NFT_JUMP, "to-192.0.2.10")); got != "" {
+		t.Errorf("jump verdict parsed as goto %q", got)
+	}
+	if got := gotoChain([]byte{1, 2, 3}); got != "" {
+		t.Errorf("garbage parsed as %q", got)
+	}
+}
+
+func TestElementsLayOutKeysAsTheKernelCompares(t *testing.T) {
+	el := egressElement(EgressKey{netip.MustParseAddr("10.88.0.5"), "uplink0"}, netip.MustParseAddr("192.0.2.10"))
+	wantKey := append([]byte{10, 88, 0, 5}, []byte("uplink0\x00\x00\x00\x00\x00\x00\x00\x00\x00")...)
+	if !bytes.Equal(el.Key, wantKey) || !bytes.Equal(el.Val, []byte{192, 0, 2, 10}) {
+		t.Errorf("egress element %v : %v, want %v : 192.0.2.10", el.Key, el.Val, wantKey)
+	}
+	hp := hairpinElement(Hairpin{"cni0", netip.MustParseAddr("fd00::5")})[0].Key
+	if len(hp) != 32 || string(hp[:5]) != "cni0\x00" || hp[31] != 5 {
+		t.Errorf("hairpin key %v, want 16-byte ifname then the address", hp)
+	}
+	sp := spreadElements([]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")})
+	if !bytes.Equal(sp[1].Key, native32(1)) || !bytes.Equal(sp[1].Val, []byte{10, 0, 0, 2}) {
+		t.Errorf("spread element 1 is %v : %v", sp[1].Key, sp[1].Val)
+	}
+}
+

@@ -1,0 +1,242 @@
+package nat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// State is what our table steers, as read back from the kernel.
+type State struct {
+	// Present is false when the table does not exist.
+	Present bool
+	// Broken names what is missing or wrong of the table's fixed part (its
+	// maps, base chains and their rules); Ensure mends it.
+	Broken []string
+	// Ingress maps each external IP to its targets in spread order.
+	Ingress map[netip.Addr][]netip.Addr
+	// Stray names ingress chains that no element points at.
+	Stray   []string
+	Egress  map[EgressKey]netip.Addr
+	Hairpin []Hairpin
+}
+
+// Read lists our table. It is for CHECK, GC, repair and status: it costs a
+// dump per map and per external IP's chain.
+func (t *Table) Read() (*State, error) {
+	st := &State{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[EgressKey]netip.Addr{}}
+	if !t.exists() {
+		return st, nil
+	}
+	st.Present = true
+	chains, err := t.c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
+	}
+	ours := map[string]*nftables.Chain{}
+	for _, c := range chains {
+		if c.Table.Name == TableName {
+			ours[c.Name] = c
+		}
+	}
+	if err := t.readBase(st, ours); err != nil {
+		return nil, err
+	}
+	pointed, err := t.readIngress(st, ours)
+	if err != nil {
+		return nil, err
+	}
+	for name := range ours {
+		if _, ok := ingressChainIP(name); ok && !pointed[name] {
+			st.Stray = append(st.Stray, name)
+		}
+	}
+	slices.Sort(st.Stray)
+	if err := t.readEgress(st); err != nil {
+		return nil, err
+	}
+	return st, t.readHairpins(st)
+}
+
+// readBase checks that each base chain holds the rules Ensure puts there.
+func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
+	for _, b := range baseChains() {
+		c, ok := ours[b.name]
+		if !ok || c.Hooknum == nil || *c.Hooknum != *b.hook || c.Priority == nil || int32(*c.Priority) != b.priority {
+			st.Broken = append(st.Broken, "chain "+b.name+" missing or not hooked at its priority")
+			continue
+		}
+		rules, err := t.c.GetRules(t.table, c)
+		if err != nil {
+			return fmt.Errorf("listing rules of chain %s: %w", b.name, err)
+		}
+		want := len(b.rules(ipv4)) + len(b.rules(ipv6))
+		if len(rules) != want {
+			st.Broken = append(st.Broken, fmt.Sprintf("chain %s has %d rules, not %d", b.name, len(rules), want))
+		}
+	}
+	return nil
+}
+
+func (t *Table) elements(name string) ([]nftables.SetElement, bool, error) {
+	els, err := t.c.GetSetElements(t.set(name))
+	if isNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("listing map %s: %w", name, err)
+	}
+	return els, true, nil
+}
+
+// readIngress reads each in4/in6 element and the chain it points at.
+func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[string]bool, error) {
+	pointed := map[string]bool{}
+	for _, f := range []family{ipv4, ipv6} {
+		els, ok, err := t.elements(f.in)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			st.Broken = append(st.Broken, "map "+f.in+" missing")
+		}
+		for _, el := range els {
+			ip, ok := netip.AddrFromSlice(el.Key)
+			chain := gotoChain(el.Val)
+			if !ok || ours[chain] == nil {
+				continue
+			}
+			pointed[chain] = true
+			targets, err := t.readTargets(ours[chain])
+			if err != nil {
+				return nil, err
+			}
+			if chain != ingressChain(ip) {
+				targets = nil // pointing at another IP's chain: not steering as we would
+			}
+			st.Ingress[ip] = targets
+		}
+	}
+	return pointed, nil
+}
+
+// readTargets parses an ingress chain's one rule: an immediate address, or
+// numgen looking up an anonymous map. Anything else reads as no target.
+func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
+	rules, err := t.c.GetRules(t.table, c)
+	if err != nil {
+		return nil, fmt.Errorf("listing rules of chain %s: %w", c.Name, err)
+	}
+	if len(rules) != 1 {
+		return nil, nil
+	}
+	for _, e := range rules[0].Exprs {
+		switch e := e.(type) {
+		case *expr.Immediate:
+			if a, ok := netip.AddrFromSlice(e.Data); ok {
+				return []netip.Addr{a}, nil
+			}
+		case *expr.Lookup:
+			return t.readSpread(e.SetName)
+		}
+	}
+	return nil, nil
+}
+
+func (t *Table) readSpread(name string) ([]netip.Addr, error) {
+	s, err := t.c.GetSetByName(t.table, name)
+	if err != nil {
+		return nil, fmt.Errorf("reading map %s: %w", name, err)
+	}
+	els, err := t.c.GetSetElements(s)
+	if err != nil {
+		return nil, fmt.Errorf("listing map %s: %w", name, err)
+	}
+	out := make([]netip.Addr, len(els))
+	for _, el := range els {
+		i := int(binary.NativeEndian.Uint32(el.Key))
+		a, ok := netip.AddrFromSlice(el.Val)
+		if len(el.Key) != 4 || i >= len(out) || !ok {
+			return nil, nil
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+func (t *Table) readEgress(st *State) error {
+	for _, f := range []family{ipv4, ipv6} {
+		els, ok, err := t.elements(f.snat)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			st.Broken = append(st.Broken, "map "+f.snat+" missing")
+		}
+		for _, el := range els {
+			src, okS := netip.AddrFromSlice(el.Key[:min(len(el.Key), int(f.addrLen))])
+			ip, okI := netip.AddrFromSlice(el.Val)
+			if okS && okI && len(el.Key) > int(f.addrLen) {
+				st.Egress[EgressKey{Source: src, Uplink: cstring(el.Key[f.addrLen:])}] = ip
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Table) readHairpins(st *State) error {
+	for _, f := range []family{ipv4, ipv6} {
+		els, ok, err := t.elements(f.hp)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			st.Broken = append(st.Broken, "set "+f.hp+" missing")
+		}
+		for _, el := range els {
+			if len(el.Key) < 16 {
+				continue
+			}
+			if a, ok := netip.AddrFromSlice(el.Key[16:]); ok {
+				st.Hairpin = append(st.Hairpin, Hairpin{Via: cstring(el.Key[:16]), Target: a})
+			}
+		}
+	}
+	return nil
+}
+
+// gotoChain parses a vmap element's data (NFTA_DATA_VERDICT, which the
+// library does not decode): the chain of a goto verdict, or "".
+func gotoChain(data []byte) string {
+	ad, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return ""
+	}
+	ad.ByteOrder = binary.BigEndian
+	var code int32
+	var chain string
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_VERDICT_CODE:
+			code = int32(ad.Uint32())
+		case unix.NFTA_VERDICT_CHAIN:
+			chain = ad.String()
+		}
+	}
+	if ad.Err() != nil || code != unix.NFT_GOTO {
+		return ""
+	}
+	return chain
+}
+
+func cstring(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\x00")
+	return s
+}

@@ -1,0 +1,100 @@
+package nat
+
+import (
+	"fmt"
+	"github.com/google/nftables/expr"
+
+	"github.com/google/nftables"
+)
+
+// sets are our named maps and sets, one of each per family.
+func (t *Table) sets() []*nftables.Set {
+	var out []*nftables.Set
+	for _, f := range []family{ipv4, ipv6} {
+		out = append(out,
+			&nftables.Set{Table: t.table, Name: f.in, IsMap: true, KeyType: f.keyType, DataType: nftables.TypeVerdict},
+			&nftables.Set{Table: t.table, Name: f.snat, IsMap: true, Concatenation: true,
+				KeyType: nftables.MustConcatSetType(f.keyType, nftables.TypeIFName), DataType: f.keyType},
+			&nftables.Set{Table: t.table, Name: f.hp, Concatenation: true,
+				KeyType: nftables.MustConcatSetType(nftables.TypeIFName, f.keyType)},
+		)
+	}
+	return out
+}
+
+func (t *Table) set(name string) *nftables.Set {
+	for _, s := range t.sets() {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("nat: no set " + name)
+}
+
+type baseChain struct {
+	name     string
+	hook     *nftables.ChainHook
+	priority int32
+	rules    func(family) [][]expr.Any
+}
+
+func baseChains() []baseChain {
+	ingress := func(f family) [][]expr.Any { return [][]expr.Any{ingressRule(f)} }
+	return []baseChain{
+		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress},
+		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress},
+		{chainPostrouting, nftables.ChainHookPostrouting, prioritySrcNAT,
+			func(f family) [][]expr.Any { return [][]expr.Any{hairpinRule(f), snatRule(f)} }},
+	}
+}
+
+func (t *Table) chain(b baseChain) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{Name: b.name, Table: t.table, Type: nftables.ChainTypeNAT,
+		Hooknum: b.hook, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(b.priority)), Policy: &accept}
+}
+
+// Ensure makes the table, its maps and its base chains with their rules, in
+// one transaction. It is idempotent: the base chains are flushed and
+// refilled, the maps (and every external IP's steering) are kept.
+func (t *Table) Ensure() error {
+	t.c.AddTable(t.table)
+	for _, s := range t.sets() {
+		if err := t.c.AddSet(s, nil); err != nil {
+			return fmt.Errorf("building set %s: %w", s.Name, err)
+		}
+	}
+	for _, b := range baseChains() {
+		ch := t.c.AddChain(t.chain(b))
+		t.c.FlushChain(ch)
+		for _, f := range []family{ipv4, ipv6} {
+			for _, e := range b.rules(f) {
+				t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e})
+			}
+		}
+	}
+	if err := t.c.Flush(); err != nil {
+		return fmt.Errorf("making table inet %s: %w", TableName, err)
+	}
+	return nil
+}
+
+// flush sends the batch; when it fails for want of our table or a map of
+// it (a first use, or a table deleted by hand), it makes the table and
+// sends the batch again, which build fills anew.
+func (t *Table) flush(build func() error) error {
+	if err := build(); err != nil {
+		return err
+	}
+	err := t.c.Flush()
+	if err == nil || !isNotFound(err) {
+		return err
+	}
+	if err := t.Ensure(); err != nil {
+		return err
+	}
+	if err := build(); err != nil {
+		return err
+	}
+	return t.c.Flush()
+}

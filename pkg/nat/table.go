@@ -1,0 +1,114 @@
+package nat
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+
+	"github.com/google/nftables"
+)
+
+// TableName is our table's name, in the inet family.
+const TableName = "external-ip"
+
+// Names of our base chains and maps, as `nft list table inet external-ip` shows them.
+const (
+	chainPrerouting  = "prerouting"
+	chainOutput      = "output"
+	chainPostrouting = "postrouting"
+	ingressPrefix    = "to-"
+	spreadPrefix     = "sp-"
+)
+
+// Priorities: ten before the standard NAT chains, so our binding is the
+// flow's first (nf_nat_inet_fn skips later NAT chains of a bound flow).
+const (
+	priorityDstNAT = -110 // NF_IP_PRI_NAT_DST (-100) - 10
+	priorityOutput = -110
+	prioritySrcNAT = 90 // NF_IP_PRI_NAT_SRC (100) - 10
+)
+
+// Table is our nftables table over one netlink connection.
+type Table struct {
+	c     *nftables.Conn
+	table *nftables.Table
+}
+
+// Open connects to nf_tables in the current network namespace. It changes
+// nothing: the table is made by the first change that needs it.
+func Open() (*Table, error) {
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("connecting to nf_tables: %w", err)
+	}
+	return &Table{c: c, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}, nil
+}
+
+// Close releases the netlink connection.
+func (t *Table) Close() error { return t.c.CloseLasting() }
+
+// Delete removes our whole table; nothing of it being there is no error.
+func (t *Table) Delete() error {
+	t.c.DelTable(t.table)
+	if err := t.c.Flush(); err != nil && !isNotFound(err) {
+		return fmt.Errorf("deleting table inet %s: %w", TableName, err)
+	}
+	return nil
+}
+
+// Probe tells whether nf_tables with NAT chains can be used here. It makes
+// a NAT base chain and deletes it in the same transaction, so the kernel
+// checks everything and nothing is committed that outlives it.
+func (t *Table) Probe() error {
+	existed := t.exists()
+	t.c.AddTable(t.table)
+	probe := t.c.AddChain(&nftables.Chain{
+		Name: "probe", Table: t.table, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(prioritySrcNAT)),
+	})
+	if existed {
+		t.c.DelChain(probe)
+	} else {
+		t.c.DelTable(t.table)
+	}
+	if err := t.c.Flush(); err != nil {
+		return fmt.Errorf("nf_tables nat chains cannot be used: %w", err)
+	}
+	return nil
+}
+
+func (t *Table) exists() bool {
+	_, err := t.c.ListTableOfFamily(TableName, nftables.TableFamilyINet)
+	return err == nil
+}
+
+// ingressChain names the chain of one external IP. IPv6 colons become
+// dashes: nft's parser takes [a-zA-Z0-9/\-_.] in a bare chain name, and no
+// IPv6 text has a dash, so the name still says the address exactly.
+func ingressChain(ip netip.Addr) string {
+	return ingressPrefix + chainSuffix(ip)
+}
+
+func chainSuffix(ip netip.Addr) string { return strings.ReplaceAll(ip.String(), ":", "-") }
+
+// ingressChainIP is the inverse of ingressChain; ok is false for a chain
+// that is not an external IP's.
+func ingressChainIP(name string) (netip.Addr, bool) {
+	rest, ok := strings.CutPrefix(name, ingressPrefix)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(rest)
+	if err != nil {
+		ip, err = netip.ParseAddr(strings.ReplaceAll(rest, "-", ":"))
+	}
+	if err != nil || ingressChain(ip) != name {
+		return netip.Addr{}, false
+	}
+	return ip, true
+}
+
+func isNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
+func isExists(err error) bool   { return errors.Is(err, syscall.EEXIST) }

@@ -1,0 +1,270 @@
+package nat
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+var nsSeq atomic.Int64
+
+// inNetNS runs f in a fresh network namespace, with a Table opened there;
+// the returned name is for `ip netns exec`.
+func inNetNS(t *testing.T, f func(name string, tb *Table)) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace and nftables tables")
+	}
+	name := fmt.Sprintf("eipnat-%d-%d", os.Getpid(), nsSeq.Add(1))
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	netns, err := ns.GetNS("/var/run/netns/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Close()
+	if err := netns.Do(func(ns.NetNS) error {
+		tb, err := Open()
+		if err != nil {
+			return err
+		}
+		defer tb.Close()
+		f(name, tb)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func nft(t *testing.T, netns string, args ...string) string {
+	t.Helper()
+	return run(t, append([]string{"ip", "netns", "exec", netns, "nft"}, args...)...)
+}
+
+var (
+	ext4, ext4b = netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")
+	ext6        = netip.MustParseAddr("2001:db8:1::10")
+	ctrA, ctrB  = netip.MustParseAddr("10.88.0.5"), netip.MustParseAddr("10.88.0.6")
+	ctrA6       = netip.MustParseAddr("fd00:88::5")
+	ctrB6       = netip.MustParseAddr("fd00:88::6")
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func steerAll(t *testing.T, tb *Table) {
+	t.Helper()
+	must(t, tb.SetIngress(ext4, []netip.Addr{ctrA}))
+	must(t, tb.SetIngress(ext4b, []netip.Addr{ctrA, ctrB}))
+	must(t, tb.SetIngress(ext6, []netip.Addr{ctrB6, ctrA6}))
+	must(t, tb.SetEgress(EgressKey{ctrA, "uplink0"}, ext4))
+	must(t, tb.SetEgress(EgressKey{ctrA6, "uplink0"}, ext6))
+	must(t, tb.SetHairpin(Hairpin{"cni0", ctrA}))
+	must(t, tb.SetHairpin(Hairpin{"cni0", ctrA6}))
+}
+
+func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		steerAll(t, tb)
+		st, err := tb.Read()
+		must(t, err)
+		want := map[netip.Addr][]netip.Addr{ext4: {ctrA}, ext4b: {ctrA, ctrB}, ext6: {ctrB6, ctrA6}}
+		if fmt.Sprint(st.Ingress) != fmt.Sprint(want) {
+			t.Errorf("ingress read back as %v, want %v", st.Ingress, want)
+		}
+		if st.Egress[EgressKey{ctrA, "uplink0"}] != ext4 || st.Egress[EgressKey{ctrA6, "uplink0"}] != ext6 || len(st.Egress) != 2 {
+			t.Errorf("egress read back as %v", st.Egress)
+		}
+		if len(st.Hairpin) != 2 || len(st.Broken) != 0 || len(st.Stray) != 0 || !st.Present {
+			t.Errorf("read back hairpins %v, broken %v, stray %v, present %v", st.Hairpin, st.Broken, st.Stray, st.Present)
+		}
+		js := nft(t, netns, "-j", "list", "table", "inet", TableName)
+		for _, a := range []netip.Addr{ext4, ext4b, ext6, ctrA, ctrB, ctrA6, ctrB6} {
+			if !strings.Contains(js, `"`+a.String()+`"`) {
+				t.Errorf("nft -j list table does not name %s:\n%s", a, js)
+			}
+		}
+		text := nft(t, netns, "list", "table", "inet", TableName)
+		for _, line := range []string{
+			"type nat hook prerouting priority dstnat - 10; policy accept;",
+			"type nat hook output priority -110; policy accept;",
+			"type nat hook postrouting priority srcnat - 10; policy accept;",
+			"fib daddr type local ip daddr vmap @in4",
+			"fib daddr type local ip6 daddr vmap @in6",
+			"ct status dnat iifname . ip daddr @hp4 masquerade",
+			"snat ip to ip saddr . oifname map @snat4",
+			"snat ip6 to ip6 saddr . oifname map @snat6",
+			"192.0.2.10 : goto to-192.0.2.10",
+			"dnat ip to 10.88.0.5",
+			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
+			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
+			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
+			"elements = { 0x00000000 : fd00:88::6, 0x00000001 : fd00:88::5 }",
+			`10.88.0.5 . "uplink0" : 192.0.2.10`,
+			`"cni0" . 10.88.0.5`,
+		} {
+			if !strings.Contains(text, line) {
+				t.Errorf("nft list table lacks %q:\n%s", line, text)
+			}
+		}
+	})
+}
+
+func TestEveryChangeIsIdempotentAndRemovalLeavesNothing(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		steerAll(t, tb)
+		steerAll(t, tb) // a journal replay applies a change again
+		for range 2 {
+			must(t, tb.SetIngress(ext4, nil))
+			must(t, tb.SetIngress(ext4b, nil))
+			must(t, tb.SetIngress(ext6, nil))
+			must(t, tb.DelEgress(EgressKey{ctrA, "uplink0"}))
+			must(t, tb.DelEgress(EgressKey{ctrA6, "uplink0"}))
+			must(t, tb.DelHairpin(Hairpin{"cni0", ctrA}))
+			must(t, tb.DelHairpin(Hairpin{"cni0", ctrA6}))
+		}
+		st, err := tb.Read()
+		must(t, err)
+		if len(st.Ingress)+len(st.Egress)+len(st.Hairpin)+len(st.Stray)+len(st.Broken) != 0 {
+			t.Errorf("after removing everything the table still has %+v", st)
+		}
+		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, "to-") {
+			t.Errorf("an ingress chain outlived its IP:\n%s", text)
+		}
+	})
+}
+
+func TestRemovalOnAMissingTableIsNoErrorAndCreatesNothingButTheTable(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.DelEgress(EgressKey{ctrA, "uplink0"}))
+		must(t, tb.DelHairpin(Hairpin{"cni0", ctrA}))
+		if st, err := tb.Read(); err != nil || st.Present {
+			t.Errorf("removals made the table (present %v, err %v)", st.Present, err)
+		}
+		must(t, tb.SetIngress(ext4, nil))
+		st, err := tb.Read()
+		must(t, err)
+		if len(st.Ingress) != 0 || len(st.Broken) != 0 {
+			t.Errorf("removing steering of an unknown IP left %+v", st)
+		}
+	})
+}
+
+func TestEgressOfASourceMovesToAnotherIPAndIngressTargetsChange(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.SetEgress(EgressKey{ctrA, "uplink0"}, ext4))
+		must(t, tb.SetEgress(EgressKey{ctrA, "uplink0"}, ext4b))
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA, ctrB}))
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrB}))
+		st, err := tb.Read()
+		must(t, err)
+		if got := st.Egress[EgressKey{ctrA, "uplink0"}]; got != ext4b || len(st.Egress) != 1 {
+			t.Errorf("egress of %s is %v, want only %s", ctrA, st.Egress, ext4b)
+		}
+		if got := st.Ingress[ext4]; !slices.Equal(got, []netip.Addr{ctrB}) {
+			t.Errorf("ingress of %s is %v, want [%s]", ext4, got, ctrB)
+		}
+	})
+}
+
+func TestReadReportsAStrayChainAndABrokenBaseChain(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA}))
+		nft(t, netns, "delete", "element", "inet", TableName, "in4", "{", ext4.String(), "}")
+		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
+		st, err := tb.Read()
+		must(t, err)
+		if !slices.Equal(st.Stray, []string{"to-192.0.2.10"}) || len(st.Ingress) != 0 {
+			t.Errorf("stray %v, ingress %v: want the chain of %s reported stray", st.Stray, st.Ingress, ext4)
+		}
+		if len(st.Broken) != 1 || !strings.Contains(st.Broken[0], chainPostrouting) {
+			t.Errorf("broken %v, want the flushed postrouting chain", st.Broken)
+		}
+		must(t, tb.Ensure())
+		if st, _ := tb.Read(); len(st.Broken) != 0 {
+			t.Errorf("Ensure left %v broken", st.Broken)
+		}
+	})
+}
+
+func TestProbeChangesNothing(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Probe())
+		if st, _ := tb.Read(); st.Present {
+			t.Error("Probe left a table behind")
+		}
+		steerAll(t, tb)
+		before := nft(t, netns, "list", "table", "inet", TableName)
+		must(t, tb.Probe())
+		if after := nft(t, netns, "list", "table", "inet", TableName); after != before {
+			t.Errorf("Probe changed the table:\n%s\nto\n%s", before, after)
+		}
+	})
+}
+
+func flow(src, dst, replySrc, replyDst netip.Addr, sport uint16) *netlink.ConntrackFlow {
+	fam := uint8(unix.AF_INET)
+	if src.Is6() {
+		fam = unix.AF_INET6
+	}
+	return &netlink.ConntrackFlow{
+		FamilyType: fam,
+		Forward:    netlink.IPTuple{SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), Protocol: unix.IPPROTO_UDP, SrcPort: sport, DstPort: 80},
+		Reverse:    netlink.IPTuple{SrcIP: replySrc.AsSlice(), DstIP: replyDst.AsSlice(), Protocol: unix.IPPROTO_UDP, SrcPort: 80, DstPort: sport},
+		TimeOut:    100,
+	}
+}
+
+func TestForgetTargetDeletesOnlyTheLeavingTargetsEntries(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		client := netip.MustParseAddr("198.51.100.7")
+		other := netip.MustParseAddr("198.51.100.8")
+		for i, f := range []*netlink.ConntrackFlow{
+			flow(client, ext4, ctrA, client, 1000), // to A via the external IP
+			flow(client, ext4, ctrB, client, 1001), // to B via the external IP
+			flow(client, ctrA, ctrA, client, 1002), // straight to A, not ours
+			flow(ctrA, other, other, ext4, 1003),   // A's egress from the external IP
+		} {
+			if err := netlink.ConntrackCreate(netlink.ConntrackTable, unix.AF_INET, f); err != nil {
+				t.Fatalf("creating flow %d: %v", i, err)
+			}
+		}
+		n, err := ForgetTarget(ext4, ctrA)
+		must(t, err)
+		if n != 1 {
+			t.Errorf("ForgetTarget deleted %d entries, want the one DNATed to %s", n, ctrA)
+		}
+		n, err = ForgetIP(ext4)
+		must(t, err)
+		if n != 2 {
+			t.Errorf("ForgetIP deleted %d entries, want B's and the egress one", n)
+		}
+		left, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+		must(t, err)
+		if len(left) != 1 || left[0].Forward.SrcPort != 1002 {
+			t.Errorf("left %d entries, want only the flow straight to A: %v", len(left), left)
+		}
+	})
+}
