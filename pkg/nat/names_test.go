@@ -68,4 +68,3 @@ func TestElementsLayOutKeysAsTheKernelCompares(t *testing.T) {
 		t.Errorf("spread element 1 is %v : %v", sp[1].Key, sp[1].Val)
 	}
 }
-
