@@ -18,12 +18,12 @@ func (a *Assigner) apply(j *journal) error {
 		if dev, err = a.ensureHolder(); err != nil {
 			return err
 		}
-		err = a.st.writeJSON(a.st.recordPath(j.Key), j.Record)
+		err = a.st.writeJSON(inAtt, recordName(j.Key), j.Record)
 	} else {
 		// A release never creates the device, and never touches a device
 		// that has stopped being ours: it only forgets.
 		dev, _ = a.k.holder(a.opts.Device, false, false)
-		err = a.st.remove(a.st.recordPath(j.Key))
+		err = a.st.remove(inAtt, recordName(j.Key))
 	}
 	if err != nil {
 		return err
@@ -76,6 +76,10 @@ func (a *Assigner) hold(dev int, ip netip.Addr, uplink string) error {
 	}
 	if added {
 		a.log.Info("address added", "ip", ip)
+		if a.put == nil {
+			a.put = map[netip.Addr]bool{}
+		}
+		a.put[ip] = true
 	}
 	a.hook("address")
 	if ip.Is6() && uplink != "" {
@@ -86,6 +90,11 @@ func (a *Assigner) hold(dev int, ip netip.Addr, uplink string) error {
 
 // release takes an IP nobody holds off the holder and out of the index.
 func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
+	if a.undoing && a.fresh[ip] && !a.put[ip] {
+		// Neither the address nor its proxy entry was there before this
+		// ADD, and it never put them there.
+		return a.st.writeIP(ip, ipEntry{})
+	}
 	if dev != 0 {
 		removed, err := a.k.delAddr(dev, ip)
 		if err != nil {
@@ -111,7 +120,10 @@ func (a *Assigner) ensureHolder() (int, error) {
 	if a.dev != 0 {
 		return a.dev, nil
 	}
-	adopt := fileExists(a.st.creatingPath())
+	adopt, err := a.st.has(top, creatingName)
+	if err != nil {
+		return 0, err
+	}
 	if !adopt && a.seen == 0 {
 		// Not seen by screening (or replaying): look before making.
 		dev, err := a.k.holder(a.opts.Device, false, false)
@@ -119,7 +131,7 @@ func (a *Assigner) ensureHolder() (int, error) {
 			return 0, err
 		}
 		if dev == 0 {
-			if err := a.st.writeJSON(a.st.creatingPath(), a.opts.Device); err != nil {
+			if err := a.st.writeJSON(top, creatingName, a.opts.Device); err != nil {
 				return 0, err
 			}
 			adopt = true
@@ -133,7 +145,7 @@ func (a *Assigner) ensureHolder() (int, error) {
 	if adopt {
 		a.log.Info("holder device ready", "index", dev)
 		a.hook("device")
-		return dev, a.st.remove(a.st.creatingPath())
+		return dev, a.st.remove(top, creatingName)
 	}
 	return dev, nil
 }

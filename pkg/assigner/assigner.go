@@ -1,12 +1,12 @@
 package assigner
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -54,6 +54,10 @@ type Assigner struct {
 	seen, dev int
 	// ups resolves each uplink once per invocation.
 	ups uplinkCache
+	// fresh are the IPs this ADD takes first (see fresh), put those it put
+	// on the holder; undoing is set while an ADD is being undone.
+	fresh, put map[netip.Addr]bool
+	undoing    bool
 }
 
 // New returns an Assigner working on the host's kernel.
@@ -68,7 +72,7 @@ func newAssigner(o Options, k kernel) *Assigner {
 		opts: o,
 		k:    k,
 		ups:  uplinkCache{k: k},
-		st:   &store{dir: filepath.Join(o.DataDir, o.Device)},
+		st:   newStore(o.DataDir, o.Device),
 		log:  log.With("device", o.Device),
 		hook: stepHook,
 	}
@@ -91,18 +95,16 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	if err := a.probe(ips, routes, h.Probe); err != nil {
 		return nil, err
 	}
-	if err := a.st.init(); err != nil {
-		return nil, err
-	}
-	l, err := a.lock()
+	l, err := a.st.lockState(true, a.opts.LockTimeout)
 	if err != nil {
-		return nil, err
+		return nil, oneLine(err)
 	}
 	defer l.unlock()
 	if err := a.recover(); err != nil {
-		return nil, err
+		return nil, oneLine(err)
 	}
-	return a.add(att, ips, routes, h)
+	placed, err := a.add(att, ips, routes, h)
+	return placed, oneLine(err)
 }
 
 func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]route, h Hooks) ([]Placed, error) {
@@ -120,25 +122,46 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if err != nil {
 		return nil, err
 	}
-	touch := slices.Clone(ips)
-	undo := &journal{Key: key, Touch: touch}
+	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips}, Touch: slices.Clone(ips), Uplinks: uplinks}
 	if old != nil {
-		touch = union(old.IPs, ips)
-		if undo, err = a.restoring(key, old, touch); err != nil {
+		if err := a.remember(j, old); err != nil {
 			return nil, err
 		}
 	}
-	j := &journal{Key: key, Record: &record{Attachment: att, IPs: ips}, Touch: touch, Uplinks: uplinks}
-	if err := a.commit(j); err != nil {
-		return nil, a.rollback(undo, err)
+	a.fresh = fresh(placed, routes)
+	if err := a.begin(j); err != nil {
+		return nil, err
+	}
+	// The journal stays until the ADD has succeeded, announcement and all:
+	// an invocation killed before that is rolled back by the next one.
+	if err := a.apply(j); err != nil {
+		return nil, a.undo(j, err)
 	}
 	if h.Announce != nil {
 		if err := h.Announce(placed); err != nil {
-			return nil, a.rollback(undo, err)
+			return nil, a.undo(j, err)
 		}
+	}
+	a.hook("done")
+	if err := a.st.remove(top, journalName); err != nil {
+		return nil, a.undo(j, err)
 	}
 	a.log.Info("added", "attachment", att.String(), "ips", ips)
 	return placed, nil
+}
+
+// fresh lists the IPs that were on no interface when screened and that
+// this ADD gives their first holder: until this invocation puts one on the
+// holder, undoing the ADD has nothing to take off the kernel for it, which
+// matters when the kernel refuses every change (no CAP_NET_ADMIN).
+func fresh(placed []Placed, routes map[netip.Addr]route) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, p := range placed {
+		if p.First && routes[p.Addr].local == 0 {
+			out[p.Addr] = true
+		}
+	}
+	return out
 }
 
 // probe asks the LAN, all at once, about every IP that is not yet on the
@@ -176,27 +199,37 @@ func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe fu
 	return nil
 }
 
-// restoring is the change that gives a re-ADDed attachment back its earlier
-// record, with the uplinks its IPs have now: an IP the new record drops is
-// released, and its index forgets the uplink, before a rollback re-holds it.
-func (a *Assigner) restoring(key string, old *record, touch []netip.Addr) (*journal, error) {
-	undo := &journal{Key: key, Record: old, Touch: touch, Uplinks: map[netip.Addr]string{}}
+// remember keeps in a re-ADD's journal what undoing it restores: the
+// earlier record, with the uplinks its IPs have now (an IP the new record
+// drops is released, and its index forgets the uplink, before an undo
+// re-holds it).
+func (a *Assigner) remember(j *journal, old *record) error {
+	j.Touch = union(old.IPs, j.Touch)
+	j.Old, j.OldUplinks = old, map[netip.Addr]string{}
 	for _, ip := range old.IPs {
 		e, err := a.st.readIP(ip)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		undo.Uplinks[ip] = e.Uplink
+		j.OldUplinks[ip] = e.Uplink
 	}
-	return undo, nil
+	return nil
 }
 
-// rollback undoes a failed ADD with undo: the attachment's earlier record
-// restored, or released when it had none. A failed ADD, like a refused one,
-// so leaves the state as it found it and no address nobody holds.
-func (a *Assigner) rollback(undo *journal, cause error) error {
-	if err := a.commit(undo); err != nil {
-		return errors.Join(cause, err)
+// undo gives the attachment back what it held before a failed ADD (its
+// earlier record, or none), so that a failed ADD, like a refused one,
+// leaves the state as it found it and no address nobody holds; then it
+// drops the ADD's journal. If it cannot, the journal stays and the next
+// invocation undoes the ADD.
+func (a *Assigner) undo(j *journal, cause error) error {
+	a.undoing = true
+	defer func() { a.undoing = false }()
+	err := a.apply(j.reverse())
+	if err == nil {
+		err = a.st.remove(top, journalName)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; rolling back also failed: %s; the next invocation rolls it back", cause, oneLine(err))
 	}
 	return cause
 }
@@ -222,68 +255,89 @@ func (a *Assigner) Del(att Attachment) error {
 // finished. Without a state directory there is nothing to release or
 // collect, and nothing is created.
 func (a *Assigner) withState(f func() error) error {
-	if !a.st.exists() {
-		return nil
-	}
-	l, err := a.lock()
-	if err != nil {
-		return err
+	l, err := a.st.lockState(false, a.opts.LockTimeout)
+	if err != nil || l == nil {
+		return oneLine(err)
 	}
 	defer l.unlock()
 	if err := a.recover(); err != nil {
-		return err
+		return oneLine(err)
 	}
-	return f()
+	return oneLine(f())
 }
 
+// lock takes the lock of a state directory that exists, for the readers
+// (CHECK, status) that looked first.
 func (a *Assigner) lock() (*lockFile, error) {
-	return lock(a.st.lockPath(), a.opts.LockTimeout)
+	l, err := a.st.lockState(false, a.opts.LockTimeout)
+	if err == nil && l == nil {
+		err = Errorf(ErrState, "state directory %s: vanished while being opened", a.st.dir)
+	}
+	return l, err
 }
 
-// commit makes a change durable in the journal before touching anything
-// else, applies it, then drops the journal. It first reads every index
-// entry the change will touch, so that a corrupt one fails the change with
-// nothing changed rather than half-way through.
+// commit carries out a release: begun, applied, its journal dropped.
 func (a *Assigner) commit(j *journal) error {
-	for _, ip := range j.Touch {
-		if _, err := a.st.readIP(ip); err != nil {
-			return err
-		}
-	}
-	a.hook("journal")
-	if err := a.st.writeJSON(a.st.journalPath(), j); err != nil {
+	if err := a.begin(j); err != nil {
 		return err
 	}
 	if err := a.apply(j); err != nil {
 		return err
 	}
 	a.hook("done")
-	return a.st.remove(a.st.journalPath())
+	return a.st.remove(top, journalName)
 }
 
-// recover finishes a change that a crashed invocation left in the journal,
-// and a holder device it left made but not marked.
+// begin makes a change durable in the journal before touching anything
+// else. It first reads every index entry the change will touch, so that a
+// corrupt one fails the change with nothing changed rather than half-way
+// through.
+func (a *Assigner) begin(j *journal) error {
+	j.infer()
+	for _, ip := range j.Touch {
+		if _, err := a.st.readIP(ip); err != nil {
+			return err
+		}
+	}
+	a.hook("journal")
+	return a.st.writeJSON(top, journalName, j)
+}
+
+// recover sweeps what a killed write left in tmp/, adopts a holder device a
+// crash left made but not marked, and settles a change left in the
+// journal: an ADD is undone, a release finished.
 func (a *Assigner) recover() error {
-	if fileExists(a.st.creatingPath()) {
-		if _, err := a.k.holder(a.opts.Device, false, true); err != nil {
-			return err
-		}
-		if err := a.st.remove(a.st.creatingPath()); err != nil {
-			return err
-		}
+	if err := a.st.sweepTmp(); err != nil {
+		return err
+	}
+	if err := a.recoverHolder(); err != nil {
+		return err
 	}
 	j, err := a.st.readJournal()
 	if err != nil || j == nil {
 		return err
 	}
-	a.log.Warn("finishing an interrupted change", "journal", a.st.journalPath(), "key", j.Key)
+	if j.Op == opAdd {
+		a.log.Warn("rolling back an interrupted ADD", "journal", a.st.journalPath(), "key", j.Key)
+		j = j.reverse()
+	} else {
+		a.log.Warn("finishing an interrupted release", "journal", a.st.journalPath(), "key", j.Key)
+	}
 	if err := a.apply(j); err != nil {
 		return err
 	}
-	if err := a.st.remove(a.st.journalPath()); err != nil {
+	return a.st.remove(top, journalName)
+}
+
+func (a *Assigner) recoverHolder() error {
+	marked, err := a.st.has(top, creatingName)
+	if err != nil || !marked {
 		return err
 	}
-	return a.st.sweepTmp()
+	if _, err := a.k.holder(a.opts.Device, false, true); err != nil {
+		return err
+	}
+	return a.st.remove(top, creatingName)
 }
 
 func union(a, b []netip.Addr) []netip.Addr {
@@ -296,7 +350,26 @@ func union(a, b []netip.Addr) []netip.Addr {
 	return out
 }
 
+// fileExists looks by path, without following a last symlink; only the
+// checks made before the state is opened use it.
 func fileExists(path string) bool {
-	_, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	return err == nil
 }
+
+// oneLine keeps an error's kinds but puts its message on one line:
+// errors.Join puts one error per line, and a CNI error message is one line.
+func oneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return &lineError{msg: strings.ReplaceAll(err.Error(), "\n", "; "), err: err}
+}
+
+type lineError struct {
+	msg string
+	err error
+}
+
+func (e *lineError) Error() string { return e.msg }
+func (e *lineError) Unwrap() error { return e.err }

@@ -2,12 +2,17 @@
 // device that carries them.
 //
 // State lives on disk under dataDir/<device>/, shared by every concurrent
-// invocation of the plugin and guarded by one file lock per device:
+// invocation of the plugin and guarded by a flock(2) on dataDir itself, which
+// every invocation takes for its whole read-modify-write (a directory is
+// locked, so removing a file or the device's directory cannot let a second
+// invocation in). Inside dataDir every file is reached relative to its
+// directory's handle, never through a symlink, and only from directories
+// that no other user can write:
 //
-//	lock            the flock(2) every invocation takes for its whole read-modify-write
+//	lock            also locked, for binaries from before the dataDir lock
 //	journal         the change under way, written before any other file or the kernel
-//	                is touched; the next invocation replays it, so a crash at any
-//	                instant is repaired
+//	                is touched; the next invocation settles it, so a crash at any
+//	                instant is repaired: an ADD is rolled back, a release finished
 //	att/<key>.json  one record per attachment (network, container ID, interface) -> IPs;
 //	                the key is a hash, so no name from a request can build a path
 //	ip/<addr>.json  per IP: the keys of its holders (its count) and its uplink

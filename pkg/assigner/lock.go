@@ -2,69 +2,76 @@ package assigner
 
 import (
 	"errors"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// lockFile is an exclusive flock(2) on the device's lock file. The kernel
-// drops it when the process dies, so a crashed invocation never wedges the
-// others.
+// lockFile is the state lock of one invocation: an exclusive flock(2) on
+// the dataDir directory itself, then on the device's legacy lock file. The
+// kernel drops both when the process dies, so a crash never wedges the
+// others. Unlock also closes the state directory's handles.
 type lockFile struct {
-	f *os.File
+	st *store
 }
 
-// lock waits up to timeout for the lock. A flock blocked in the kernel
-// cannot be given a deadline, so a goroutine blocks in it while the caller
-// waits on a timer. Blocking, rather than polling, lets waiters sleep until
-// the holder is done: on a busy node, 64 pollers would take the CPU the
-// holder needs.
-func lock(path string, timeout time.Duration) (*lockFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, fileMode)
-	if err != nil {
-		return nil, Errorf(ErrState, "opening lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
-		return &lockFile{f: f}, nil // uncontended: no goroutine, no timer
+// flockWithin waits until deadline for an exclusive flock on fd. A flock
+// blocked in the kernel cannot be given a deadline, so a goroutine blocks
+// in it while the caller waits on a timer. Blocking, rather than polling,
+// lets waiters sleep until the holder is done: on a busy node, 64 pollers
+// would take the CPU the holder needs.
+func flockWithin(fd int, name string, deadline time.Time, timeout time.Duration) error {
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		return nil // uncontended: no goroutine, no timer
 	}
 	// The waiter gets its own descriptor of the same open file: the lock
 	// belongs to the open file, and the waiter closes its descriptor once
-	// flock returns, whoever has stopped waiting by then.
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	// flock returns, whoever has stopped waiting by then. The caller closes
+	// fd on a timeout, which drops the lock should the waiter get it later.
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		f.Close()
-		return nil, Errorf(ErrState, "locking %s: %w", path, err)
+		return Errorf(ErrState, "locking %s: %w", name, err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		err := unix.Flock(fd, unix.LOCK_EX)
+		err := unix.Flock(dup, unix.LOCK_EX)
 		for errors.Is(err, unix.EINTR) {
-			err = unix.Flock(fd, unix.LOCK_EX)
+			err = unix.Flock(dup, unix.LOCK_EX)
 		}
-		unix.Close(fd)
+		unix.Close(dup)
 		done <- err
 	}()
-	return wait(f, path, timeout, done)
-}
-
-func wait(f *os.File, path string, timeout time.Duration, done chan error) (*lockFile, error) {
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case err := <-done:
 		if err != nil {
-			f.Close()
-			return nil, Errorf(ErrState, "locking %s: %w", path, err)
+			return Errorf(ErrState, "locking %s: %w", name, err)
 		}
-		return &lockFile{f: f}, nil
+		return nil
 	case <-timer.C:
-		// Closing f drops the lock should the waiter get it later: its own
-		// descriptor is closed as soon as flock returns.
-		f.Close()
-		return nil, Errorf(ErrLockTimeout, "locking %s: %w after %v", path, ErrLockTimeout, timeout)
+		return Errorf(ErrLockTimeout, "locking %s: %w after %v", name, ErrLockTimeout, timeout)
 	}
 }
 
-// unlock closes the file, which releases the flock.
-func (l *lockFile) unlock() { l.f.Close() }
+// sameFile says whether two stats are of one inode.
+func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
+
+// stillAt says whether fd is still the directory that path names: a waiter
+// that opened dataDir before someone removed or replaced it must not run
+// beside an invocation that locked the new one.
+func stillAt(fd int, path string) (bool, error) {
+	var held, now unix.Stat_t
+	if err := unix.Fstat(fd, &held); err != nil {
+		return false, err
+	}
+	err := unix.Stat(path, &now)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	return err == nil && sameFile(&held, &now), err
+}
+
+// unlock closes every handle of the state directory, which releases the
+// flocks.
+func (l *lockFile) unlock() { l.st.close() }

@@ -201,10 +201,11 @@ func TestConcurrentProcessesKeepTheIndexEqualToTheRecords(t *testing.T) {
 	assertState(t, f, holdings{})
 }
 
-func TestLockTimeoutWhileAnotherProcessHoldsTheLock(t *testing.T) {
-	f, kernel := sharedFixture(t)
+// holdLock starts a child that adds attA and waits, holding the lock, in
+// its change; release lets it finish and says how it ended.
+func holdLock(t *testing.T, f *fixture, kernel string) (release func() error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	holder := child(ctx, "hold", f.opts.DataDir, kernel)
 	stdin, err := holder.StdinPipe()
 	if err != nil {
@@ -238,11 +239,23 @@ func TestLockTimeoutWhileAnotherProcessHoldsTheLock(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the child never held the lock\n%s", stderr)
 	}
+	return func() error {
+		defer cancel()
+		stdin.Close()
+		if err := holder.Wait(); err != nil {
+			return fmt.Errorf("the child holding the lock: %w\n%s", err, stderr)
+		}
+		return nil
+	}
+}
 
+func TestLockTimeoutWhileAnotherProcessHoldsTheLock(t *testing.T) {
+	f, kernel := sharedFixture(t)
+	release := holdLock(t, f, kernel)
 	impatient := *f
 	impatient.opts.LockTimeout = 100 * time.Millisecond
 	start := time.Now()
-	_, err = impatient.assigner().Add(attC, []netip.Addr{v4c}, Hooks{})
+	_, err := impatient.assigner().Add(attC, []netip.Addr{v4c}, Hooks{})
 	took := time.Since(start)
 	if !errors.Is(err, ErrLockTimeout) {
 		t.Errorf("Add while another process holds the lock = %v, want ErrLockTimeout", err)
@@ -251,9 +264,8 @@ func TestLockTimeoutWhileAnotherProcessHoldsTheLock(t *testing.T) {
 		t.Errorf("Add gave up after %v, want about the 100ms lock timeout", took)
 	}
 
-	stdin.Close()
-	if err := holder.Wait(); err != nil {
-		t.Fatalf("the child holding the lock: %v\n%s", err, stderr)
+	if err := release(); err != nil {
+		t.Fatal(err)
 	}
 	f.add(attC, v4c)
 	assertState(t, f, holdings{attA: {v4b}, attC: {v4c}})
@@ -289,9 +301,6 @@ func TestKillDashNineAtAnyStepIsRepairedByTheNextProcess(t *testing.T) {
 	}
 	stranger := Attachment{Network: "net9", ContainerID: "nobody", IfName: "eth0"}
 	for sc, s := range crashScenarios {
-		if s.mid != nil {
-			continue // an in-process crash covers the rollback
-		}
 		steps := s.steps(t)
 		for n, step := range steps {
 			t.Run(fmt.Sprintf("%s/killed at %s (step %d)", s.name, step, n+1), func(t *testing.T) {

@@ -3,7 +3,6 @@ package assigner
 import (
 	"errors"
 	"net/netip"
-	"os"
 )
 
 // Ready says whether an ADD could work now: the state directory writable,
@@ -11,15 +10,9 @@ import (
 // the families in use. It changes nothing but the state directory's
 // existence.
 func (a *Assigner) Ready(v4, v6 bool) error {
-	if err := a.st.init(); err != nil {
+	if err := a.st.writable(); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(a.st.tmpDir(), "status.*")
-	if err != nil {
-		return Errorf(ErrState, "state directory %s: is not writable: %w", a.st.dir, err)
-	}
-	f.Close()
-	os.Remove(f.Name())
 	if _, err := a.k.holder(a.opts.Device, false, fileExists(a.st.creatingPath())); err != nil {
 		return err
 	}
@@ -30,7 +23,7 @@ func (a *Assigner) Ready(v4, v6 bool) error {
 	if v6 {
 		errs = append(errs, a.readyFamily(netip.IPv6Unspecified()))
 	}
-	return errors.Join(errs...)
+	return oneLine(errors.Join(errs...))
 }
 
 // readyFamily checks the configured uplink, or the default route's.
@@ -93,7 +86,7 @@ func (a *Assigner) Report() (*Report, error) {
 	defer l.unlock()
 	rep.Pending = fileExists(a.st.journalPath())
 	if rep.Pending {
-		rep.Drift = append(rep.Drift, "an interrupted change is pending in "+a.st.journalPath()+"; the next ADD, DEL or GC finishes it")
+		rep.Drift = append(rep.Drift, "an interrupted change is pending in "+a.st.journalPath()+"; the next ADD, DEL or GC settles it (an ADD is rolled back, a release finished)")
 	}
 	recs, err := a.st.records()
 	if err != nil {

@@ -5,12 +5,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io/fs"
+	"io"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Attachment names one attachment of a container to a network, as CNI does.
@@ -44,9 +49,12 @@ type ipEntry struct {
 	Uplink  string   `json:"uplink,omitempty"`
 }
 
-// journal is one change under way. Applying it is idempotent, so replaying
-// it after a crash at any point finishes the change.
+// journal is one change under way. Applying it is idempotent, so it can be
+// carried out again after a crash at any point. An ADD's journal is undone
+// by whoever finds it: the ADD did not return success, so its runtime
+// takes it as failed. A release is finished.
 type journal struct {
+	Op  string `json:"op"`
 	Key string `json:"key"`
 	// Record is the attachment's new record; nil releases the attachment.
 	Record *record `json:"record"`
@@ -54,32 +62,121 @@ type journal struct {
 	Touch []netip.Addr `json:"touch"`
 	// Uplinks names the uplink chosen for IPs that had no holder yet.
 	Uplinks map[netip.Addr]string `json:"uplinks,omitempty"`
+	// Old is a re-ADDed attachment's earlier record, which undoing the ADD
+	// restores with its IPs' uplinks OldUplinks.
+	Old        *record               `json:"old,omitempty"`
+	OldUplinks map[netip.Addr]string `json:"oldUplinks,omitempty"`
+	// Steps are changes beyond the record, the index and the addresses,
+	// each named by its kind; a kind this binary does not know is refused
+	// by name rather than skipped.
+	Steps []journalStep `json:"steps,omitempty"`
 }
 
-// store is the state directory of one holder device.
-type store struct {
-	dir string
+// journalStep is one further change of a journal, of a named kind.
+type journalStep struct {
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 const (
-	dirMode  = 0o700
-	fileMode = 0o600
+	opAdd     = "add"     // undone when found after a crash
+	opRelease = "release" // finished when found after a crash
 )
 
-func (s *store) journalPath() string          { return filepath.Join(s.dir, "journal") }
-func (s *store) attDir() string               { return filepath.Join(s.dir, "att") }
-func (s *store) ipDir() string                { return filepath.Join(s.dir, "ip") }
-func (s *store) tmpDir() string               { return filepath.Join(s.dir, "tmp") }
-func (s *store) recordPath(key string) string { return filepath.Join(s.attDir(), key+".json") }
-func (s *store) ipPath(ip netip.Addr) string  { return filepath.Join(s.ipDir(), ip.String()+".json") }
-func (s *store) lockPath() string             { return filepath.Join(s.dir, "lock") }
-func (s *store) creatingPath() string         { return filepath.Join(s.dir, "creating-device") }
-func (s *store) exists() bool                 { _, err := os.Stat(s.dir); return err == nil }
-func (s *store) subdirs() []string            { return []string{s.dir, s.tmpDir(), s.attDir(), s.ipDir()} }
+// check refuses a journal that this binary cannot carry out. A journal of
+// a binary from before "op" says what it is by its record.
+func (j *journal) check(path string) error {
+	j.infer()
+	if (j.Op != opAdd && j.Op != opRelease) || (j.Op == opAdd) != (j.Record != nil) {
+		return Errorf(ErrState, "state file %s is corrupt: op %q with record %v; see the README's recovery section", path, j.Op, j.Record != nil)
+	}
+	if len(j.Steps) > 0 {
+		return Errorf(ErrState, "state file %s has a step of kind %q, which this binary does not know", path, j.Steps[0].Kind)
+	}
+	return nil
+}
+
+// infer fills in an op that was left out: a change with a record is an ADD.
+func (j *journal) infer() {
+	if j.Op != "" {
+		return
+	}
+	j.Op = opRelease
+	if j.Record != nil {
+		j.Op = opAdd
+	}
+}
+
+// reverse is the change that undoes an ADD: the earlier record restored,
+// or the attachment released when it had none. It is carried out in place,
+// never journaled: the ADD's journal stands for it until it is done.
+func (j *journal) reverse() *journal {
+	if j.Old == nil {
+		return &journal{Op: opRelease, Key: j.Key, Touch: j.Touch}
+	}
+	return &journal{Op: opAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks}
+}
+
+// store is the state directory of one holder device. Its files are only
+// ever reached through the handles of its directories, opened under the
+// lock without following a symlink, so nothing planted inside dataDir can
+// send a read, a write or a removal outside it.
+type store struct {
+	dataDir, device string
+	dir             string // dataDir/device, to name things in messages
+	resolved        string // dataDir with its symlinks followed
+	fd              [nwhere]int
+}
+
+// where is a directory of the state: the handles the store holds.
+type where int
+
+const (
+	data where = iota // dataDir itself, which is locked
+	top               // dataDir/device
+	inTmp
+	inAtt
+	inIP
+	lock // the legacy lock file
+	nwhere
+)
+
+var subdirs = [nwhere]string{inTmp: "tmp", inAtt: "att", inIP: "ip"}
+
+const (
+	dirMode      = 0o700
+	fileMode     = 0o600
+	journalName  = "journal"
+	creatingName = "creating-device"
+	lockName     = "lock"
+)
+
+func newStore(dataDir, device string) *store {
+	s := &store{dataDir: dataDir, device: device, dir: filepath.Join(dataDir, device)}
+	for i := range s.fd {
+		s.fd[i] = -1
+	}
+	return s
+}
+
+// path names a state file in messages; it is never opened by that name.
+func (s *store) path(w where, name string) string {
+	if w == top || w == lock {
+		return filepath.Join(s.dir, name)
+	}
+	return filepath.Join(s.dir, subdirs[w], name)
+}
+
+func recordName(key string) string           { return key + ".json" }
+func ipName(ip netip.Addr) string            { return ip.String() + ".json" }
+func (s *store) journalPath() string         { return s.path(top, journalName) }
+func (s *store) creatingPath() string        { return s.path(top, creatingName) }
+func (s *store) ipPath(ip netip.Addr) string { return s.path(inIP, ipName(ip)) }
+func (s *store) exists() bool                { _, err := os.Lstat(s.dir); return err == nil }
 
 func (s *store) readRecord(key string) (*record, error) {
 	r := &record{}
-	ok, err := readJSON(s.recordPath(key), r)
+	ok, err := s.readJSON(inAtt, recordName(key), r)
 	if !ok {
 		r = nil
 	}
@@ -88,7 +185,7 @@ func (s *store) readRecord(key string) (*record, error) {
 
 func (s *store) readIP(ip netip.Addr) (ipEntry, error) {
 	var e ipEntry
-	_, err := readJSON(s.ipPath(ip), &e)
+	_, err := s.readJSON(inIP, ipName(ip), &e)
 	// Sorted and unique, so that withHolder can search it even after a
 	// hand edit.
 	slices.Sort(e.Holders)
@@ -96,63 +193,89 @@ func (s *store) readIP(ip netip.Addr) (ipEntry, error) {
 	return e, err
 }
 
-func (s *store) readJournal() (*journal, error) {
-	j := &journal{}
-	ok, err := readJSON(s.journalPath(), j)
-	if !ok {
-		j = nil
-	}
-	return j, err
-}
-
 // writeIP stores an IP's entry, or removes it once nobody holds the IP.
 func (s *store) writeIP(ip netip.Addr, e ipEntry) error {
 	if len(e.Holders) == 0 {
-		return s.remove(s.ipPath(ip))
+		return s.remove(inIP, ipName(ip))
 	}
-	return s.writeJSON(s.ipPath(ip), e)
+	return s.writeJSON(inIP, ipName(ip), e)
 }
 
-// init makes the directories; only ADD calls it, so that DEL, CHECK and GC of
-// a device never used leave nothing behind.
-func (s *store) init() error {
-	for _, d := range s.subdirs() {
-		if err := os.MkdirAll(d, dirMode); err != nil {
-			return Errorf(ErrState, "creating state directory %s: %w", d, err)
-		}
-	}
-	return nil
-}
-
-// readJSON decodes path into v; a missing file is (false, nil). A file that
-// exists but does not decode is an error naming it: state is never reset
-// silently.
-func readJSON(path string, v any) (bool, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, Errorf(ErrState, "reading state file %s: %w", path, err)
+// readJSON decodes a state file into v; a missing file is (false, nil). A
+// file that exists but does not decode is an error naming it: state is
+// never reset silently.
+func (s *store) readJSON(w where, name string, v any) (bool, error) {
+	b, err := s.readFile(w, name)
+	if b == nil || err != nil {
+		return false, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, Errorf(ErrState, "state file %s is corrupt: %v; see the README's recovery section", path, err)
+		return false, Errorf(ErrState, "state file %s is corrupt: %v; see the README's recovery section", s.path(w, name), err)
 	}
 	return true, nil
 }
 
-// writeJSON replaces path atomically: a crash leaves the old or the new
-// content, never a torn file.
-func (s *store) writeJSON(path string, v any) error {
+// readFile reads a regular file of the state, nil when it does not exist.
+// O_NONBLOCK keeps a planted FIFO from blocking the open.
+func (s *store) readFile(w where, name string) ([]byte, error) {
+	path := s.path(w, name)
+	fd, err := unix.Openat(s.fd[w], name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, nil
+	case errors.Is(err, unix.ELOOP):
+		return nil, notFollowed(s.fd[w], name, path, "file")
+	case err != nil:
+		return nil, Errorf(ErrState, "reading state file %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, Errorf(ErrState, "state file %s is not a regular file; remove it", path)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, Errorf(ErrState, "reading state file %s: %w", path, err)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// writeJSON replaces a state file atomically: a crash leaves the old or the
+// new content, never a torn file. The temp file's name matches tmpPattern,
+// so that a crash's leftover is swept.
+func (s *store) writeJSON(w where, name string, v any) error {
+	path := s.path(w, name)
 	b, err := json.Marshal(v)
 	if err != nil {
 		return Errorf(ErrState, "encoding %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(s.tmpDir(), filepath.Base(path)+".*")
+	if err := s.notSymlink(w, name); err != nil {
+		return err
+	}
+	tmp, err := s.stage(name, b)
+	if err == nil {
+		err = unix.Renameat(s.fd[inTmp], tmp, s.fd[w], name)
+		if err != nil {
+			unix.Unlinkat(s.fd[inTmp], tmp, 0)
+		}
+	}
 	if err != nil {
 		return Errorf(ErrState, "writing %s: %w", path, err)
 	}
-	tmp := f.Name()
+	return nil
+}
+
+// stage writes b to a new file in tmp/ and syncs it.
+func (s *store) stage(name string, b []byte) (string, error) {
+	tmp := name + "." + strconv.FormatUint(uint64(rand.Uint32()), 10)
+	fd, err := unix.Openat(s.fd[inTmp], tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
 	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
@@ -160,26 +283,56 @@ func (s *store) writeJSON(path string, v any) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
-		os.Remove(tmp)
-		return Errorf(ErrState, "writing %s: %w", path, err)
+		unix.Unlinkat(s.fd[inTmp], tmp, 0)
+	}
+	return tmp, err
+}
+
+// notSymlink refuses to replace a symlink: something planted it there.
+func (s *store) notSymlink(w where, name string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.fd[w], name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return notFollowed(s.fd[w], name, s.path(w, name), "file")
 	}
 	return nil
 }
 
-func (s *store) remove(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Errorf(ErrState, "removing %s: %w", path, err)
+// has says whether a state file exists; a symlink there is an error.
+func (s *store) has(w where, name string) (bool, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(s.fd[w], name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	case err != nil:
+		return false, Errorf(ErrState, "checking %s: %w", s.path(w, name), err)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return false, notFollowed(s.fd[w], name, s.path(w, name), "file")
+	}
+	return true, nil
+}
+
+// remove unlinks a state file; unlinkat never follows a symlink.
+func (s *store) remove(w where, name string) error {
+	if err := unix.Unlinkat(s.fd[w], name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return Errorf(ErrState, "removing %s: %w", s.path(w, name), err)
 	}
 	return nil
+}
+
+func (s *store) readJournal() (*journal, error) {
+	j := &journal{}
+	ok, err := s.readJSON(top, journalName, j)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return j, j.check(s.journalPath())
 }
 
 // records reads every attachment record; only GC and status need them all.
 func (s *store) records() (map[string]*record, error) {
-	names, err := listDir(s.attDir())
+	names, err := s.list(inAtt)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +355,7 @@ func (s *store) records() (map[string]*record, error) {
 
 // indexed lists the IPs that have an index entry.
 func (s *store) indexed() ([]netip.Addr, error) {
-	names, err := listDir(s.ipDir())
+	names, err := s.list(inIP)
 	if err != nil {
 		return nil, err
 	}
@@ -215,33 +368,59 @@ func (s *store) indexed() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// sweepTmp removes staged writes that a crash left behind.
+// tmpPattern is the name of a file that writeJSON stages (and that older
+// binaries' os.CreateTemp staged): a state file's name and a number.
+var tmpPattern = regexp.MustCompile(`^(journal|creating-device|status|[0-9a-f]{32}\.json|[0-9a-fA-F.:]+\.json)\.[0-9]+$`)
+
+// sweepTmp removes the staged writes that a crash left behind, and nothing
+// else: a file of another name in tmp/ is not ours to remove.
 func (s *store) sweepTmp() error {
-	names, err := listDir(s.tmpDir())
+	names, err := s.list(inTmp)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if err := s.remove(filepath.Join(s.tmpDir(), n)); err != nil {
+		if !tmpPattern.MatchString(n) {
+			continue
+		}
+		if err := s.remove(inTmp, n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func listDir(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// list names the entries of one of the state's directories.
+func (s *store) list(w where) ([]string, error) {
+	fd, err := unix.Openat(s.fd[w], ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, Errorf(ErrState, "reading state directory %s: %w", dir, err)
+		return nil, Errorf(ErrState, "reading state directory %s: %w", s.path(w, ""), err)
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
+	f := os.NewFile(uintptr(fd), s.path(w, ""))
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, Errorf(ErrState, "reading state directory %s: %w", s.path(w, ""), err)
 	}
 	return names, nil
+}
+
+// writable proves that an ADD could write the state: it makes the
+// directories, as ADD would, and stages and removes one file.
+func (s *store) writable() error {
+	defer s.close()
+	found, err := s.openData(true)
+	if err == nil && found {
+		_, err = s.openInside(true)
+	}
+	if err != nil {
+		return err
+	}
+	tmp, err := s.stage("status", []byte("{}"))
+	if err != nil {
+		return Errorf(ErrState, "state directory %s: is not writable: %w", s.dir, err)
+	}
+	return s.remove(inTmp, tmp)
 }
 
 // withHolder returns holders with key added or removed, sorted, and whether

@@ -1,0 +1,276 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// systemDirs are never a dataDir: the plugin would make its directories
+// among the system's own. systemTrees are refused with everything under
+// them: they hold the system, or are the kernel's.
+var (
+	systemDirs = []string{"/", "/home", "/media", "/mnt", "/opt", "/root", "/run", "/run/lock", "/run/user",
+		"/srv", "/tmp", "/var", "/var/cache", "/var/lib", "/var/log", "/var/run", "/var/tmp"}
+	systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+		"/proc", "/sbin", "/sys", "/usr"}
+)
+
+// refuseDataDir is a refusal of the configured dataDir (code 7).
+func (s *store) refuseDataDir(format string, args ...any) error {
+	return Errorf(ErrRefused, "dataDir: %q: %s", s.dataDir, fmt.Sprintf(format, args...))
+}
+
+// isSystemDir says whether path is one of the system's directories.
+func isSystemDir(path string) bool {
+	if slices.Contains(systemDirs, path) {
+		return true
+	}
+	for _, t := range systemTrees {
+		if path == t || strings.HasPrefix(path, t+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve follows the symlinks of the part of path that exists, as the path
+// to dataDir resolves as usual (/var/run is a symlink), and appends the rest.
+func resolve(path string) (string, string, error) {
+	rest := ""
+	for p := path; ; p = filepath.Dir(p) {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(r, rest), r, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || p == "/" {
+			return "", "", err
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
+}
+
+// prepare checks where dataDir is and, to create it, makes what is
+// missing of it. Every existing directory on the way must be one that only
+// root (or this user) can change: otherwise another user could swap in
+// state of their own, a journal that the next invocation replays.
+func (s *store) prepare(create bool) (string, error) {
+	if isSystemDir(s.dataDir) {
+		return "", s.refuseDataDir("is a system directory")
+	}
+	resolved, existing, err := resolve(s.dataDir)
+	if err != nil {
+		return "", Errorf(ErrState, "resolving dataDir %s: %w", s.dataDir, err)
+	}
+	if isSystemDir(resolved) {
+		return "", s.refuseDataDir("is the system directory %s", resolved)
+	}
+	for p := existing; ; p = filepath.Dir(p) {
+		if err := s.trustAncestor(p); err != nil {
+			return "", err
+		}
+		if p == "/" {
+			break
+		}
+	}
+	if create && existing != resolved {
+		if err := os.MkdirAll(resolved, dirMode); err != nil {
+			return "", Errorf(ErrState, "creating dataDir %s: %w", resolved, err)
+		}
+	}
+	return resolved, nil
+}
+
+// trustAncestor refuses a directory on the way to the state that another
+// user owns, or that others may write to without the sticky bit (which
+// keeps them from renaming or removing what is not theirs).
+func (s *store) trustAncestor(path string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return Errorf(ErrState, "checking dataDir %s: %s: %w", s.dataDir, path, err)
+	}
+	if err := s.trustOwner(path, &st); err != nil {
+		return err
+	}
+	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+		return s.refuseDataDir("%s is writable by other users and not sticky, so they could plant state there", path)
+	}
+	return nil
+}
+
+func (s *store) trustOwner(path string, st *unix.Stat_t) error {
+	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return s.refuseDataDir("%s is owned by uid %d, not by root", path, st.Uid)
+	}
+	return nil
+}
+
+// trustState refuses a directory of the state itself that another user
+// owns or may write to: its journal and records are trusted only if nobody
+// but root could have written them.
+func (s *store) trustState(fd int, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Errorf(ErrState, "checking state directory %s: %w", path, err)
+	}
+	if err := s.trustOwner(path, &st); err != nil {
+		return err
+	}
+	if st.Mode&0o022 != 0 {
+		return s.refuseDataDir("%s has mode %04o: other users could plant state there; make it 0700", path, st.Mode&0o7777)
+	}
+	return nil
+}
+
+// openData opens dataDir, found false when it does not exist and is not to
+// be created.
+func (s *store) openData(create bool) (bool, error) {
+	resolved, err := s.prepare(create)
+	if err != nil {
+		return false, err
+	}
+	fd, err := unix.Open(resolved, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) && !create {
+		return false, nil
+	}
+	if err != nil {
+		return false, Errorf(ErrState, "opening dataDir %s: %w", s.dataDir, err)
+	}
+	s.fd[data] = fd // closed with the store from here on
+	s.resolved = resolved
+	return true, s.trustState(fd, s.dataDir)
+}
+
+// openInside opens the device's directory and its subdirectories relative
+// to dataDir's handle, never through a symlink. found is false when the
+// device has no state directory and none is to be made.
+func (s *store) openInside(create bool) (bool, error) {
+	root, err := s.openDir(s.fd[data], s.device, s.dir, create)
+	if err != nil || root < 0 {
+		return false, err
+	}
+	s.fd[top] = root
+	for _, w := range []where{inTmp, inAtt, inIP} {
+		// The device's directory exists: its subdirectories are made
+		// whoever comes, as they are ours.
+		fd, err := s.openDir(root, subdirs[w], s.path(w, ""), true)
+		if err != nil {
+			return false, err
+		}
+		s.fd[w] = fd
+	}
+	return true, nil
+}
+
+// openDir opens the directory name under parent, making it if asked; -1
+// when it does not exist.
+func (s *store) openDir(parent int, name, path string, create bool) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(parent, name, flags, 0)
+	if errors.Is(err, unix.ENOENT) && create {
+		if err := unix.Mkdirat(parent, name, dirMode); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, Errorf(ErrState, "creating state directory %s: %w", path, err)
+		}
+		fd, err = unix.Openat(parent, name, flags, 0)
+	}
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return -1, nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return -1, notFollowed(parent, name, path, "directory")
+	case err != nil:
+		return -1, Errorf(ErrState, "opening state directory %s: %w", path, err)
+	}
+	if err := s.trustState(fd, path); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// notFollowed is the error for a name in the state directory that is a
+// symlink or not of the kind expected.
+func notFollowed(dir int, name, path, kind string) error {
+	var st unix.Stat_t
+	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return Errorf(ErrState, "state %s %s is a symlink, which is never followed inside dataDir; remove it", kind, path)
+	}
+	return Errorf(ErrState, "state %s %s is not a %s; remove it", kind, path, kind)
+}
+
+// lockState opens the state directory and takes its lock, retrying while
+// the dataDir it locked is no longer the one at its path. A nil lock and
+// no error: there is no state and none is to be made.
+func (s *store) lockState(create bool, timeout time.Duration) (*lockFile, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, retry, err := s.tryLock(create, deadline, timeout)
+		if !retry {
+			return l, err
+		}
+		s.close()
+		if time.Now().After(deadline) {
+			return nil, Errorf(ErrLockTimeout, "locking %s: %w after %v", s.dataDir, ErrLockTimeout, timeout)
+		}
+	}
+}
+
+func (s *store) tryLock(create bool, deadline time.Time, timeout time.Duration) (l *lockFile, retry bool, err error) {
+	defer func() {
+		if l == nil && !retry {
+			s.close()
+		}
+	}()
+	found, err := s.openData(create)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	if err := flockWithin(s.fd[data], s.dataDir, deadline, timeout); err != nil {
+		return nil, false, err
+	}
+	// Removed or replaced while this invocation waited: whoever comes next
+	// locks the new one, so this one starts over there.
+	if same, err := stillAt(s.fd[data], s.resolved); err != nil || !same {
+		return nil, true, nil
+	}
+	if found, err = s.openInside(create); err != nil || !found {
+		return nil, false, err
+	}
+	if err := s.lockLegacy(deadline, timeout); err != nil {
+		return nil, false, err
+	}
+	return &lockFile{st: s}, false, nil
+}
+
+// lockLegacy also takes the device's lock file, which binaries from before
+// the dataDir lock take instead: an upgrade's old and new invocations still
+// exclude each other.
+func (s *store) lockLegacy(deadline time.Time, timeout time.Duration) error {
+	path := s.path(top, lockName)
+	fd, err := unix.Openat(s.fd[top], lockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
+	if errors.Is(err, unix.ELOOP) {
+		return notFollowed(s.fd[top], lockName, path, "file")
+	}
+	if err != nil {
+		return Errorf(ErrState, "opening lock %s: %w", path, err)
+	}
+	s.fd[lock] = fd
+	return flockWithin(fd, path, deadline, timeout)
+}
+
+// close closes every handle the store holds, which drops its locks.
+func (s *store) close() {
+	for i, fd := range s.fd {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		s.fd[i] = -1
+	}
+}

@@ -1,0 +1,318 @@
+package assigner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The lock is dataDir's own inode: removing the device's lock file, or its
+// whole state directory, under an invocation that holds it must not let
+// the next one in beside it.
+func TestRemovingTheLockUnderItsHolderDoesNotLetAnotherInvocationIn(t *testing.T) {
+	removals := map[string]func(f *fixture) error{
+		"lock file":          func(f *fixture) error { return os.Remove(filepath.Join(f.stateDir(), "lock")) },
+		"device's directory": func(f *fixture) error { return os.RemoveAll(f.stateDir()) },
+	}
+	for name, remove := range removals {
+		t.Run(name, func(t *testing.T) {
+			f, kernel := sharedFixture(t)
+			release := holdLock(t, f, kernel)
+			if err := remove(f); err != nil {
+				t.Fatal(errors.Join(err, release()))
+			}
+			impatient := *f
+			impatient.opts.LockTimeout = 200 * time.Millisecond
+			_, err := impatient.assigner().Add(attC, []netip.Addr{v4c}, Hooks{})
+			if !errors.Is(err, ErrLockTimeout) {
+				t.Errorf("Add after the %s was removed under its holder = %v, want ErrLockTimeout: it ran beside the holder", name, err)
+			}
+			// The holder's own writes may fail in a removed directory.
+			release()
+		})
+	}
+}
+
+// A waiter that opened dataDir before it was replaced locks the new one.
+func TestAWaiterOfAReplacedDataDirStartsOverOnTheNewOne(t *testing.T) {
+	f, kernel := sharedFixture(t)
+	release := holdLock(t, f, kernel)
+	done := make(chan error, 1)
+	go func() { _, err := f.assigner().Add(attC, []netip.Addr{v4c}, Hooks{}); done <- err }()
+	// The waiter is in flock once the old dataDir is held twice; give it
+	// time to open dataDir, bounded generously, then swap the directory.
+	time.Sleep(200 * time.Millisecond)
+	old := f.opts.DataDir + ".old"
+	if err := os.Rename(f.opts.DataDir, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the waiter after dataDir was replaced: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter never finished")
+	}
+	if d := readDisk(t, f.stateDir()); len(d.records) != 1 || d.records[attC.key()].ContainerID != attC.ContainerID {
+		t.Errorf("the waiter wrote %v into the new dataDir, want attC's record alone", d.records)
+	}
+}
+
+// outside is a directory beside dataDir with one file in it, to show that
+// nothing reached it through a symlink.
+func outside(t *testing.T, f *fixture) (string, func()) {
+	dir := filepath.Join(filepath.Dir(f.opts.DataDir), "outside")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Named as a staged write would be, so that a sweep through the link
+	// would take it.
+	bait := filepath.Join(dir, "journal.12345")
+	if err := os.WriteFile(bait, []byte("not yours"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, func() {
+		t.Helper()
+		entries, err := os.ReadDir(dir)
+		if err != nil || len(entries) != 1 || entries[0].Name() != "journal.12345" {
+			t.Errorf("the directory a symlink pointed to changed: %v %v", entries, err)
+		}
+	}
+}
+
+func TestASymlinkInsideTheStateDirectoryIsNeverFollowed(t *testing.T) {
+	entries := []struct {
+		name string
+		rel  string
+		dir  bool
+	}{
+		{"tmp/", "tmp", true},
+		{"ip/", "ip", true},
+		{"att/", "att", true},
+		{"device directory", "", true},
+		{"lock", "lock", false},
+		{"journal", "journal", false},
+		{"record", "att/" + attA.key() + ".json", false},
+		{"index", "ip/198.51.100.1.json", false},
+	}
+	ops := map[string]func(a *Assigner) error{
+		"Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a, v4b}, Hooks{}); return err },
+		"Del": func(a *Assigner) error { return a.Del(attA) },
+		"GC":  func(a *Assigner) error { return a.GC("net1", nil) },
+	}
+	for _, e := range entries {
+		for op, run := range ops {
+			t.Run(e.name+"/"+op, func(t *testing.T) {
+				f := newFixture(t)
+				f.add(attA, v4a)
+				dir, unchanged := outside(t, f)
+				target := dir
+				if !e.dir {
+					target = filepath.Join(dir, "journal.12345")
+				}
+				link := filepath.Join(f.stateDir(), e.rel)
+				if err := os.RemoveAll(link); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, link); err != nil {
+					t.Fatal(err)
+				}
+				err := run(f.assigner())
+				if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), "symlink") {
+					t.Errorf("%s with %s a symlink = %v, want ErrState naming %s as a symlink", op, e.name, err, link)
+				}
+				unchanged()
+			})
+		}
+	}
+}
+
+func TestADanglingLockSymlinkCreatesNoFileOutsideDataDir(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a)
+	target := filepath.Join(filepath.Dir(f.opts.DataDir), "planted")
+	lock := filepath.Join(f.stateDir(), "lock")
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, lock); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.assigner().Add(attB, []netip.Addr{v4b}, Hooks{})
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), lock) {
+		t.Errorf("Add with a dangling lock symlink = %v, want ErrState naming %s", err, lock)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the lock symlink's target %s was created (%v)", target, err)
+	}
+}
+
+// A write killed mid-way leaves a staged file in tmp/; every invocation
+// that starts a change sweeps it, and only what is named as ours.
+func TestEveryChangeSweepsWhatAKilledWriteLeftInTmp(t *testing.T) {
+	ops := map[string]func(f *fixture){
+		"Add of another attachment": func(f *fixture) { f.add(attB, v4b) },
+		"Del":                       func(f *fixture) { f.del(attA) },
+		"GC":                        func(f *fixture) { f.assigner().GC("net9", nil) },
+	}
+	for op, run := range ops {
+		t.Run(op, func(t *testing.T) {
+			f := newFixture(t)
+			f.add(attA, v4a)
+			tmp := filepath.Join(f.stateDir(), "tmp")
+			staged := []string{"journal.4242", attA.key() + ".json.17", "198.51.100.1.json.99", "creating-device.5"}
+			for _, n := range append(staged, "not-ours") {
+				if err := os.WriteFile(filepath.Join(tmp, n), []byte("{"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run(f)
+			left := dirNames(t, tmp)
+			if len(left) != 1 || left[0] != "not-ours" {
+				t.Errorf("after %s, tmp/ holds %v, want only not-ours", op, left)
+			}
+		})
+	}
+}
+
+func TestASystemDirectoryIsRefusedAsDataDir(t *testing.T) {
+	link := filepath.Join(t.TempDir(), "etc-link")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"/", "/etc", "/usr/lib/eip", "/proc/eip", "/var/run", "/tmp", link} {
+		t.Run(dir, func(t *testing.T) {
+			f := newFixture(t)
+			f.opts.DataDir = dir
+			// A name of its own, so that a failing run leaves nothing that
+			// looks like a real holder's state, and removes what it made.
+			f.opts.Device = fmt.Sprintf("eipt%d", os.Getpid()%10000)
+			made := filepath.Join(dir, f.opts.Device)
+			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+				made = dir
+			}
+			t.Cleanup(func() { os.RemoveAll(made) })
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `dataDir: "`+dir+`"`) {
+				t.Errorf("Add with dataDir %s = %v, want ErrRefused naming dataDir and its value", dir, err)
+			}
+			if _, err := os.Lstat(made); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s exists after the refusal (%v)", made, err)
+			}
+			if l := f.k.link(t, f.opts.Device); l != nil {
+				t.Errorf("the refused Add made holder %s", l.Name)
+			}
+		})
+	}
+}
+
+const nobody = 65534
+
+func mustRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files to another user; CI runs as root")
+	}
+}
+
+func TestAnUnsafeDataDirIsRefusedAndNothingIsMadeThere(t *testing.T) {
+	mustRoot(t)
+	cases := map[string]func(base string) (dataDir string, err error){
+		"world-writable parent without the sticky bit": func(base string) (string, error) {
+			return filepath.Join(base, "data"), os.Chmod(base, 0o777)
+		},
+		"group-writable parent": func(base string) (string, error) {
+			return filepath.Join(base, "a", "data"), errors.Join(os.Mkdir(filepath.Join(base, "a"), 0o770), os.Chmod(filepath.Join(base, "a"), 0o770))
+		},
+		"parent owned by another user": func(base string) (string, error) {
+			return filepath.Join(base, "data"), os.Chown(base, nobody, nobody)
+		},
+		"dataDir owned by another user": func(base string) (string, error) {
+			d := filepath.Join(base, "data")
+			return d, errors.Join(os.Mkdir(d, 0o700), os.Chown(d, nobody, nobody))
+		},
+		"world-writable dataDir": func(base string) (string, error) {
+			d := filepath.Join(base, "data")
+			return d, errors.Join(os.Mkdir(d, 0o700), os.Chmod(d, os.ModeSticky|0o777))
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			base := t.TempDir()
+			dir, err := setup(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.opts.DataDir = dir
+			_, err = f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `dataDir: "`+dir+`"`) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Add = %v, want one line of ErrRefused naming dataDir %q", err, dir)
+			}
+			assertUntouched(t, f)
+		})
+	}
+}
+
+func TestAStickyWorldWritableParentIsAcceptedAsTmpIs(t *testing.T) {
+	mustRoot(t)
+	f := newFixture(t)
+	base := t.TempDir()
+	if err := os.Chmod(base, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.DataDir = filepath.Join(base, "data")
+	f.add(attA, v4a)
+	assertState(t, f, holdings{attA: {v4a}})
+}
+
+// The attack: dataDir under a directory everyone may write to, where an
+// unprivileged user made the state directory and planted a journal whose
+// replay would put an address of their choosing (the LAN router's) on the
+// holder. It is refused and nothing is replayed.
+func TestAJournalPlantedWhereOthersCanWriteIsNeverReplayed(t *testing.T) {
+	mustRoot(t)
+	f := newFixture(t)
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.DataDir = filepath.Join(base, "data")
+	router := netip.MustParseAddr("198.51.100.254")
+	planted := journal{Key: attC.key(), Record: &record{Attachment: attC, IPs: []netip.Addr{router}}, Touch: []netip.Addr{router}}
+	b, _ := json.Marshal(planted)
+	// What an unprivileged user could have made there.
+	dev := filepath.Join(f.opts.DataDir, testDevice)
+	for _, d := range []string{f.opts.DataDir, dev, dev + "/ip", dev + "/att", dev + "/tmp"} {
+		if err := errors.Join(os.Mkdir(d, 0o700), os.Chown(d, nobody, nobody)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(os.WriteFile(dev+"/journal", b, 0o600), os.Chown(dev+"/journal", nobody, nobody)); err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func(a *Assigner) error{
+		"Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a}, Hooks{}); return err },
+		"GC":  func(a *Assigner) error { return a.GC("net1", []Attachment{attC}) },
+	} {
+		err := run(f.assigner())
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "dataDir") {
+			t.Errorf("%s with a planted journal = %v, want ErrRefused naming dataDir", name, err)
+		}
+	}
+	if _, err := os.Stat(dev + "/journal"); err != nil {
+		t.Errorf("the planted journal was consumed: %v", err)
+	}
+	if l := f.k.link(t, testDevice); l != nil {
+		t.Errorf("holder %s was made and carries %v", l.Name, sortedAddrs(l.Addrs))
+	}
+}
