@@ -1,0 +1,189 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stateLeft lists what a failed ADD of containerID must not leave in the
+// state directory dir: a journal, staged writes, the attachment's record,
+// an index entry of any of ips.
+func stateLeft(t *testing.T, dir string, ips ...string) []string {
+	t.Helper()
+	var left []string
+	if _, err := os.Lstat(filepath.Join(dir, "journal")); err == nil {
+		left = append(left, "journal")
+	}
+	for _, sub := range []string{"tmp", "att"} {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("reading %s: %v", sub, err)
+		}
+		for _, e := range entries {
+			left = append(left, sub+"/"+e.Name())
+		}
+	}
+	for _, ip := range ips {
+		if _, err := os.Lstat(filepath.Join(dir, "ip", ip+".json")); err == nil {
+			left = append(left, "ip/"+ip+".json")
+		}
+	}
+	return left
+}
+
+// withoutNetAdmin is a wrapper that runs the plugin without CAP_NET_ADMIN,
+// as root: the kernel then refuses every netlink change.
+func withoutNetAdmin(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop CAP_NET_ADMIN: %v", err)
+	}
+	w := filepath.Join(t.TempDir(), "external-ip-nocap")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --inh-caps=-net_admin --bounding-set=-net_admin %s \"$@\"\n", pluginBin)
+	if err := os.WriteFile(w, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestAnAddWithoutNetAdminFailsInOneLineAndLeavesNoState(t *testing.T) {
+	h := newHost(t)
+	conf := func(ips ...string) map[string]any {
+		return h.netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs(ips...)})
+	}
+	h.run(attach("ADD", "b", conf("192.0.2.10"))).mustOK(t, "ADD b")
+	before := h.view()
+
+	r := h.runWith(withoutNetAdmin(t), attach("ADD", "a", conf("192.0.2.20", "2001:db8:1::20")))
+	r.mustFail(t, "ADD without CAP_NET_ADMIN", 100, "192.0.2.20")
+	if left := stateLeft(t, filepath.Join(h.dataDir, "eip0"), "192.0.2.20", "2001:db8:1::20"); len(left) != 1 || !strings.HasPrefix(left[0], "att/") {
+		// att/ holds b's record alone.
+		t.Errorf("ADD without CAP_NET_ADMIN left %v, want b's record alone", left)
+	}
+	h.mustBeUnchanged(t, "after an ADD without CAP_NET_ADMIN", before)
+
+	// The next invocation has nothing to finish, and the runtime's DEL and
+	// a retried ADD with the capability work.
+	h.run(attach("DEL", "a", conf())).mustOK(t, "DEL a")
+	h.mustBeUnchanged(t, "after DEL of the failed ADD", before)
+	h.run(attach("ADD", "a", conf("192.0.2.20"))).mustOK(t, "retried ADD a")
+	h.mustHold(t, "after the retried ADD", "eip0", "192.0.2.10/32", "192.0.2.20/32")
+}
+
+// fullFS mounts a 64 KiB tmpfs at dir and fills it but for free pages: each
+// small state file takes one page. free returns the room.
+func fullFS(t *testing.T, dir string, pages int) (free func()) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs at %s: %v: %s", dir, err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := make([]byte, 4096)
+	n := 0
+	for ; ; n++ {
+		if _, err := f.Write(page); err != nil {
+			break
+		}
+	}
+	if err := errors.Join(f.Truncate(int64((n-pages)*4096)), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := os.Truncate(filler, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// On a full state filesystem an ADD either succeeds whole or fails with
+// code 5 in one line and leaves no journal, record, index entry, staged
+// file or address; the next invocation finds nothing to complete.
+func TestAnAddOnAFullStateFilesystemLeavesNothingBehind(t *testing.T) {
+	h := newHost(t)
+	failed, succeeded := 0, 0
+	for pages := 0; pages <= 6; pages++ {
+		dataDir := filepath.Join(t.TempDir(), "state")
+		if err := os.Mkdir(dataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		free := fullFS(t, dataDir, pages)
+		device := fmt.Sprintf("eipk%d", pages)
+		v4, v6 := fmt.Sprintf("192.0.2.%d", 30+pages), fmt.Sprintf("2001:db8:1::%d", 30+pages)
+		conf := func(ips ...string) map[string]any {
+			return h.netConf("1.0.0", map[string]any{"dataDir": dataDir, "device": device, "runtimeConfig": runtimeIPs(ips...)})
+		}
+		r := h.run(attach("ADD", "a", conf(v4, v6)))
+		if r.err == nil {
+			succeeded++
+			free()
+			h.run(attach("DEL", "a", conf())).mustOK(t, "DEL after the ADD that fitted")
+			continue
+		}
+		failed++
+		r.mustFail(t, fmt.Sprintf("ADD with %d pages free", pages), 5, "no space left on device")
+		check := func(when string) {
+			if left := stateLeft(t, filepath.Join(dataDir, device), v4, v6); len(left) > 0 {
+				t.Errorf("%d pages free, %s: left %v", pages, when, left)
+			}
+			if h.holderHas(device, v4) || h.holderHas(device, v6) || h.proxied(v6, "uplink0") {
+				t.Errorf("%d pages free, %s: %s or %s left on %s (or its proxy entry)", pages, when, v4, v6, device)
+			}
+		}
+		check("after the failed ADD")
+		free()
+		h.run(attach("DEL", "other", conf())).mustOK(t, "the next invocation")
+		check("after the next invocation")
+	}
+	if failed < 3 || succeeded == 0 {
+		t.Errorf("%d ADDs failed and %d fitted: the fill did not reach the steps it should", failed, succeeded)
+	}
+	t.Logf("%d ADDs failed for want of room, %d fitted", failed, succeeded)
+}
+
+// Through the binary: a dangling lock symlink fails ADD with code 5 naming
+// it and creates nothing outside dataDir; a journal planted under a
+// world-writable parent is refused with code 7 and never replayed.
+func TestPlantedStateIsRefusedThroughTheBinary(t *testing.T) {
+	h := newHost(t)
+	conf := func(dataDir string, ips ...string) map[string]any {
+		return h.netConf("1.0.0", map[string]any{"dataDir": dataDir, "runtimeConfig": runtimeIPs(ips...)})
+	}
+	h.run(attach("ADD", "b", conf(h.dataDir, "192.0.2.10"))).mustOK(t, "ADD b")
+	target := filepath.Join(t.TempDir(), "planted")
+	lock := filepath.Join(h.dataDir, "eip0", "lock")
+	if err := errors.Join(os.Remove(lock), os.Symlink(target, lock)); err != nil {
+		t.Fatal(err)
+	}
+	h.run(attach("ADD", "a", conf(h.dataDir, "192.0.2.20"))).mustFail(t, "ADD with a dangling lock symlink", 5, lock, "symlink")
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the lock symlink's target %s was created (%v)", target, err)
+	}
+
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(open, "state")
+	dev := filepath.Join(dataDir, "eip0")
+	if err := os.MkdirAll(dev, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	journal := `{"key":"x","record":{"network":"testnet","containerID":"x","ifName":"eth0","ips":["192.0.2.254"]},"touch":["192.0.2.254"]}`
+	if err := os.WriteFile(filepath.Join(dev, "journal"), []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.run(attach("ADD", "a", conf(dataDir, "192.0.2.20"))).mustFail(t, "ADD under a world-writable parent", 7, `dataDir: "`+dataDir+`"`, open)
+	if h.holderHas("eip0", "192.0.2.254") || h.holderHas("eip0", "192.0.2.20") {
+		t.Error("the planted journal was replayed or the refused ADD assigned its IP")
+	}
+}
