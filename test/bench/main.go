@@ -31,7 +31,6 @@ type options struct {
 	n, warmup, fillWorkers int
 	held4, held6           []int
 	out, src               string
-	keep                   bool
 	seed                   uint64
 	// Profiling hooks: each runs profileRuns ADDs of the profiled
 	// binaries under the tool after the iterations.
@@ -75,7 +74,6 @@ func parseFlags() options {
 	flag.StringVar(&held4, "held", "1000,10000", "IPv4 attachments held on a node of their own, one held-node scenario per count (comma list)")
 	flag.StringVar(&held6, "held6", "1000", "IPv6 attachments held, as -held")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
-	flag.BoolVar(&o.keep, "keep", false, "keep namespaces, tmpfs and binaries at the end (debugging)")
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
 	flag.BoolVar(&o.strace, "strace", false, "profile: strace -f -c and netlink message counts of one ADD per binary")

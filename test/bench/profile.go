@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"os"
@@ -132,26 +133,20 @@ var (
 	sysName  = regexp.MustCompile(`^\d+\s+(\w+)\(`)
 )
 
-// straceOne runs one ADD under `strace -f -c -w` (the summary of wall time
-// in each call, printed) and one
-// under `strace -f -yy` (kept), and prints from the latter the netlink
-// requests by type, the sockets by family and a few calls that cost.
+// straceOne runs one ADD under `strace -f -C -w -yy -T`, keeps the log and
+// prints its summary (wall time in each call) and, from the log, the
+// netlink requests by type, the sockets by family and a few calls that cost.
 func (b *bench) straceOne(n *node, s subject, dir string) error {
-	sum, full := filepath.Join(dir, "strace-c-"+s.name+".txt"), filepath.Join(dir, "strace-f-"+s.name+".txt")
-	for i, args := range [][]string{{"strace", "-f", "-c", "-w", "-o", sum}, {"strace", "-f", "-yy", "-s", "256", "-o", full}} {
-		x := b.runPair(n, s, 3000+i, func(c *call) { c.args = append(args, c.bin) })
-		if x.err != nil {
-			return fmt.Errorf("strace %s: %w", s.name, x.err)
-		}
+	path := filepath.Join(dir, "strace-"+s.name+".txt")
+	x := b.runPair(n, s, 3000, func(c *call) { c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-T", "-s", "256", "-o", path} })
+	if x.err != nil {
+		return fmt.Errorf("strace %s: %w", s.name, x.err)
 	}
-	summary, err := os.ReadFile(sum)
+	log, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	log, err := os.ReadFile(full)
-	if err != nil {
-		return err
-	}
+	summary := log[max(0, bytes.LastIndex(log, []byte("% time"))):]
 	nl, socks, calls := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, line := range strings.Split(string(log), "\n") {
 		if m := nlSend.FindStringSubmatch(line); m != nil {

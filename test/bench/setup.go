@@ -181,10 +181,6 @@ ip -n NODE link set uplink0 up; ip -n LAN link set lan0 up`)
 
 func (b *bench) close() {
 	b.once.Do(func() {
-		if b.opts.keep {
-			logf("kept: %s, namespaces eipbench-%s-*", b.tmp, b.id)
-			return
-		}
 		for _, n := range b.nodes {
 			if n.ns != nil {
 				n.ns.Close()
