@@ -12,15 +12,19 @@ CNIBIN  ?= /opt/cni/bin
 FUZZ_LOAD     ?= 400000x
 FUZZ_REQUESTS ?= 100000x
 FUZZ_STATE    ?= 1500x
+# What `external-ip version` and the image's labels say.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE    ?= localhost/external-ip:$(VERSION)
 
-.PHONY: all build deps test unit fuzz demo install bench e2e clean
+.PHONY: all build deps test unit fuzz demo install bench e2e image clean
 
 all: build
 
 # Static, as the containernetworking/plugins releases are: a dynamically
 # linked binary costs about 1.3 ms more at every start (docs/benchmark.md).
 build:
-	CGO_ENABLED=0 $(GO) build -o $(PLUGIN) ./plugins/external-ip
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.buildVersion=$(VERSION) -X main.buildRevision=$(REVISION)" -o $(PLUGIN) ./plugins/external-ip
 
 # deps installs the system tools the root tests use (iproute2, ping, ...).
 deps:
@@ -52,9 +56,15 @@ bench: deps
 	$(GO) run ./test/bench -out docs $(BENCHFLAGS)
 
 # e2e runs real runtimes (containerd + crictl, podman, cnitool) with the
-# plugin in their chains, inside namespaces; it installs what it needs.
-e2e: build
+# plugin in their chains, and the installer image, inside namespaces; it
+# installs what it needs.
+e2e: build image
 	PLUGIN=$(CURDIR)/$(PLUGIN) bash test/e2e/run-all.sh
+
+# image builds the installer image FROM scratch with the static binary
+# (buildah from Debian's package) as an OCI archive: bin/external-ip-image.tar.
+image: build
+	bash scripts/image.sh $(PLUGIN) $(IMAGE) $(VERSION) $(REVISION) $(BIN)/external-ip-image.tar
 
 install: build
 	install -D -m 0755 $(PLUGIN) $(CNIBIN)/external-ip

@@ -18,13 +18,12 @@ e2e_isolate "$@"
 e2e_init containerd-cri
 
 T=$E2E_TMP
-SOCK=$T/containerd/containerd.sock
 RLOG=$T/recorder.jsonl
 CNI_BIN=$T/cni/bin
 CNI_CONF=$T/cni/net.d
 NET=containerd-net            # the example's name
 V4=192.0.2.10 V6=2001:db8:1::10
-mkdir -p "$T/containerd" "$CNI_CONF" "$T/pods"
+mkdir -p "$CNI_CONF" "$T/pods"
 
 step "network namespaces"
 e2e_netns_setup
@@ -42,62 +41,7 @@ e2e_oci_archive "$T/rootfs" localhost/e2e/busybox:latest "$T/busybox.oci.tar"
 step_done
 
 step "containerd config + start"
-cat >"$T/containerd/config.toml" <<EOF
-version = 2
-root = "$T/containerd/root"
-state = "$T/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
-                    "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-[debug]
-  address = ""
-  level = "info"
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$T/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/e2e/busybox:latest"
-  restrict_oom_score_adj = true
-  # pin pod netns under $T/containerd/state, not /var/run/netns, so nothing
-  # is left on the machine if the recipe is killed
-  netns_mounts_under_state_dir = true
-  disable_apparmor = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN"
-    conf_dir = "$CNI_CONF"
-    max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "/usr/bin/runc"
-        SystemdCgroup = false
-EOF
-# setsid: a timeout(1) SIGTERM to our process group must not stop containerd
-# before the exit trap has removed the pods through it.
-hostns setsid containerd --config "$T/containerd/config.toml" >"$T/containerd.log" 2>&1 &
-CTRD_PID=$!
-# Graceful stop at exit: remove pods while containerd is still up, then stop
-# it. Anything left is killed by the kernel when our PID namespace goes.
-e2e_defer "e2e_kill_pid $CTRD_PID 10"
-printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$SOCK" "$SOCK" >"$T/crictl.yaml"
-# crictl runs in the host netns too: exec/attach/port-forward go through the
-# CRI streaming server, which listens on 127.0.0.1 of the host netns.
-CRICTL=(timeout 60 nsenter --net="/run/netns/$E2E_HOST_NS" "$E2E_BIN/crictl" --config "$T/crictl.yaml" --runtime-endpoint "unix://$SOCK"
-        --image-endpoint "unix://$SOCK" --timeout 30s)
-CTR=(timeout 60 ctr --address "$SOCK" --namespace k8s.io)
-e2e_wait_for 30 "containerd socket" "${CRICTL[@]}" info
-e2e_defer "${CRICTL[*]} rmp --force --all"
+e2e_containerd_start "$CNI_BIN" "$CNI_CONF" localhost/e2e/busybox:latest
 step_done
 
 step "import image, CRI network ready"

@@ -360,3 +360,119 @@ e2e_oci_archive() {
   "${b[@]}" push --quiet "$ref" "oci-archive:$out:$ref" >/dev/null
   "${b[@]}" rm "$c" >/dev/null
 }
+
+# ------------------------------------------------------------- containerd
+
+# e2e_containerd_start CNI_BIN CNI_CONF SANDBOX_IMAGE: containerd 1.6 with
+# its CRI plugin in the host netns, state under $E2E_TMP/containerd, reading
+# CNI configs from CNI_CONF (it reloads them when they change). Sets SOCK,
+# CRICTL and CTR (command arrays) and CTRD_PID; waits for the socket; stops
+# it, removing every pod first, at exit.
+e2e_containerd_start() {
+  local cni_bin=$1 cni_conf=$2 sandbox=$3
+  SOCK=$E2E_TMP/containerd/containerd.sock
+  mkdir -p "$E2E_TMP/containerd"
+  cat >"$E2E_TMP/containerd/config.toml" <<EOF
+version = 2
+root = "$E2E_TMP/containerd/root"
+state = "$E2E_TMP/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+                    "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[debug]
+  address = ""
+  level = "info"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$E2E_TMP/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$sandbox"
+  restrict_oom_score_adj = true
+  # pin pod netns under $E2E_TMP/containerd/state, not /var/run/netns, so nothing
+  # is left on the machine if the recipe is killed
+  netns_mounts_under_state_dir = true
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$cni_bin"
+    conf_dir = "$cni_conf"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/bin/runc"
+        SystemdCgroup = false
+EOF
+  # setsid: a timeout(1) SIGTERM to our process group must not stop containerd
+  # before the exit trap has removed the pods through it.
+  hostns setsid containerd --config "$E2E_TMP/containerd/config.toml" >"$E2E_TMP/containerd.log" 2>&1 &
+  CTRD_PID=$!
+  # Graceful stop at exit: remove pods while containerd is still up, then stop
+  # it. Anything left is killed by the kernel when our PID namespace goes.
+  e2e_defer "e2e_kill_pid $CTRD_PID 10"
+  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$SOCK" "$SOCK" >"$E2E_TMP/crictl.yaml"
+  # crictl runs in the host netns too: exec/attach/port-forward go through the
+  # CRI streaming server, which listens on 127.0.0.1 of the host netns.
+  CRICTL=(timeout 60 nsenter --net="/run/netns/$E2E_HOST_NS" "$E2E_BIN/crictl" --config "$E2E_TMP/crictl.yaml" --runtime-endpoint "unix://$SOCK"
+          --image-endpoint "unix://$SOCK" --timeout 30s)
+  CTR=(timeout 60 ctr --address "$SOCK" --namespace k8s.io)
+  e2e_wait_for 30 "containerd socket" "${CRICTL[@]}" info
+  e2e_defer "${CRICTL[*]} rmp --force --all"
+}
+
+# ----------------------------------------------------------------- podman
+
+# e2e_podman_setup CNI_BIN CNI_CONF NETWORK: podman 4.3 on its CNI backend,
+# all its state under $E2E_TMP/podman (vfs, cgroupfs, file events), NETWORK
+# the default. Sets PODMAN (a command array, run in the host netns); removes
+# every container at exit.
+e2e_podman_setup() {
+  local cni_bin=$1 cni_conf=$2 net=$3
+  mkdir -p "$E2E_TMP/podman/tmp" "$E2E_TMP/podman/run"
+  cat >"$E2E_TMP/containers.conf" <<EOF
+[containers]
+log_driver = "k8s-file"
+default_ulimits = []
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$E2E_TMP/podman/events.log"
+tmp_dir = "$E2E_TMP/podman/tmp"
+volume_path = "$E2E_TMP/podman/volumes"
+[network]
+network_backend = "cni"
+cni_plugin_dirs = ["$cni_bin"]
+network_config_dir = "$cni_conf"
+default_network = "$net"
+EOF
+  cat >"$E2E_TMP/storage.conf" <<EOF
+[storage]
+driver = "vfs"
+graphroot = "$E2E_TMP/podman/root"
+runroot = "$E2E_TMP/podman/run"
+EOF
+  # Reported on this machine: podman needs nofile and nproc <= 32768.
+  ulimit -n 32768 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+  ulimit -u 32768
+  export CONTAINERS_CONF="$E2E_TMP/containers.conf" CONTAINERS_STORAGE_CONF="$E2E_TMP/storage.conf"
+  export CONTAINERS_REGISTRIES_CONF="$E2E_TMP/registries.conf"; : >"$CONTAINERS_REGISTRIES_CONF"
+  unset CNI_ARGS
+  PODMAN=(timeout 60 nsenter --net="/run/netns/$E2E_HOST_NS" podman
+          --root "$E2E_TMP/podman/root" --runroot "$E2E_TMP/podman/run" --tmpdir "$E2E_TMP/podman/tmp"
+          --storage-driver vfs --cgroup-manager cgroupfs --events-backend file
+          --network-config-dir "$cni_conf" --runtime /usr/bin/runc)
+  # Remove what is left while podman can still tear the network down; then the
+  # kernel kills whatever remains in our PID namespace.
+  e2e_defer "${PODMAN[*]} rm --force --all --time 0"
+}

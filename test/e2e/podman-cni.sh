@@ -20,7 +20,7 @@ CNI_BIN=$T/cni/bin
 CNI_CONF=$T/cni/net.d
 NET=podman-eip                # the example's name
 V4=192.0.2.11 V6=2001:db8:1::11
-mkdir -p "$CNI_CONF" "$T/podman/tmp" "$T/podman/run"
+mkdir -p "$CNI_CONF"
 
 step "network namespaces"
 e2e_netns_setup
@@ -30,43 +30,8 @@ step "CNI bin dir + conflist (podman-cniargs.conflist) + containers.conf"
 e2e_cni_bin "$CNI_BIN"
 e2e_example_conflist podman-cniargs.conflist "$RLOG" >"$CNI_CONF/$NET.conflist"
 jq -c . "$CNI_CONF/$NET.conflist" >&2
-cat >"$T/containers.conf" <<EOF
-[containers]
-log_driver = "k8s-file"
-default_ulimits = []
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-events_logfile_path = "$T/podman/events.log"
-tmp_dir = "$T/podman/tmp"
-volume_path = "$T/podman/volumes"
-[network]
-network_backend = "cni"
-cni_plugin_dirs = ["$CNI_BIN"]
-network_config_dir = "$CNI_CONF"
-default_network = "$NET"
-EOF
-cat >"$T/storage.conf" <<EOF
-[storage]
-driver = "vfs"
-graphroot = "$T/podman/root"
-runroot = "$T/podman/run"
-EOF
 e2e_rootfs "$T/rootfs"
-# Reported on this machine: podman needs nofile and nproc <= 32768.
-ulimit -n 32768 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-ulimit -u 32768
-export CONTAINERS_CONF="$T/containers.conf" CONTAINERS_STORAGE_CONF="$T/storage.conf"
-export CONTAINERS_REGISTRIES_CONF="$T/registries.conf"; : >"$CONTAINERS_REGISTRIES_CONF"
-unset CNI_ARGS
-PODMAN=(timeout 60 nsenter --net="/run/netns/$E2E_HOST_NS" podman
-        --root "$T/podman/root" --runroot "$T/podman/run" --tmpdir "$T/podman/tmp"
-        --storage-driver vfs --cgroup-manager cgroupfs --events-backend file
-        --network-config-dir "$CNI_CONF" --runtime /usr/bin/runc)
-# Remove what is left while podman can still tear the network down; then the
-# kernel kills whatever remains in our PID namespace.
-e2e_defer "${PODMAN[*]} rm --force --all --time 0"
+e2e_podman_setup "$CNI_BIN" "$CNI_CONF" "$NET"
 step_done
 
 step "podman sees the network on the CNI backend"

@@ -2,11 +2,13 @@
 # The end-to-end acceptance suite: installs what it needs (install-deps.sh,
 # idempotent), then runs each recipe with external-ip in the chain, one after
 # the other, then checks that each recipe left nothing behind.
-#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni)
+#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer)
 #   env:   PLUGIN (default bin/external-ip; built with `make build` if
 #          missing), E2E_BIN (default test/e2e/bin), E2E_TIMEOUT (per recipe,
 #          default 90 s), E2E_SKIP_DEPS=1 (do not run install-deps.sh),
-#          E2E_KEEP=1, E2E_OUT_DIR=DIR (keep the recorder logs)
+#          E2E_KEEP=1, E2E_OUT_DIR=DIR (keep the recorder logs), IMAGE_TAR
+#          (the installer image, default bin/external-ip-image.tar; built
+#          with `make image` if missing)
 # Output: every recipe's PASS/FAIL lines, a summary per recipe, and as the
 # last line "N passed, N failed" (checks, over all recipes). Exit status 1 if
 # anything failed.
@@ -16,7 +18,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 export E2E_BIN="${E2E_BIN:-$HERE/bin}"
 export E2E_TIMEOUT="${E2E_TIMEOUT:-90}"
 export PLUGIN="${PLUGIN:-$ROOT/bin/external-ip}"
-recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni)
+recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer)
 T0=$(date +%s.%N)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
@@ -26,6 +28,10 @@ if [ "${E2E_SKIP_DEPS:-}" != 1 ]; then
 fi
 if [ ! -x "$PLUGIN" ] && [ "$PLUGIN" = "$ROOT/bin/external-ip" ]; then
   make -C "$ROOT" build >&2 || { echo "FAIL run-all: make build"; echo "0 passed, 1 failed"; exit 1; }
+fi
+export IMAGE_TAR="${IMAGE_TAR:-$ROOT/bin/external-ip-image.tar}"
+if [[ " ${recipes[*]} " == *" installer "* ]] && [ ! -f "$IMAGE_TAR" ]; then
+  make -C "$ROOT" image >&2 || { echo "FAIL run-all: make image"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
 RESULTS=$(mktemp -d /tmp/eip-e2e-results.XXXX)
