@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/test/fullfs"
 )
 
 // errNoCap is what the kernel answers every change without CAP_NET_ADMIN.
@@ -54,31 +54,6 @@ func TestAnAddWhoseRollbackFailsIsRolledBackByTheNextInvocation(t *testing.T) {
 	assertState(t, f, holdings{attB: {v4c}})
 }
 
-// tinyFS mounts a tmpfs of a few pages at dir and fills it but for free
-// pages: every small state file takes one.
-func tinyFS(t *testing.T, dir string, free int) {
-	t.Helper()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	filler := filepath.Join(dir, "filler")
-	fl, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := make([]byte, 4096)
-	n := 0
-	for ; ; n++ {
-		if _, err := fl.Write(page); err != nil {
-			break
-		}
-	}
-	if err := errors.Join(fl.Truncate(int64((n-free)*4096)), fl.Close()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // On a full state filesystem a failed ADD leaves no journal, no record, no
 // index entry and no address nobody holds, whatever step ran out of room;
 // and the next invocation finds nothing to complete.
@@ -91,7 +66,7 @@ func TestAnAddOnAFullFilesystemLeavesNothingBehind(t *testing.T) {
 			if err := os.MkdirAll(f.stateDir(), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			tinyFS(t, f.opts.DataDir, free)
+			fullfs.Mount(t, f.opts.DataDir, free)
 			ips := []netip.Addr{v4a, v4b, v6a}
 			_, err := f.assigner().Add(attA, ips, Hooks{})
 			if err == nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/test/fullfs"
 )
 
 // stateLeft lists what a failed ADD of containerID must not leave in the
@@ -75,36 +77,6 @@ func TestAnAddWithoutNetAdminFailsInOneLineAndLeavesNoState(t *testing.T) {
 	h.mustHold(t, "after the retried ADD", "eip0", "192.0.2.10/32", "192.0.2.20/32")
 }
 
-// fullFS mounts a 64 KiB tmpfs at dir and fills it but for free pages: each
-// small state file takes one page. free returns the room.
-func fullFS(t *testing.T, dir string, pages int) (free func()) {
-	t.Helper()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs at %s: %v: %s", dir, err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := make([]byte, 4096)
-	n := 0
-	for ; ; n++ {
-		if _, err := f.Write(page); err != nil {
-			break
-		}
-	}
-	if err := errors.Join(f.Truncate(int64((n-pages)*4096)), f.Close()); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		if err := os.Truncate(filler, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // On a full state filesystem an ADD either succeeds whole or fails with
 // code 5 in one line and leaves no journal, record, index entry, staged
 // file or address; the next invocation finds nothing to complete.
@@ -116,7 +88,7 @@ func TestAnAddOnAFullStateFilesystemLeavesNothingBehind(t *testing.T) {
 		if err := os.Mkdir(dataDir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		free := fullFS(t, dataDir, pages)
+		free := fullfs.Mount(t, dataDir, pages)
 		device := fmt.Sprintf("eipk%d", pages)
 		v4, v6 := fmt.Sprintf("192.0.2.%d", 30+pages), fmt.Sprintf("2001:db8:1::%d", 30+pages)
 		conf := func(ips ...string) map[string]any {
