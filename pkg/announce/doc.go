@@ -7,10 +7,15 @@
 // It only sends, and listens only for the answer to a conflict probe (RFC
 // 5227 ARP probe, RFC 4862 duplicate address detection) before an address
 // is first taken: callers decide what to announce or probe, on which uplink
-// and when.
+// and when. A Session is one ADD's part: its probes, its first round, and
+// the hand-over of its sockets and later rounds to detached children (a
+// Runner in the child). Senders and probes work over a Conn, so that their
+// decisions are tested without root; the raw sockets are behind Sockets.
+//
 // It never adds, removes or lists addresses or neighbour entries, and never
 // lists addresses to find a source, because listing costs milliseconds per
 // thousand addresses on a node that holds many: it opens raw sockets bound to
 // the one uplink and lets the kernel choose the IPv6 source, which must be
-// the uplink's link-local address.
+// the uplink's link-local address. Whether an IP is still held is the
+// caller's to say (Runner.WhileHeld).
 package announce

@@ -14,7 +14,7 @@ import (
 // EOF as a runtime does.
 const envDetachHelper = "EXTERNAL_IP_TEST_DETACH"
 
-// envDoneDir names a directory where each detached test binary, once RunPlan
+// envDoneDir names a directory where each detached test binary, once its Runner
 // has returned, writes PID.done holding "ok" or the error.
 const envDoneDir = "EXTERNAL_IP_TEST_DONE_DIR"
 
@@ -34,7 +34,7 @@ func runDetached(v string) int {
 	result := "ok"
 	p, err := PlanFromEnv(v)
 	if err == nil {
-		err = RunPlan(p, nil)
+		err = Runner{}.Run(p)
 	}
 	if err != nil {
 		result = err.Error()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -27,8 +28,27 @@ type Plan struct {
 	Rounds   int           // rounds left after the caller's first
 	Interval time.Duration // before each of them
 	// Log is the caller's, carried to the detached process as is: where
-	// it reports the rounds (see RunPlan's report).
+	// it reports the rounds (see Runner.Report).
 	Log *PlanLog
+	// Owner is carried for the child's Runner.WhileHeld; nil checks nothing.
+	Owner *Owner
+	// Hold says that the child's fd 3 is a pipe whose write end the caller
+	// closes once it has closed its own copies of the files the child
+	// inherits from fd 4 on: the child reads it to EOF before anything
+	// else, so that its close of those sockets is the last (see
+	// Sender.Release).
+	Hold bool
+}
+
+// Owner names the attachment whose IPs a plan announces and the state
+// directory that records who holds them. Package announce only carries it,
+// for the child to ask, before each round, whether the IPs are still held.
+type Owner struct {
+	DataDir     string `json:"dataDir"`
+	Device      string `json:"device"`
+	Network     string `json:"network"`
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
 }
 
 // PlanLog names a log for a detached announcer: a file to append JSON lines
@@ -50,6 +70,8 @@ type planJSON struct {
 	Rounds   int          `json:"rounds"`
 	Interval string       `json:"interval"`
 	Log      *PlanLog     `json:"log,omitempty"`
+	Owner    *Owner       `json:"owner,omitempty"`
+	Hold     bool         `json:"hold,omitempty"`
 }
 
 // MarshalJSON encodes p with the MAC as "aa:bb:cc:dd:ee:ff" and the interval
@@ -57,7 +79,7 @@ type planJSON struct {
 func (p Plan) MarshalJSON() ([]byte, error) {
 	return json.Marshal(planJSON{
 		Name: p.Uplink.Name, Index: p.Uplink.Index, MAC: p.Uplink.MAC.String(), Router: p.Uplink.Router,
-		IPs: p.IPs, Rounds: p.Rounds, Interval: p.Interval.String(), Log: p.Log,
+		IPs: p.IPs, Rounds: p.Rounds, Interval: p.Interval.String(), Log: p.Log, Owner: p.Owner, Hold: p.Hold,
 	})
 }
 
@@ -77,7 +99,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	}
 	*p = Plan{
 		Uplink: Uplink{Name: w.Name, Index: w.Index, MAC: mac, Router: w.Router},
-		IPs:    w.IPs, Rounds: w.Rounds, Interval: interval, Log: w.Log,
+		IPs:    w.IPs, Rounds: w.Rounds, Interval: interval, Log: w.Log, Owner: w.Owner, Hold: w.Hold,
 	}
 	return nil
 }
@@ -108,9 +130,11 @@ func PlanFromEnv(v string) (Plan, error) {
 // calling thread. A plan too big for one environment string is split across
 // several children.
 //
-// keep are files the child inherits and holds until it exits, so that their
-// last close happens there: see Sender.Release.
+// keep are files the child inherits from fd 3 on (with p.Hold, keep[0] is
+// the hold pipe); only the first child of a split plan gets them. Detach
+// closes the caller's copies of keep, started or not.
 func Detach(exe string, p Plan, keep ...*os.File) error {
+	defer closeAll(keep)
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encoding announcement plan for %s: %w", p.Uplink.Name, err)
@@ -118,6 +142,7 @@ func Detach(exe string, p Plan, keep ...*os.File) error {
 	if len(b) > maxPlanLen && len(p.IPs) > 1 {
 		first, second := p, p
 		first.IPs, second.IPs = p.IPs[:len(p.IPs)/2], p.IPs[len(p.IPs)/2:]
+		second.Hold = false
 		return errors.Join(Detach(exe, first, keep...), Detach(exe, second))
 	}
 	return start(exe, EnvPlan+"="+string(b), keep)
@@ -150,35 +175,67 @@ func start(exe, plan string, keep []*os.File) error {
 	return nil
 }
 
-// holdInherited is how long a child with no rounds to send keeps the
-// sockets it inherited: long enough that the parent, which closes its own
-// copies right after the child starts, is never the last to close them.
-const holdInherited = 100 * time.Millisecond
+// holdFD is where a child of a Plan with Hold finds the hold pipe.
+const holdFD = 3
 
-// RunPlan is the body of the detached process: p.Rounds rounds, sleeping
-// p.Interval before each because the caller already sent the first. It
-// returns after about Rounds*Interval with every round's failure joined; a
-// failed round does not stop the next, since the uplink may come back.
-// report, if not nil, hears of each round as it goes: its number, counting
-// the caller's first as 1, and its error.
-func RunPlan(p Plan, report func(round int, err error)) error {
-	if p.Rounds == 0 {
-		time.Sleep(holdInherited)
-		return nil
+// Runner runs a Plan in the detached child.
+type Runner struct {
+	// Sockets opens the Conns; the zero value opens raw sockets.
+	Sockets Sockets
+	// WhileHeld, if set, runs send with those of ips that are still held,
+	// under whatever lock keeps that answer true while send runs: so a
+	// release (DEL, GC) that has returned has stopped every later round
+	// for its IPs. It does not call send when none is held, and the plan
+	// then ends.
+	WhileHeld func(ips []netip.Addr, send func(held []netip.Addr) error) error
+	// Report, if set, hears of each round as it goes: its number,
+	// counting the caller's first as 1, and its error.
+	Report func(round int, err error)
+	// hold, if set, stands for the hold pipe at fd 3 in tests.
+	hold *os.File
+}
+
+// Run waits for the hold pipe, if the plan has one, then sends p.Rounds
+// rounds, sleeping p.Interval before each because the caller already sent
+// the first. It returns with every round's failure joined; a failed round
+// does not stop the next, since the uplink may come back.
+func (r Runner) Run(p Plan) error {
+	if p.Hold {
+		// EOF once the caller has closed its copies of our sockets.
+		hold := r.hold
+		if hold == nil {
+			hold = os.NewFile(holdFD, "hold")
+		}
+		io.Copy(io.Discard, hold)
+		hold.Close()
 	}
-	if report == nil {
-		report = func(int, error) {}
-	}
-	s := NewSender(p.Uplink)
+	s := NewSenderOn(p.Uplink, r.Sockets)
 	var errs []error
 	for i := 0; i < p.Rounds; i++ {
 		time.Sleep(p.Interval)
-		err := s.Round(p.IPs)
-		report(i+2, err)
+		sent, err := r.round(s, p.IPs)
+		if !sent {
+			break // released: nothing of ours left to announce
+		}
+		if r.Report != nil {
+			r.Report(i+2, err)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("round %d: %w", i+2, err))
 		}
 	}
 	errs = append(errs, s.Close())
 	return errors.Join(errs...)
+}
+
+// round sends one round of the IPs still held, and says whether any was.
+func (r Runner) round(s *Sender, ips []netip.Addr) (sent bool, err error) {
+	if r.WhileHeld == nil {
+		return true, s.Round(ips)
+	}
+	err = r.WhileHeld(ips, func(held []netip.Addr) error {
+		sent = true
+		return s.Round(held)
+	})
+	return sent || err != nil, err
 }

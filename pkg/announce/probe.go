@@ -13,7 +13,6 @@ import (
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
-	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -34,10 +33,12 @@ const (
 	packetOutgoing = unix.PACKET_OUTGOING
 )
 
-// Probe asks the uplink's LAN whether another host already uses ip, waiting
+// probe asks the uplink's LAN whether another host already uses ip, waiting
 // up to wait for an answer, and returns the hardware address of the first
-// host that claims it, or nil if none did. An error means the probe could
-// not be sent or heard, not that the address is free.
+// host that claims it, or nil if none did, and the socket it used, still
+// open, for the caller to hand over (see Session) or close. An error means
+// the probe could not be sent or heard, not that the address is free; the
+// socket is then closed.
 //
 // IPv4 sends an ARP probe per RFC 5227 section 2.1.1 (sender IP 0.0.0.0, so
 // that no neighbour learns anything from it) and takes as a claim any ARP
@@ -47,117 +48,74 @@ const (
 // neighbour advertisement for ip, or another host's DAD solicitation for it
 // (section 5.4.3). Frames from the uplink's own MAC never count.
 //
-// Like Sender it opens one AF_PACKET socket bound to the uplink and lists no
-// addresses; a BPF filter passes only frames about ip, so a busy LAN costs
-// the wait nothing.
-func Probe(up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
-	mac, sock, err := ProbeKeep(up, ip, wait)
-	if sock != nil {
-		sock.Close()
+// A BPF filter on the socket passes only frames about ip, so a busy LAN
+// costs the wait nothing.
+func probe(open Sockets, up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, Conn, error) {
+	q, err := newQuestion(up, ip)
+	if err != nil {
+		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
 	}
-	return mac, err
+	c, err := open.probe(up, q.proto, q.filter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
+	}
+	mac, err := q.ask(c, wait)
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
+	}
+	return mac, c, nil
 }
 
-// ProbeKeep is Probe that also hands its socket to the caller, as
-// Sender.Release does, for a detached child to hold: the last close of a
-// bound AF_PACKET socket waits for an RCU grace period (10 to 13 ms here),
-// which would otherwise sit on every probed ADD. The file is nil when the
-// probe failed; the caller closes it once a child has inherited it.
-func ProbeKeep(up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, *os.File, error) {
-	var (
-		proto  int
-		frame  []byte
-		filter []bpf.Instruction
-		claim  func([]byte, net.HardwareAddr, netip.Addr) net.HardwareAddr
-		err    error
-	)
+// question is one probe: what to send, which frames to let through, and
+// which of those are a claim.
+type question struct {
+	proto  int
+	frame  []byte
+	filter []bpf.Instruction
+	claim  func([]byte) net.HardwareAddr
+}
+
+func newQuestion(up Uplink, ip netip.Addr) (question, error) {
+	var q question
+	var err error
 	switch {
 	case ip.Is4():
-		proto, claim = unix.ETH_P_ARP, arpClaim
-		frame, err = arpProbe(up.MAC, ip)
-		filter = arpFilter(ip)
+		q.proto, q.filter = unix.ETH_P_ARP, arpFilter(ip)
+		q.frame, err = arpProbe(up.MAC, ip)
+		q.claim = func(f []byte) net.HardwareAddr { return arpClaim(f, up.MAC, ip) }
 	case ip.Is6() && !ip.Is4In6() && ip.Zone() == "":
-		proto, claim = unix.ETH_P_IPV6, ndClaim
-		frame, err = dadSolicitation(up.MAC, ip)
-		filter = ndFilter(ip)
+		q.proto, q.filter = unix.ETH_P_IPV6, ndFilter(ip)
+		q.frame, err = dadSolicitation(up.MAC, ip)
+		q.claim = func(f []byte) net.HardwareAddr { return ndClaim(f, up.MAC, ip) }
 	default:
 		err = errors.New("not an unzoned IPv4 or IPv6 address")
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
-	}
-	mac, sock, err := probe(up, proto, frame, filter, func(f []byte) net.HardwareAddr { return claim(f, up.MAC, ip) }, wait)
-	if err != nil {
-		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
-	}
-	return mac, sock, nil
+	return q, err
 }
 
-// probe sends frame on a socket that already listens, so that an answer
-// arriving before the first read is queued, not lost, then reads until
-// claim names a host or wait has passed. It returns a duplicate of the
-// socket (see ProbeKeep), so that closing its own is not the last close.
-func probe(up Uplink, proto int, frame []byte, filter []bpf.Instruction, claim func([]byte) net.HardwareAddr, wait time.Duration) (net.HardwareAddr, *os.File, error) {
-	raw, err := bpf.Assemble(filter)
-	if err != nil {
-		return nil, nil, fmt.Errorf("assembling filter: %w", err)
-	}
-	ifi := &net.Interface{Index: up.Index, Name: up.Name}
-	c, err := packet.Listen(ifi, packet.Raw, proto, &packet.Config{Filter: raw})
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening packet socket: %w", err)
-	}
-	defer c.Close()
-	mac, err := listen(c, frame, claim, wait)
-	if err != nil {
-		return nil, nil, err
-	}
-	sock, err := dup(c)
-	if err != nil {
-		return nil, nil, fmt.Errorf("handing over the probe socket: %w", err)
-	}
-	return mac, sock, nil
-}
-
-func listen(c *packet.Conn, frame []byte, claim func([]byte) net.HardwareAddr, wait time.Duration) (net.HardwareAddr, error) {
+// ask sends the probe on c, which already listens, then reads until a frame
+// is a claim or wait has passed.
+func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
 	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
 		return nil, err
 	}
-	// The frame carries its own Ethernet header; the address only has to be
-	// well formed for the library.
-	to := &packet.Addr{HardwareAddr: ethernet.Broadcast}
-	if _, err := c.WriteTo(frame, to); err != nil {
+	if err := c.WriteFrame(q.frame); err != nil {
 		return nil, fmt.Errorf("sending probe: %w", err)
 	}
 	buf := make([]byte, 9216) // a jumbo frame: a truncated NA would not parse
 	for {
-		n, _, err := c.ReadFrom(buf)
+		n, err := c.ReadFrame(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading answers: %w", err)
 		}
-		if mac := claim(buf[:n]); mac != nil {
+		if mac := q.claim(buf[:n]); mac != nil {
 			return mac, nil
 		}
 	}
-}
-
-// dup returns a close-on-exec duplicate of c's descriptor as a file.
-func dup(c *packet.Conn) (*os.File, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	fd, dupErr := -1, error(nil)
-	if err := rc.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
-		return nil, err
-	}
-	if dupErr != nil {
-		return nil, dupErr
-	}
-	return os.NewFile(uintptr(fd), "probe"), nil
 }
 
 // arpProbe returns the Ethernet frame of an RFC 5227 section 2.1.1 ARP

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,7 +73,16 @@ func (l *link) lanMAC(t *testing.T) net.HardwareAddr {
 	return mac
 }
 
-// probeFromNode runs Probe in the node namespace and times it.
+// probeOnce probes on real sockets and closes the socket.
+func probeOnce(open Sockets, up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+	mac, c, err := probe(open, up, ip, wait)
+	if c != nil {
+		c.Close()
+	}
+	return mac, err
+}
+
+// probeFromNode probes in the node namespace and times it.
 func (l *link) probeFromNode(t *testing.T, ip netip.Addr, wait time.Duration) (net.HardwareAddr, time.Duration) {
 	t.Helper()
 	var mac net.HardwareAddr
@@ -80,7 +90,7 @@ func (l *link) probeFromNode(t *testing.T, ip netip.Addr, wait time.Duration) (n
 	l.inNode(t, func() error {
 		start := time.Now()
 		var err error
-		mac, err = Probe(l.uplink, ip, wait)
+		mac, err = probeOnce(Sockets{}, l.uplink, ip, wait)
 		took = time.Since(start)
 		return err
 	})
@@ -123,6 +133,68 @@ func TestProbeHearsNobodyAndReturnsNilAfterItsWait(t *testing.T) {
 	}
 }
 
+// probeWhileSending probes for addr from the node and runs send once the
+// probe has sent its own frame, so that its socket was open and filtering
+// before send's frames went out. It fails the test if the probe heard no
+// claim and had stopped listening before send returned: then it proves
+// nothing about those frames.
+func (l *link) probeWhileSending(t *testing.T, addr netip.Addr, wait time.Duration, send func()) net.HardwareAddr {
+	t.Helper()
+	listening := make(chan struct{})
+	open := Sockets{Probe: func(up Uplink, proto int, filter []bpf.Instruction) (Conn, error) {
+		c, err := openProbe(up, proto, filter)
+		if err != nil {
+			return nil, err
+		}
+		return signalConn{Conn: c, wrote: listening}, nil
+	}}
+	var got net.HardwareAddr
+	var ended time.Time
+	res := make(chan error, 1)
+	go func() {
+		// A new goroutine may run on any thread: it must enter the node's
+		// namespace itself, or it would probe the machine's own interface
+		// of the same index.
+		res <- l.node.Do(func(ns.NetNS) error {
+			var err error
+			got, err = probeOnce(open, l.uplink, addr, wait)
+			ended = time.Now()
+			return err
+		})
+	}()
+	select {
+	case <-listening:
+	case err := <-res:
+		t.Fatalf("the probe ended before it sent its frame: %v", err)
+	}
+	send()
+	sent := time.Now()
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	if got == nil && !ended.After(sent) {
+		t.Fatalf("the probe for %s ended at %s, before the frames were out (%s): it proves nothing", addr, ended, sent)
+	}
+	return got
+}
+
+// signalConn closes wrote once the probe has written its frame: its socket
+// is then open, filtered and reading.
+type signalConn struct {
+	Conn
+	wrote chan struct{}
+}
+
+func (c signalConn) WriteFrame(b []byte) error {
+	err := c.Conn.WriteFrame(b)
+	close(c.wrote)
+	return err
+}
+
+// listenWait is how long a probe that must hear the frames of a test listens:
+// generous, since those frames only have to get out within it.
+const listenWait = 2 * time.Second
+
 // TestProbeIgnoresTheNodesOwnAnnouncements sends the node's gratuitous ARP
 // and unsolicited NA for the address while it probes: its own frames (seen
 // by every packet socket on the way out) must not look like another owner.
@@ -130,29 +202,15 @@ func TestProbeIgnoresTheNodesOwnAnnouncements(t *testing.T) {
 	for _, addr := range probeIPs {
 		t.Run(addr.String(), func(t *testing.T) {
 			l := newLink(t)
-			var got net.HardwareAddr
-			res := make(chan error, 1)
-			go func() {
-				// A new goroutine may run on any thread: it must enter the
-				// node's namespace itself, or it would probe the machine's
-				// own interface of the same index.
-				res <- l.node.Do(func(ns.NetNS) error {
-					var err error
-					got, err = Probe(l.uplink, addr, probeWait)
-					return err
+			got := l.probeWhileSending(t, addr, listenWait, func() {
+				l.inNode(t, func() error {
+					s := NewSender(l.uplink)
+					defer s.Close()
+					return s.Round([]netip.Addr{addr})
 				})
-			}()
-			time.Sleep(probeWait / 4)
-			l.inNode(t, func() error {
-				s := NewSender(l.uplink)
-				defer s.Close()
-				return s.Round([]netip.Addr{addr})
 			})
-			if err := <-res; err != nil {
-				t.Fatal(err)
-			}
 			if got != nil {
-				t.Errorf("Probe(%s) = %s: it took the node's own announcement (from %s) for a conflict", addr, got, l.uplink.MAC)
+				t.Errorf("probe(%s) = %s: it took the node's own announcement (from %s) for a conflict", addr, got, l.uplink.MAC)
 			}
 		})
 	}
@@ -179,13 +237,13 @@ func TestProbeTreatsAnotherHostsProbeAsAConflict(t *testing.T) {
 				t.Fatalf("opening a packet socket on %s: %v", lanIf, err)
 			}
 			defer c.Close()
-			go func() {
-				time.Sleep(probeWait / 4)
-				c.WriteTo(frame, &packet.Addr{HardwareAddr: frame[:6]})
-			}()
-			got, _ := l.probeFromNode(t, addr, probeWait)
+			got := l.probeWhileSending(t, addr, listenWait, func() {
+				if _, err := c.WriteTo(frame, &packet.Addr{HardwareAddr: frame[:6]}); err != nil {
+					t.Errorf("sending the LAN host's probe: %v", err)
+				}
+			})
 			if !bytes.Equal(got, lanMAC) {
-				t.Errorf("Probe(%s) = %v while %s probed for it too, want %s", addr, got, lanMAC, lanMAC)
+				t.Errorf("probe(%s) = %v while %s probed for it too, want %s", addr, got, lanMAC, lanMAC)
 			}
 		})
 	}

@@ -3,8 +3,10 @@ package announce
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,10 +93,75 @@ func TestProbeRefusesBadInputBeforeOpeningASocket(t *testing.T) {
 		{"IPv6 with a short MAC", short, testIP6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if mac, err := Probe(tc.up, tc.ip, time.Millisecond); err == nil {
-				t.Errorf("Probe(%q, %s) = %v, nil; want an error", tc.up.MAC, tc.ip, mac)
+			opened := Sockets{Probe: func(Uplink, int, []bpf.Instruction) (Conn, error) {
+				t.Errorf("a socket was opened for %s", tc.ip)
+				return nil, errors.New("no socket")
+			}}
+			if mac, _, err := probe(opened, tc.up, tc.ip, time.Millisecond); err == nil {
+				t.Errorf("probe(%q, %s) = %v, nil; want an error", tc.up.MAC, tc.ip, mac)
 			}
 		})
+	}
+}
+
+func TestProbeSendsItsFrameThenTakesTheFirstClaimAmongWhatItReads(t *testing.T) {
+	zero := make(net.HardwareAddr, 6)
+	any4 := netip.IPv4Unspecified()
+	n := newFakeNet(t)
+	n.answers = [][]byte{
+		arpFrameOf(t, arp.OperationRequest, otherMAC, netip.MustParseAddr("198.51.100.1"), zero, testIP4), // asks, claims nothing
+		arpFrameOf(t, arp.OperationRequest, testMAC, testIP4, zero, testIP4),                              // our own
+		arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, any4),                               // the claim
+	}
+	const wait = time.Hour
+	before := time.Now()
+	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mac, otherMAC) {
+		t.Errorf("probe = %v, want the claiming host %s", mac, otherMAC)
+	}
+	fc := n.of("probe")[0]
+	want, _ := arpProbe(testMAC, testIP4)
+	if len(fc.written) != 1 || !bytes.Equal(fc.written[0], want) {
+		t.Errorf("probe wrote % x, want one RFC 5227 probe", fc.written)
+	}
+	if fc.deadline.Before(before.Add(wait)) {
+		t.Errorf("read deadline %s is not the wait (%s) after the start", fc.deadline, wait)
+	}
+	if c == nil || fc.isClosed() {
+		t.Error("probe closed its socket, or did not return it for the hand-over")
+	}
+}
+
+func TestProbeHearingNoClaimReturnsNilAtTheDeadlineAndKeepsTheSocket(t *testing.T) {
+	n := newFakeNet(t)
+	n.answers = [][]byte{ndFrameOf(t, otherMAC, netip.MustParseAddr("fe80::aa"), netip.IPv6LinkLocalAllNodes(), 64,
+		&ndp.NeighborAdvertisement{TargetAddress: testIP6})} // routed: not a claim
+	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP6, time.Millisecond)
+	if err != nil || mac != nil || c == nil {
+		t.Fatalf("probe = %v, %v, %v; want no claim, the socket, no error", mac, c, err)
+	}
+	if got := n.of("probe")[0].written; len(got) != 1 || got[0][12] != 0x86 {
+		t.Errorf("probe wrote % x, want one IPv6 DAD solicitation", got)
+	}
+}
+
+func TestProbeThatCannotSendClosesItsSocketAndSaysWhy(t *testing.T) {
+	n := newFakeNet(t)
+	s := n.sockets()
+	s.Probe = func(Uplink, int, []bpf.Instruction) (Conn, error) {
+		c, _ := n.open("probe", true)
+		c.(packetConn).writeErr = unix.ENETDOWN
+		return c, nil
+	}
+	_, c, err := probe(s, Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, time.Millisecond)
+	if !errors.Is(err, unix.ENETDOWN) || c != nil || !strings.Contains(err.Error(), "up0") {
+		t.Errorf("probe = %v, %v; want ENETDOWN naming up0 and no socket", c, err)
+	}
+	if !n.of("probe")[0].isClosed() {
+		t.Error("a failed probe left its socket open")
 	}
 }
 

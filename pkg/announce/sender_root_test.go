@@ -153,41 +153,6 @@ func checkNA(t *testing.T, icmp []byte, up Uplink) netip.Addr {
 	return na.TargetAddress
 }
 
-func TestSenderOpensEachSocketOnFirstNeedAndKeepsIt(t *testing.T) {
-	l := newLink(t)
-	l.inNode(t, func() error {
-		s := NewSender(l.uplink)
-		defer s.Close()
-		if err := s.Round(wireIP4); err != nil {
-			return err
-		}
-		if s.icmp >= 0 {
-			t.Errorf("an IPv4-only round opened the ICMPv6 socket")
-		}
-		arpConn := s.arp
-		if arpConn < 0 {
-			t.Errorf("an IPv4 round left the ARP socket unopened")
-		}
-		if err := s.Round(wireIP6); err != nil {
-			return err
-		}
-		icmp := s.icmp
-		if err := s.Round(append(append([]netip.Addr(nil), wireIP4...), wireIP6...)); err != nil {
-			return err
-		}
-		if s.arp != arpConn || s.icmp != icmp {
-			t.Errorf("a later round opened new sockets instead of reusing them")
-		}
-		if err := s.Close(); err != nil {
-			return err
-		}
-		if s.arp >= 0 || s.icmp >= 0 {
-			t.Errorf("Close left sockets open: arp fd %d icmp fd %d", s.arp, s.icmp)
-		}
-		return nil
-	})
-}
-
 func TestRoundReportsWhyItCouldNotSend(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -2,7 +2,8 @@ package config
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/external-ip/external-ip/pkg/errkind"
 )
 
 // The kinds of error this package returns; test with errors.Is.
@@ -15,24 +16,14 @@ var (
 	ErrArgs = errors.New("invalid CNI_ARGS")
 )
 
-// kindError carries a kind for errors.Is without repeating the kind's text in
-// every message: the message alone already names the field and the value.
-type kindError struct {
-	kind error
-	msg  string
-}
-
-func (e *kindError) Error() string { return e.msg }
-func (e *kindError) Unwrap() error { return e.kind }
-
 func invalidf(format string, args ...any) error {
-	return &kindError{kind: ErrInvalid, msg: fmt.Sprintf(format, args...)}
+	return errkind.Errorf(ErrInvalid, format, args...)
 }
 
 func decodef(format string, args ...any) error {
-	return &kindError{kind: ErrDecode, msg: fmt.Sprintf(format, args...)}
+	return errkind.Errorf(ErrDecode, format, args...)
 }
 
 func argsf(format string, args ...any) error {
-	return &kindError{kind: ErrArgs, msg: fmt.Sprintf(format, args...)}
+	return errkind.Errorf(ErrArgs, format, args...)
 }

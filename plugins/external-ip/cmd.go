@@ -71,9 +71,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
 	}
-	ann := &announcement{conf: inv.conf, log: inv.log, logTo: inv.logTo}
-	_, err = inv.as.Add(inv.att, addrs(reqs), ann.hooks())
-	ann.finish(err == nil)
+	s := session(inv)
+	_, err = inv.as.Add(inv.att, addrs(reqs), callbacks(s, inv.conf))
+	if herr := s.Finish(err == nil); herr != nil {
+		inv.log.Warn("sockets or later rounds not handed over", "error", herr)
+	}
 	if err != nil {
 		inv.log.Error("add failed", "error", err)
 		return cniError(err, reqs)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 )
@@ -13,7 +14,7 @@ import (
 // Plugin error codes beyond the CNI spec's; the README lists them.
 const (
 	codeHost        = 100 // the kernel refused a change
-	codeAnnounce    = 101 // the first round of announcements could not be sent
+	codeAnnounce    = 101 // a conflict probe or the first round could not be sent
 	codeUnreachable = 102 // a sysctl keeps the LAN from reaching the IP
 	codeConflict    = 103 // another host answered for the IP
 	codeDrift       = 104 // CHECK found state or host not as recorded
@@ -31,9 +32,9 @@ var codes = []struct {
 	{assigner.ErrLockTimeout, types.ErrTryAgainLater},
 	{assigner.ErrState, types.ErrIOFailure},
 	{assigner.ErrHost, codeHost},
-	{assigner.ErrAnnounce, codeAnnounce},
+	{announce.ErrAnnounce, codeAnnounce},
 	{assigner.ErrUnreachable, codeUnreachable},
-	{assigner.ErrConflict, codeConflict},
+	{announce.ErrConflict, codeConflict},
 	{assigner.ErrDrift, codeDrift},
 }
 

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 )
@@ -27,9 +27,9 @@ func TestEachKindOfErrorGetsItsCNICode(t *testing.T) {
 		{assigner.ErrLockTimeout, 11},
 		{assigner.ErrState, 5},
 		{assigner.ErrHost, 100},
-		{assigner.ErrAnnounce, 101},
+		{announce.ErrAnnounce, 101},
 		{assigner.ErrUnreachable, 102},
-		{assigner.ErrConflict, 103},
+		{announce.ErrConflict, 103},
 		{assigner.ErrDrift, 104},
 		{errors.New("unexpected"), types.ErrInternal},
 	} {
@@ -68,27 +68,6 @@ func TestCheckComparesTheRecordWithTheRequestInAnyOrder(t *testing.T) {
 	err := sameIPs([]netip.Addr{a, b}, []netip.Addr{a})
 	if !errors.Is(err, assigner.ErrDrift) {
 		t.Errorf("a record missing an IP gives %v, want ErrDrift", err)
-	}
-}
-
-func TestAnnouncementsAreGroupedByUplinkInOrder(t *testing.T) {
-	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
-	eth0 := assigner.Uplink{Name: "eth0", Index: 2, MAC: mac}
-	eth1 := assigner.Uplink{Name: "eth1", Index: 3, MAC: mac, Router: true}
-	ip := netip.MustParseAddr
-	groups := byUplink([]assigner.Placed{
-		{Addr: ip("192.0.2.1"), Uplink: eth0},
-		{Addr: ip("203.0.113.1"), Uplink: eth1},
-		{Addr: ip("2001:db8::1"), Uplink: eth0},
-	})
-	if len(groups) != 2 {
-		t.Fatalf("got %d groups, want one per uplink (2)", len(groups))
-	}
-	if groups[0].up.Name != "eth0" || fmt.Sprint(groups[0].ips) != "[192.0.2.1 2001:db8::1]" {
-		t.Errorf("first group %s %v, want eth0 [192.0.2.1 2001:db8::1]", groups[0].up.Name, groups[0].ips)
-	}
-	if !groups[1].up.Router || groups[1].up.Index != 3 {
-		t.Errorf("second group lost the uplink's fields: %+v", groups[1].up)
 	}
 }
 

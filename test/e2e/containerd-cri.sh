@@ -113,7 +113,9 @@ check "the LAN learned $V6 -> uplink MAC from the neighbour advertisement" e2e_l
 # plugin's detached announcer after ADD returned; wait for them.
 lan_rounds_done() { [ "$(lan_frames arp)" -ge 6 ] && [ "$(lan_frames na)" -ge 3 ]; }
 e2e_wait_for 15 "three announcement rounds on the LAN" lan_rounds_done
-sleep 0.5   # a fourth round would show here
+# A fourth round would come one interval (1.1 s) after the third: listen for
+# two intervals, so that a late child's extra round shows here too.
+sleep 2.3
 # conflictProbe is the examples' default (150 ms): the LAN is probed before
 # an IP first goes on the holder.
 n=$(lan_frames arp-probe)

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/mdlayher/arp"
 )
 
 // mustBeOneJSONDocument fails unless stdout is exactly one JSON value: a
@@ -71,4 +75,46 @@ func TestRefusedReAddKeepsWhatTheAttachmentHeldUntilDel(t *testing.T) {
 	h.run(attach("CHECK", "c1", conf)).mustOK(t, "CHECK against the earlier request")
 	h.run(attach("DEL", "c1", conf)).mustOK(t, "the runtime's DEL")
 	h.mustHold(t, "after the DEL", "eip0")
+}
+
+// A release (DEL, or GC of an attachment no longer valid) stops the detached
+// announcer's later rounds before it returns: the LAN hears the ADD's first
+// round and nothing after, for longer than all the rounds would have taken,
+// and the announcer exits at its next round.
+func TestReleaseStopsTheLaterRoundsOfTheIPsItReleases(t *testing.T) {
+	const rounds, interval = 4, 400 * time.Millisecond
+	ip4, ip6 := netip.MustParseAddr("192.0.2.65"), netip.MustParseAddr("2001:db8:1::65")
+	for _, release := range []string{"DEL", "GC"} {
+		t.Run(release, func(t *testing.T) {
+			h := newHost(t)
+			frames := captureOn(t, h.lan, "lan0")
+			conf := h.netConf("1.1.0", map[string]any{
+				"runtimeConfig": runtimeIPs(ip4.String(), ip6.String()),
+				"announce":      map[string]any{"count": rounds, "interval": interval.String()},
+			})
+			h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD")
+			if release == "DEL" {
+				h.run(attach("DEL", "c1", conf)).mustOK(t, "DEL")
+			} else {
+				h.run(call{command: "GC", conf: h.gcConf("testnet", []string{}, nil)}).mustOK(t, "GC keeping nothing")
+			}
+			released := time.Now()
+			// Long enough for every later round, plus a slow child's start.
+			got := collectWire(frames, rounds*interval+2*time.Second,
+				wireWant{arpAbout(ip4, arp.OperationRequest), rounds},
+				wireWant{naFor(ip6), rounds})
+			for i, what := range []string{"gratuitous ARP requests for " + ip4.String(), "NAs for " + ip6.String()} {
+				if len(got[i]) != 1 {
+					t.Errorf("the LAN received %d %s, want 1: the ADD's first round and none after the %s", len(got[i]), what, release)
+				}
+			}
+			deadline := released.Add(interval + 5*time.Second)
+			for procs := pluginProcs(t, h.name); len(procs) > 0; procs = pluginProcs(t, h.name) {
+				if time.Now().After(deadline) {
+					t.Fatalf("announcers %v still run %s after the %s", procs, time.Since(released), release)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
 }

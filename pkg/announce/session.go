@@ -1,0 +1,242 @@
+package announce
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/external-ip/external-ip/pkg/errkind"
+)
+
+// Target is one IP to announce or probe for and the uplink it goes out on.
+type Target struct {
+	Addr   netip.Addr
+	Uplink Uplink
+}
+
+// SessionOptions configure one ADD's Session.
+type SessionOptions struct {
+	// Rounds is the whole count, the first round included; Interval is
+	// the time between rounds.
+	Rounds   int
+	Interval time.Duration
+	// Log and Owner travel in each Plan to the detached child.
+	Log   *PlanLog
+	Owner *Owner
+	// Logger hears of each first round sent; nil discards.
+	Logger *slog.Logger
+	// Sockets opens the Conns; the zero value opens raw sockets.
+	Sockets Sockets
+	// Start starts a detached child for p that inherits files, and owns
+	// files from then on: it closes them, started or not. Nil starts this
+	// binary with Detach.
+	Start func(p Plan, files []*os.File) error
+}
+
+// Session is one ADD's announcing: its conflict probes, its first round on
+// each uplink, and after ADD the hand-over of the later rounds and of its
+// packet sockets to detached children, so that neither the rounds nor the
+// slow last close of an AF_PACKET socket (see Sender.Release) holds ADD up.
+type Session struct {
+	o       SessionOptions
+	mu      sync.Mutex
+	probed  []Conn // guarded by mu: probes run concurrently
+	senders []*Sender
+	targets [][]netip.Addr // per sender, its IPs
+}
+
+// NewSession returns a Session that has sent nothing yet.
+func NewSession(o SessionOptions) *Session {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Start == nil {
+		o.Start = startSelf
+	}
+	return &Session{o: o}
+}
+
+// startSelf starts this binary, which must dispatch EnvPlan to a Runner.
+func startSelf(p Plan, files []*os.File) error {
+	exe, err := os.Executable()
+	if err != nil {
+		closeAll(files)
+		return fmt.Errorf("starting announcer: %w", err)
+	}
+	return Detach(exe, p, files...)
+}
+
+// Probe asks t's LAN for wait whether another host already answers for
+// t.Addr: ErrConflict naming it if one does, ErrAnnounce if the probe could
+// not be sent or heard. It is safe to run for several targets at once; its
+// socket is kept for Finish to hand over.
+func (s *Session) Probe(t Target, wait time.Duration) error {
+	mac, c, err := probe(s.o.Sockets, t.Uplink, t.Addr, wait)
+	if c != nil {
+		s.mu.Lock()
+		s.probed = append(s.probed, c)
+		s.mu.Unlock()
+	}
+	if err != nil {
+		return errkind.Errorf(ErrAnnounce, "%s: %w", t.Addr, err)
+	}
+	if mac != nil {
+		return errkind.Errorf(ErrConflict, "%s: another host (%s) answered the conflict probe on %s; refusing to take the address", t.Addr, mac, t.Uplink.Name)
+	}
+	return nil
+}
+
+// Announce sends the first round for targets, one Sender per uplink, in the
+// order the uplinks first appear. It stops at the first uplink that fails.
+func (s *Session) Announce(targets []Target) error {
+	for _, g := range byUplink(targets) {
+		snd := NewSenderOn(g.up, s.o.Sockets)
+		s.senders, s.targets = append(s.senders, snd), append(s.targets, g.ips)
+		if err := snd.Round(g.ips); err != nil {
+			return errkind.Errorf(ErrAnnounce, "announcing %v on %s: %w", g.ips, g.up.Name, err)
+		}
+		s.o.Logger.Info("announced", "uplink", g.up.Name, "ips", g.ips, "round", 1)
+	}
+	return nil
+}
+
+type group struct {
+	up  Uplink
+	ips []netip.Addr
+}
+
+func byUplink(targets []Target) []group {
+	var out []group
+	at := map[int]int{}
+	for _, t := range targets {
+		i, ok := at[t.Uplink.Index]
+		if !ok {
+			i = len(out)
+			at[t.Uplink.Index] = i
+			out = append(out, group{up: t.Uplink})
+		}
+		out[i].ips = append(out[i].ips, t.Addr)
+	}
+	return out
+}
+
+// Finish ends the session once ADD is decided. After a failed ADD it only
+// closes. After a successful one, each uplink with rounds left, or with a
+// packet socket, goes to a detached child; the first child started also
+// takes the probes' sockets, and when no child was needed for announcing
+// one is started only to hold them. A child that inherits sockets is told
+// through a pipe when the plugin has closed its own copies, so that its
+// close is the last. What could not be handed over is closed here and
+// returned as an error, for a warning: the first round is out, so the ADD
+// stands.
+func (s *Session) Finish(ok bool) error {
+	var errs []error
+	var signals []*os.File
+	defer func() {
+		s.closeProbes()
+		closeAll(signals) // after every copy of ours is closed
+	}()
+	handed := !ok || len(s.probed) == 0
+	for i, snd := range s.senders {
+		if !ok || (s.o.Rounds < 2 && !snd.HasPacketSocket()) {
+			snd.Close()
+			continue
+		}
+		files, err := snd.Release()
+		var probes []*os.File
+		if err == nil && !handed {
+			probes, err = s.probeFiles()
+		}
+		if err != nil {
+			closeAll(files)
+			errs = append(errs, err)
+			continue
+		}
+		w, err := s.start(s.plan(snd.up, s.targets[i], s.o.Rounds-1), append(files, probes...))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("later rounds on %s not started: %w", snd.up.Name, err))
+			continue
+		}
+		signals, handed = append(signals, w), handed || len(probes) > 0
+	}
+	if !handed && len(s.senders) > 0 {
+		w, err := s.holdProbes()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("probe sockets closed in the plugin: %w", err))
+		}
+		signals = append(signals, w)
+	}
+	return errors.Join(errs...)
+}
+
+// holdProbes starts a child that sends nothing and only holds the probes'
+// sockets until the plugin has closed its own.
+func (s *Session) holdProbes() (*os.File, error) {
+	files, err := s.probeFiles()
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	return s.start(s.plan(s.senders[0].up, nil, 0), files)
+}
+
+// start starts a child for p that inherits files, after a hold pipe when
+// there are any, and returns the pipe's write end for the caller to close
+// once it has closed its own copies.
+func (s *Session) start(p Plan, files []*os.File) (*os.File, error) {
+	if len(files) == 0 {
+		return nil, s.o.Start(p, nil)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		closeAll(files)
+		return nil, err
+	}
+	p.Hold = true
+	if err := s.o.Start(p, append([]*os.File{r}, files...)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// probeFiles duplicates the probes' sockets for a child to inherit.
+func (s *Session) probeFiles() ([]*os.File, error) {
+	var files []*os.File
+	for _, c := range s.probed {
+		h, ok := c.(handover)
+		if !ok {
+			continue
+		}
+		f, err := h.File()
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("handing over a probe socket: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func (s *Session) closeProbes() {
+	for _, c := range s.probed {
+		c.Close()
+	}
+	s.probed = nil
+}
+
+func (s *Session) plan(up Uplink, ips []netip.Addr, rounds int) Plan {
+	return Plan{Uplink: up, IPs: ips, Rounds: rounds, Interval: s.o.Interval, Log: s.o.Log, Owner: s.o.Owner}
+}
+
+// closeAll closes files that are ours, nil ones skipped.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package assigner
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestWhileHeldSendsOnlyWhatTheAttachmentStillHoldsUnderTheLock(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a, v6a)
+	f.add(attB, v4b)
+	var got []netip.Addr
+	err := f.assigner().WhileHeld(attA, []netip.Addr{v4a, v6a, v4b}, func(held []netip.Addr) error {
+		got = held
+		// A release waits for the round: the lock is held while it is sent.
+		other := f.opts
+		other.LockTimeout = 50 * time.Millisecond
+		if err := newAssigner(other, f.k).Del(attA); !errors.Is(err, ErrLockTimeout) {
+			t.Errorf("DEL during the round = %v, want it to wait for the lock", err)
+		}
+		return nil
+	})
+	if err != nil || !slices.Equal(got, []netip.Addr{v4a, v6a}) {
+		t.Errorf("WhileHeld = %v with %v, want attA's own [%s %s]", err, got, v4a, v6a)
+	}
+	f.del(attA)
+	err = f.assigner().WhileHeld(attA, []netip.Addr{v4a, v6a}, func([]netip.Addr) error {
+		t.Error("a round was sent for IPs the attachment released")
+		return nil
+	})
+	if err != nil {
+		t.Errorf("WhileHeld after DEL = %v, want nil", err)
+	}
+}
+
+func TestWhileHeldSendsNothingWhileAChangeIsPendingOrWithoutState(t *testing.T) {
+	f := newFixture(t)
+	none := func([]netip.Addr) error { t.Error("a round was sent"); return nil }
+	if err := f.assigner().WhileHeld(attA, []netip.Addr{v4a}, none); err != nil {
+		t.Errorf("WhileHeld without a state directory = %v, want nil", err)
+	}
+	f.add(attA, v4a)
+	if err := os.WriteFile(f.assigner().st.journalPath(), []byte(`{"key":"x","touch":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.assigner().WhileHeld(attA, []netip.Addr{v4a}, none); !errors.Is(err, ErrState) {
+		t.Errorf("WhileHeld with a journal pending = %v, want ErrState", err)
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"log/slog"
+	"net/netip"
+	"os"
+
+	"github.com/external-ip/external-ip/pkg/announce"
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+)
+
+// session is ADD's announce.Session, wired to the assigner: the first round
+// under the lock, the probes before it, both of the IPs the assigner placed.
+func session(inv *invocation) *announce.Session {
+	return announce.NewSession(announce.SessionOptions{
+		Rounds: inv.conf.Announce.Count, Interval: inv.conf.Announce.Interval,
+		Log: inv.logTo, Logger: inv.log,
+		Owner: &announce.Owner{
+			DataDir: inv.conf.DataDir, Device: inv.conf.Device,
+			Network: inv.att.Network, ContainerID: inv.att.ContainerID, IfName: inv.att.IfName,
+		},
+	})
+}
+
+// callbacks are the assigner's calls into the session for one ADD;
+// conflictProbe "0s" probes nothing.
+func callbacks(s *announce.Session, conf *config.Config) assigner.Hooks {
+	h := assigner.Hooks{Announce: func(placed []assigner.Placed) error {
+		targets := make([]announce.Target, len(placed))
+		for i, p := range placed {
+			targets[i] = target(p)
+		}
+		return s.Announce(targets)
+	}}
+	if conf.Probe > 0 {
+		h.Probe = func(p assigner.Placed) error { return s.Probe(target(p), conf.Probe) }
+	}
+	return h
+}
+
+func target(p assigner.Placed) announce.Target {
+	u := p.Uplink
+	return announce.Target{Addr: p.Addr, Uplink: announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}}
+}
+
+// runAnnouncer is the detached process's whole life. It logs each round
+// it sends, as the ADD that started it logged the first, and sends only
+// the IPs its attachment still holds.
+func runAnnouncer(env string) int {
+	plan, err := announce.PlanFromEnv(env)
+	if err != nil {
+		return 1
+	}
+	log, done := slog.New(slog.DiscardHandler), func() {}
+	if plan.Log != nil {
+		if l, d, err := newLog(plan.Log); err == nil {
+			log, done = l, d
+		}
+	}
+	defer done()
+	r := announce.Runner{Report: func(round int, err error) {
+		attrs := []any{"uplink", plan.Uplink.Name, "ips", plan.IPs, "round", round, "pid", os.Getpid()}
+		if err != nil {
+			log.Warn("announcement round failed", append(attrs, "error", err)...)
+			return
+		}
+		log.Info("announced", attrs...)
+	}}
+	if o := plan.Owner; o != nil {
+		as := assigner.New(assigner.Options{Device: o.Device, DataDir: o.DataDir, LockTimeout: config.DefaultLockTimeout})
+		att := assigner.Attachment{Network: o.Network, ContainerID: o.ContainerID, IfName: o.IfName}
+		r.WhileHeld = func(ips []netip.Addr, send func([]netip.Addr) error) error { return as.WhileHeld(att, ips, send) }
+	}
+	if r.Run(plan) != nil {
+		return 1
+	}
+	return 0
+}
