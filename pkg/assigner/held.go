@@ -14,12 +14,9 @@ import (
 // known: the round is not sent, with an error, and the announcer never
 // replays another invocation's change.
 func (a *Assigner) WhileHeld(att Attachment, ips []netip.Addr, f func(held []netip.Addr) error) error {
-	if !a.st.exists() {
-		return nil
-	}
-	l, err := a.lock()
-	if err != nil {
-		return err
+	l, err := a.st.lockState(false, a.opts.LockTimeout)
+	if err != nil || l == nil {
+		return err // no state directory: nothing is held
 	}
 	defer l.unlock()
 	if fileExists(a.st.journalPath()) {
