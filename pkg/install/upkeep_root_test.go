@@ -1,0 +1,176 @@
+package install
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/mdlayher/packet"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+)
+
+// upkeepNode is a node namespace holding one external IP on eip0, its
+// uplink up0 wired to lan0 in a LAN namespace.
+type upkeepNode struct {
+	node, lan ns.NetNS
+	nodeName  string
+	dataDir   string
+	ip        netip.Addr
+	upMAC     net.HardwareAddr
+}
+
+func newUpkeepNode(t *testing.T) *upkeepNode {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and raw sockets")
+	}
+	u := &upkeepNode{dataDir: t.TempDir(), ip: netip.MustParseAddr("192.0.2.50")}
+	names := [2]string{}
+	for i, role := range []string{"node", "lan"} {
+		names[i] = fmt.Sprintf("eip-install-%s-%d-%d", role, os.Getpid(), time.Now().UnixNano()%1e6)
+		run(t, "ip", "netns", "add", names[i])
+		name := names[i]
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	}
+	u.nodeName = names[0]
+	run(t, "ip", "-n", names[0], "link", "add", "up0", "type", "veth", "peer", "name", "lan0", "netns", names[1])
+	run(t, "ip", "-n", names[0], "addr", "add", "192.0.2.1/24", "dev", "up0")
+	run(t, "ip", "-n", names[0], "link", "set", "up0", "up")
+	run(t, "ip", "-n", names[1], "link", "set", "lan0", "up")
+	var err error
+	if u.node, err = ns.GetNS("/var/run/netns/" + names[0]); err != nil {
+		t.Fatal(err)
+	}
+	if u.lan, err = ns.GetNS("/var/run/netns/" + names[1]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.node.Close(); u.lan.Close() })
+	u.do(t, func() error {
+		ifi, err := net.InterfaceByName("up0")
+		if err == nil {
+			u.upMAC = ifi.HardwareAddr
+			_, err = assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second}).
+				Add(assigner.Attachment{Network: "pods", ContainerID: "c1", IfName: "eth0"}, []netip.Addr{u.ip}, assigner.Hooks{})
+		}
+		return err
+	})
+	return u
+}
+
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+func (u *upkeepNode) do(t *testing.T, f func() error) {
+	t.Helper()
+	if err := u.node.Do(func(ns.NetNS) error { return f() }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (u *upkeepNode) upkeep(logs *logBuffer) *Upkeep {
+	return &Upkeep{DataDir: u.dataDir, LockTimeout: 5 * time.Second, Log: logs.logger()}
+}
+
+// arpCapture opens a capture on lan0 and returns a function counting the ARP
+// frames that announce ip from mac, read within wait.
+func (u *upkeepNode) arpCapture(t *testing.T) func(wait time.Duration) int {
+	t.Helper()
+	var c *packet.Conn
+	err := u.lan.Do(func(ns.NetNS) error {
+		ifi, err := net.InterfaceByName("lan0")
+		if err == nil {
+			c, err = packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("capturing on lan0: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return func(wait time.Duration) int {
+		n, buf := 0, make([]byte, 1500)
+		c.SetReadDeadline(time.Now().Add(wait))
+		for {
+			m, _, err := c.ReadFrom(buf)
+			if err != nil {
+				return n
+			}
+			// Ethernet (14) + ARP: sender MAC at 22, sender IP at 28.
+			f := buf[:m]
+			if m >= 42 && net.HardwareAddr(f[22:28]).String() == u.upMAC.String() && netip.AddrFrom4([4]byte(f[28:32])) == u.ip {
+				n++
+			}
+		}
+	}
+}
+
+func TestReannounceSendsARoundForEveryHeldIPOnItsUplink(t *testing.T) {
+	u := newUpkeepNode(t)
+	count := u.arpCapture(t)
+	logs := &logBuffer{}
+	u.do(t, u.upkeep(logs).Reannounce)
+	if n := count(2 * time.Second); n != 2 {
+		t.Errorf("the LAN saw %d announcements of %s; want one round, a request and a reply", n, u.ip)
+	}
+	if !strings.Contains(logs.String(), `"re-announced"`) || !strings.Contains(logs.String(), u.ip.String()) {
+		t.Errorf("no log line naming the re-announced IP:\n%s", logs)
+	}
+}
+
+func TestRepairPutsBackAnAddressRemovedByHandAndLogsWhatItFixed(t *testing.T) {
+	u := newUpkeepNode(t)
+	logs := &logBuffer{}
+	up := u.upkeep(logs)
+	u.do(t, up.Repair)
+	if strings.Contains(logs.String(), "repaired drift") {
+		t.Fatalf("repair with no drift logged a repair:\n%s", logs)
+	}
+	run(t, "ip", "-n", u.nodeName, "addr", "del", u.ip.String()+"/32", "dev", "eip0")
+	u.do(t, up.Repair)
+	var on bool
+	u.do(t, func() error {
+		l, err := netlink.LinkByName("eip0")
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		for _, a := range addrs {
+			on = on || a.IP.String() == u.ip.String()
+		}
+		return err
+	})
+	if !on {
+		t.Errorf("%s is not back on eip0 after the repair", u.ip)
+	}
+	if line := logs.String(); !strings.Contains(line, "repaired drift") || !strings.Contains(line, u.ip.String()+": held but not on eip0") {
+		t.Errorf("the repair log does not say what it fixed:\n%s", line)
+	}
+}
+
+func TestUpkeepOnANodeWithNoStateDoesNothing(t *testing.T) {
+	logs := &logBuffer{}
+	up := &Upkeep{DataDir: filepath.Join(t.TempDir(), "none"), Log: logs.logger()}
+	if err := up.Reannounce(); err != nil {
+		t.Errorf("reannounce without state: %v", err)
+	}
+	if err := up.Repair(); err != nil {
+		t.Errorf("repair without state: %v", err)
+	}
+	if logs.String() != "" {
+		t.Errorf("logged with nothing to do:\n%s", logs)
+	}
+}
