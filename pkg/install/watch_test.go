@@ -88,10 +88,12 @@ func TestWatchWaitsForAPrimaryAndSaysSo(t *testing.T) {
 		t.Errorf("binary not installed while waiting: %v", err)
 	}
 	rewrite(t, n.conf, "10-bridge.conf", bridgeConf, t.TempDir())
-	eventually(t, 5*time.Second, "chaining the primary once it appears", n.chained(t, "10-bridge.conflist"))
-	if _, err := os.Stat(filepath.Join(n.conf, "10-bridge.conf")); !os.IsNotExist(err) {
-		t.Errorf("the .conf is still there beside its .conflist (%v)", err)
+	// The .conflist is written before the .conf goes: wait for both.
+	converted := func() bool {
+		_, err := os.Stat(filepath.Join(n.conf, "10-bridge.conf"))
+		return os.IsNotExist(err) && n.chained(t, "10-bridge.conflist")()
 	}
+	eventually(t, 5*time.Second, "chaining the primary once it appears, as a .conflist alone", converted)
 	if c := strings.Count(logs.String(), "waiting for a primary"); c != 1 {
 		t.Errorf("said it was waiting %d times; once is enough", c)
 	}
