@@ -128,9 +128,9 @@ func median(ds []time.Duration) time.Duration {
 }
 
 var (
-	nlSend   = regexp.MustCompile(`^\d+\s+(?:sendto|sendmsg)\(.*?nlmsg_type=(\w+)`)
-	sockCall = regexp.MustCompile(`^\d+\s+socket\((AF_\w+)`)
-	sysName  = regexp.MustCompile(`^\d+\s+(\w+)\(`)
+	nlSend   = regexp.MustCompile(`^\d+\s+(?:[\d:.]+\s+)?(?:sendto|sendmsg)\(.*?nlmsg_type=(\w+)`)
+	sockCall = regexp.MustCompile(`^\d+\s+(?:[\d:.]+\s+)?socket\((AF_\w+)`)
+	sysName  = regexp.MustCompile(`^\d+\s+(?:[\d:.]+\s+)?(\w+)\(`)
 )
 
 // straceOne runs one ADD under `strace -f -C -w -yy -T`, keeps the log and
@@ -138,7 +138,7 @@ var (
 // netlink requests by type, the sockets by family and a few calls that cost.
 func (b *bench) straceOne(n *node, s subject, dir string) error {
 	path := filepath.Join(dir, "strace-"+s.name+".txt")
-	x := b.runPair(n, s, 3000, func(c *call) { c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-T", "-s", "256", "-o", path} })
+	x := b.runPair(n, s, 3000, func(c *call) { c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-tt", "-T", "-s", "256", "-o", path} })
 	if x.err != nil {
 		return fmt.Errorf("strace %s: %w", s.name, x.err)
 	}
