@@ -81,12 +81,7 @@ func (b *bench) trafficModes() []string {
 
 // defaultTraffic is the mode of the held and what-if rows: the plugin's
 // default, both, when it has the key.
-func (b *bench) defaultTraffic() string {
-	if !b.trafficKey {
-		return trafficNone
-	}
-	return trafficBoth
-}
+func (b *bench) defaultTraffic() string { return b.trafficModes()[len(b.trafficModes())-1] }
 
 // heldUnits make one node per held count, fill it through the plugin (one
 // attachment per address, each with its rules when the plugin steers) and

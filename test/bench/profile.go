@@ -138,7 +138,9 @@ var (
 // netlink requests by type, the sockets by family and a few calls that cost.
 func (b *bench) straceOne(n *node, s subject, dir string) error {
 	path := filepath.Join(dir, "strace-"+s.name+".txt")
-	x := b.runPair(n, s, 3000, func(c *call) { c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-tt", "-T", "-s", "256", "-o", path} })
+	x := b.runPair(n, s, 3000, func(c *call) {
+		c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-tt", "-T", "-s", "256", "-o", path}
+	})
 	if x.err != nil {
 		return fmt.Errorf("strace %s: %w", s.name, x.err)
 	}
