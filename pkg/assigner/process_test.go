@@ -33,13 +33,9 @@ const (
 	helperStep     = "EXTERNAL_IP_TEST_STEP"
 )
 
-// TestHelperProcess is not a test: it is the body of a child process, and
-// returns at once unless a process test started it.
-func TestHelperProcess(t *testing.T) {
-	role := os.Getenv(helperRole)
-	if role == "" {
-		return
-	}
+// runHelper is the body of a child process that a process test started;
+// TestMain dispatches to it, so that it is never counted as a test.
+func runHelper(t testing.TB, role string) {
 	k := newFakeKernel(t)
 	if err := k.persistTo(os.Getenv(helperKernel)); err != nil {
 		t.Fatalf("child: sharing the fake host: %v", err)
@@ -59,7 +55,7 @@ func TestHelperProcess(t *testing.T) {
 
 // helperRandom runs random ADDs and DELs and writes the records it expects
 // to survive to the output file.
-func helperRandom(t *testing.T, f *fixture) {
+func helperRandom(t testing.TB, f *fixture) {
 	worker, _ := strconv.Atoi(os.Getenv(helperWorker))
 	seed, _ := strconv.ParseUint(os.Getenv(helperSeed), 10, 64)
 	ops, _ := strconv.Atoi(os.Getenv(helperOps))
@@ -99,7 +95,7 @@ type childResult struct {
 
 // helperHold adds attA, and with the lock held says "locked" on stdout and
 // waits for stdin to close.
-func helperHold(t *testing.T, f *fixture) {
+func helperHold(t testing.TB, f *fixture) {
 	a := f.assigner()
 	a.hook = func(step string) {
 		if step == "record" {
@@ -115,7 +111,7 @@ func helperHold(t *testing.T, f *fixture) {
 // helperCrash runs a crash scenario's operation and kills itself with
 // SIGKILL at the given step: no deferred function runs, and only the kernel
 // releases the flock.
-func helperCrash(t *testing.T, f *fixture) {
+func helperCrash(t testing.TB, f *fixture) {
 	sc, _ := strconv.Atoi(os.Getenv(helperScenario))
 	n, _ := strconv.Atoi(os.Getenv(helperStep))
 	a := f.assigner()
@@ -133,7 +129,7 @@ func helperCrash(t *testing.T, f *fixture) {
 
 // child returns a command re-running this test binary in role.
 func child(ctx context.Context, role, dataDir, kernel string, env ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = append(os.Environ(), helperRole+"="+role, helperDataDir+"="+dataDir, helperKernel+"="+kernel)
 	cmd.Env = append(cmd.Env, env...)
 	return cmd
