@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -263,19 +264,44 @@ func runtimeIPs(ips ...string) map[string]any {
 	return map[string]any{"externalIPs": ips}
 }
 
-// holderHas reports whether ip is on the holder device in the node.
+// holderHas reports whether ip is on the holder device in the node. A
+// missing device, or an ip command that failed, fails the test: neither
+// says that the address is absent. Where the device may be gone, use
+// holderAddrs.
 func (h *host) holderHas(device, ip string) bool {
 	h.t.Helper()
-	out, err := h.try("ip -n %s -o addr show dev %s", h.name, device)
-	if err != nil {
-		return false
-	}
-	return strings.Contains(out, " "+ip+"/")
+	return slices.ContainsFunc(h.holderIPs(device), hasIP(ip))
 }
 
+// hasIP matches an "ip/prefix" of ip.
+func hasIP(ip string) func(string) bool {
+	return func(p string) bool { return strings.HasPrefix(p, ip+"/") }
+}
+
+// deviceExists reports whether device exists in the node; an ip command
+// that failed for another reason fails the test.
 func (h *host) deviceExists(device string) bool {
-	_, err := h.try("ip -n %s link show dev %s", h.name, device)
-	return err == nil
+	h.t.Helper()
+	_, ok := h.ipOnDevice("link show dev %s", device)
+	return ok
+}
+
+// ipOnDevice runs `ip -n NODE ARGS` about device and returns its output, or
+// false when the device does not exist. Any other failure fails the test.
+func (h *host) ipOnDevice(args, device string) (string, bool) {
+	h.t.Helper()
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("ip -n %s ", h.name)+fmt.Sprintf(args, device))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err == nil {
+		return string(out), true
+	}
+	if strings.Contains(stderr.String(), fmt.Sprintf("Device %q does not exist", device)) {
+		return "", false
+	}
+	h.t.Fatalf("ip %s: %v: %s", fmt.Sprintf(args, device), err, stderr.String())
+	return "", false
 }
 
 // versions are the CNI versions the plugin claims.

@@ -35,14 +35,25 @@ func annotations(key, value string) map[string]any {
 }
 
 // holderIPs lists the addresses on device in the node, as "ip/prefix",
-// leaving out link-local ones; nil if the device does not exist.
+// leaving out link-local ones. A missing device fails the test: it is not
+// an empty holder. Where the device may be gone, use holderAddrs.
 func (h *host) holderIPs(device string) []string {
 	h.t.Helper()
-	out, err := h.try("ip -n %s -o addr show dev %s", h.name, device)
-	if err != nil {
-		return nil
+	ips, ok := h.holderAddrs(device)
+	if !ok {
+		h.t.Fatalf("holder %s does not exist in %s, where the test expects it", device, h.name)
 	}
-	var ips []string
+	return ips
+}
+
+// holderAddrs is holderIPs for a device that may be missing: ok is false
+// then. A failed ip command still fails the test.
+func (h *host) holderAddrs(device string) (ips []string, ok bool) {
+	h.t.Helper()
+	out, ok := h.ipOnDevice("-o addr show dev %s", device)
+	if !ok {
+		return nil, false
+	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 4 || strings.HasPrefix(f[3], "fe80:") {
@@ -51,7 +62,15 @@ func (h *host) holderIPs(device string) []string {
 		ips = append(ips, f[3])
 	}
 	slices.Sort(ips)
-	return ips
+	return ips, true
+}
+
+// holderHasIfThere is holderHas where a missing device is an expected
+// outcome (a failed first ADD made none): a missing device holds nothing.
+func (h *host) holderHasIfThere(device, ip string) bool {
+	h.t.Helper()
+	ips, _ := h.holderAddrs(device)
+	return slices.ContainsFunc(ips, hasIP(ip))
 }
 
 // mustHold fails unless device holds exactly want (as "ip/prefix").
