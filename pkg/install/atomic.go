@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tempPattern names our staged files. The runtime lists only .conf,
@@ -155,4 +157,20 @@ func readRegular(dir, name string) ([]byte, *fileMeta, error) {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return data, metaOf(fi), nil
+}
+
+// lockDir takes an exclusive flock(2) on dir itself, so that two installers
+// (a DaemonSet's old and new pod during a surge, or a person running
+// uninstall) never interleave their undo records. No lock file is needed,
+// and the kernel drops the lock when a holder dies.
+func lockDir(dir string) (func(), error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return func() { d.Close() }, nil
 }

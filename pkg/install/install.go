@@ -69,6 +69,11 @@ func (i *Installer) Install() (Result, error) {
 	if i.Entry == nil {
 		return res, fmt.Errorf("%w: no plugin entry to install", ErrInvalid)
 	}
+	unlock, err := lockDir(i.ConfDir)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
 	if err := errors.Join(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
 		return res, err
 	}
@@ -246,6 +251,11 @@ func (i *Installer) Check() error {
 // Uninstall restores every conf dir file we changed, removes the binary
 // we installed and then the undo file. Run again after a kill, it finishes.
 func (i *Installer) Uninstall() error {
+	unlock, err := lockDir(i.ConfDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := errors.Join(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
 		return err
 	}

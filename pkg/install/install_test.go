@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 )
@@ -241,5 +242,28 @@ func TestCheckPassesOnlyWithTheBinaryAndTheChainInPlace(t *testing.T) {
 	os.Remove(filepath.Join(n.bin, BinaryName))
 	if err := in.Check(); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("check without the binary: %v; want missing", err)
+	}
+}
+
+func TestInstallWaitsWhileAnotherInstallerHoldsTheConfDir(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	unlock, err := lockDir(n.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := n.installer(t).Install(); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("install ran (%v) while another installer held the conf dir", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n.chained(t, "10-bridge.conflist")() {
+		t.Fatal("the primary was chained while another installer held the conf dir")
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatalf("install after the lock was released: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -24,6 +25,11 @@ type WatchOptions struct {
 	StormLimit  int
 	StormWindow time.Duration
 	MaxBackoff  time.Duration
+	// EntryFile, when set, is where the plugin entry came from: when it
+	// changes (kubelet swaps a ConfigMap's files in with a rename in its
+	// directory) it is read again and the new entry chained. An entry that
+	// does not parse is logged and the last good one kept.
+	EntryFile string
 }
 
 func (o *WatchOptions) defaults() {
@@ -55,6 +61,11 @@ func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 	if err := w.Add(i.ConfDir); err != nil {
 		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
 	}
+	if o.EntryFile != "" {
+		if err := w.Add(filepath.Dir(o.EntryFile)); err != nil {
+			return fmt.Errorf("watching %s: %w", filepath.Dir(o.EntryFile), err)
+		}
+	}
 	wt := &watcher{i: i, o: o, fights: map[string][]time.Time{}, chained: map[string]bool{}}
 	return wt.loop(ctx, w)
 }
@@ -67,6 +78,7 @@ type watcher struct {
 	hold    time.Time // storm back-off: no re-chain before this
 	backoff time.Duration
 	waiting bool // no primary yet, and said so
+	reload  bool // the entry's file changed
 	chained map[string]bool
 	fights  map[string][]time.Time
 }
@@ -84,7 +96,10 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 			if !ok {
 				return fmt.Errorf("watching %s: the watch ended", wt.i.ConfDir)
 			}
-			if relevant(ev) {
+			if wt.o.EntryFile != "" && filepath.Dir(ev.Name) == filepath.Dir(wt.o.EntryFile) {
+				wt.reload = true
+				wt.arm(wt.o.Settle)
+			} else if relevant(ev) {
 				wt.arm(wt.o.Settle)
 			}
 		case err := <-w.Errors:
@@ -120,6 +135,10 @@ func (wt *watcher) arm(d time.Duration) {
 }
 
 func (wt *watcher) reconcile(now time.Time) {
+	if wt.reload {
+		wt.reload = false
+		wt.reloadEntry()
+	}
 	res, err := wt.i.Install()
 	switch {
 	case errors.Is(err, ErrNoPrimary):
@@ -165,4 +184,24 @@ func (wt *watcher) fought(file string, now time.Time) {
 	wt.i.log().Warn("rewrite storm: another writer keeps replacing the file without our entry, probably the primary CNI; backing off",
 		"file", filepath.Join(wt.i.ConfDir, file), "rewrites", len(recent), "within", wt.o.StormWindow.String(),
 		"rechainEvery", wt.backoff.String())
+}
+
+// reloadEntry reads the entry's file again; a new entry is chained like a
+// rewrite of ours, not counted as a fight.
+func (wt *watcher) reloadEntry() {
+	data, err := os.ReadFile(wt.o.EntryFile)
+	var e *Entry
+	if err == nil {
+		e, err = ParseEntry(data)
+	}
+	if err != nil {
+		wt.i.log().Error("plugin entry not reloaded; keeping the last good one", "file", wt.o.EntryFile, "error", err)
+		return
+	}
+	if wt.i.Entry != nil && sameJSON(e.raw(), wt.i.Entry.raw()) {
+		return
+	}
+	wt.i.Entry = e
+	wt.chained = map[string]bool{}
+	wt.i.log().Info("plugin entry changed; chaining it", "file", wt.o.EntryFile)
 }

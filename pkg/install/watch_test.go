@@ -142,3 +142,57 @@ func TestStoppingTheWatchLeavesEverythingInstalled(t *testing.T) {
 		t.Errorf("after the watch stopped: %v; leaving the pod must not uninstall", err)
 	}
 }
+
+// configMap lays out a ConfigMap volume as kubelet does: plugin.json is a
+// link into ..data, itself a link to a timestamped directory, and an
+// update swaps ..data with one rename.
+type configMap struct{ dir string }
+
+func newConfigMap(t *testing.T, entry string) *configMap {
+	c := &configMap{dir: t.TempDir()}
+	c.update(t, entry)
+	if err := os.Symlink("..data/plugin.json", filepath.Join(c.dir, "plugin.json")); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *configMap) file() string { return filepath.Join(c.dir, "plugin.json") }
+
+func (c *configMap) update(t *testing.T, entry string) {
+	t.Helper()
+	ts, err := os.MkdirTemp(c.dir, "..2026_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ts, "plugin.json"), entry, 0o644)
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchChainsTheNewEntryWhenItsConfigMapChangesAndKeepsTheLastGoodOne(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	cm := newConfigMap(t, entryJSON)
+	in := n.installer(t)
+	logs := watching(t, in, WatchOptions{Resync: time.Hour, EntryFile: cm.file()})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	has := func(s string) func() bool {
+		return func() bool { return strings.Contains(string(n.read(t, "10-bridge.conflist")), s) }
+	}
+	cm.update(t, strings.Replace(entryJSON, "192.0.2.0/24", "198.51.100.0/24", 1))
+	eventually(t, 5*time.Second, "the new allowedRanges chained", has("198.51.100.0/24"))
+	cm.update(t, `{"type": "external-ip", "allowedRanges": ["not a cidr"]}`)
+	eventually(t, 5*time.Second, "the bad entry logged", func() bool { return strings.Contains(logs.String(), "plugin entry not reloaded") })
+	if !has("198.51.100.0/24")() || has("not a cidr")() {
+		t.Errorf("a bad entry replaced the last good one:\n%s", n.read(t, "10-bridge.conflist"))
+	}
+	if strings.Contains(logs.String(), "rewrite storm") {
+		t.Errorf("an entry change counted as a fight:\n%s", logs)
+	}
+}

@@ -151,7 +151,7 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	up := &install.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair, LockTimeout: 10 * time.Second, Log: log}
 	wg.Go(func() { up.Run(ctx) })
-	err := in.Watch(ctx, install.WatchOptions{})
+	err := in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig})
 	stop()
 	wg.Wait()
 	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")
