@@ -262,7 +262,7 @@ func TestAddRefusesAForeignHolderAndLeavesItAlone(t *testing.T) {
 		{"dummy marked by someone else", func(t *testing.T, k *fakeKernel) { k.addLink(t, testDevice, "dummy", "uplink to lab", true) }},
 		{"real NIC", func(t *testing.T, k *fakeKernel) { k.addLink(t, testDevice, "device", "", true) }},
 		{"marked bridge with ports", func(t *testing.T, k *fakeKernel) {
-			k.addLink(t, testDevice, "bridge", HolderAlias, true)
+			k.addLink(t, testDevice, "bridge", legacyAlias, true)
 			k.changeLink(t, testDevice, func(l *fakeLink) { l.Ports = 2 })
 		}},
 	}
@@ -295,24 +295,6 @@ func TestAddRefusesAForeignHolderAndLeavesItAlone(t *testing.T) {
 				t.Errorf("GC changed the foreign device")
 			}
 		})
-	}
-}
-
-func TestAddAdoptsAnUnmarkedHolderOnlyWhenACrashLeftItHalfMade(t *testing.T) {
-	f := newFixture(t)
-	f.k.addLink(t, testDevice, "dummy", "", false)
-	if err := os.MkdirAll(f.stateDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	marker := filepath.Join(f.stateDir(), "creating-device")
-	if err := os.WriteFile(marker, []byte(`"eip0"`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	f.add(attA, v4a)
-	assertState(t, f, holdings{attA: {v4a}})
-	if exists(t, marker) {
-		t.Errorf("the creating-device marker survived the adoption")
 	}
 }
 

@@ -22,8 +22,9 @@ func (a *Assigner) apply(j *journal) error {
 	} else {
 		// A release never creates the device, and never touches a device
 		// that has stopped being ours: it only forgets.
-		dev, _ = a.k.holder(a.opts.Device, false, false)
-		err = a.st.remove(inAtt, recordName(j.Key))
+		if dev, err = a.releaseHolder(); err == nil {
+			err = a.st.remove(inAtt, recordName(j.Key))
+		}
 	}
 	if err != nil {
 		return err
@@ -50,8 +51,9 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool) error 
 	}
 	holders, changed := withHolder(e.Holders, j.Key, hold)
 	e.Holders = holders
-	if e.Uplink == "" && j.Uplinks[ip] != "" {
-		e.Uplink, changed = j.Uplinks[ip], true
+	// A new uplink for an IP that had none, or whose uplink vanished.
+	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
+		e.Uplink, changed = up, true
 	}
 	if len(holders) == 0 {
 		return a.release(dev, ip, e)
@@ -111,41 +113,4 @@ func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 		}
 	}
 	return a.st.writeIP(ip, ipEntry{})
-}
-
-// ensureHolder returns the holder device, creating it if missing, once per
-// invocation. A marker file written before the device is made lets the next
-// invocation adopt a device that a crash left made but not yet marked.
-func (a *Assigner) ensureHolder() (int, error) {
-	if a.dev != 0 {
-		return a.dev, nil
-	}
-	adopt, err := a.st.has(top, creatingName)
-	if err != nil {
-		return 0, err
-	}
-	if !adopt && a.seen == 0 {
-		// Not seen by screening (or replaying): look before making.
-		dev, err := a.k.holder(a.opts.Device, false, false)
-		if err != nil {
-			return 0, err
-		}
-		if dev == 0 {
-			if err := a.st.writeJSON(top, creatingName, a.opts.Device); err != nil {
-				return 0, err
-			}
-			adopt = true
-		}
-	}
-	dev, err := a.k.holder(a.opts.Device, true, adopt)
-	if err != nil {
-		return 0, err
-	}
-	a.dev = dev
-	if adopt {
-		a.log.Info("holder device ready", "index", dev)
-		a.hook("device")
-		return dev, a.st.remove(top, creatingName)
-	}
-	return dev, nil
 }

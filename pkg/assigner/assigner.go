@@ -48,10 +48,12 @@ type Assigner struct {
 	log  *slog.Logger
 	// hook, set only by tests, is called at each named step of a change.
 	hook func(step string)
-	// seen is the holder's index as screening found it (0: missing or not
-	// yet marked); dev is the holder once made or checked under the lock.
-	// Both live as long as the invocation.
-	seen, dev int
+	// dev is the holder once made or checked under the lock; holder is what
+	// the kernel said about it, asked once per invocation (see lookHolder);
+	// ownAlias is this dataDir's alias. All live as long as the invocation.
+	dev      int
+	holder   *holderLink
+	ownAlias string
 	// ups resolves each uplink once per invocation.
 	ups uplinkCache
 	// fresh are the IPs this ADD takes first (see fresh), put those it put
@@ -108,8 +110,8 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 }
 
 func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]route, h Hooks) ([]Placed, error) {
-	// Under the lock, whoever was making the holder has marked it: a device
-	// that screening could not judge is ours now, or it never will be.
+	// Under the lock: the holder screening saw missing may have been made
+	// by another invocation meanwhile.
 	if _, err := a.ensureHolder(); err != nil {
 		return nil, err
 	}
@@ -254,8 +256,11 @@ func (a *Assigner) Del(att Attachment) error {
 // withState runs f under the lock, once any interrupted change is
 // finished. Without a state directory there is nothing to release or
 // collect, and nothing is created.
-func (a *Assigner) withState(f func() error) error {
-	l, err := a.st.lockState(false, a.opts.LockTimeout)
+func (a *Assigner) withState(f func() error) error { return a.underLock(false, f) }
+
+// underLock is withState, making the state directory first if create.
+func (a *Assigner) underLock(create bool, f func() error) error {
+	l, err := a.st.lockState(create, a.opts.LockTimeout)
 	if err != nil || l == nil {
 		return oneLine(err)
 	}
@@ -303,8 +308,8 @@ func (a *Assigner) begin(j *journal) error {
 	return a.st.writeJSON(top, journalName, j)
 }
 
-// recover sweeps what a killed write left in tmp/, adopts a holder device a
-// crash left made but not marked, and settles a change left in the
+// recover sweeps what a killed write left in tmp/, removes a holder device a
+// crash left half made (see recoverHolder), and settles a change left in the
 // journal: an ADD is undone, a release finished.
 func (a *Assigner) recover() error {
 	if err := a.st.sweepTmp(); err != nil {
@@ -327,17 +332,6 @@ func (a *Assigner) recover() error {
 		return err
 	}
 	return a.st.remove(top, journalName)
-}
-
-func (a *Assigner) recoverHolder() error {
-	marked, err := a.st.has(top, creatingName)
-	if err != nil || !marked {
-		return err
-	}
-	if _, err := a.k.holder(a.opts.Device, false, true); err != nil {
-		return err
-	}
-	return a.st.remove(top, creatingName)
 }
 
 func union(a, b []netip.Addr) []netip.Addr {

@@ -41,18 +41,18 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 }
 
 func (a *Assigner) checkHolder() (int, error) {
-	dev, err := a.k.holder(a.opts.Device, false, false)
+	l, err := a.lookHolder()
+	if err != nil {
+		return 0, err
+	}
+	dev, err := a.judge(l)
 	if err != nil {
 		return 0, err
 	}
 	if dev == 0 {
 		return 0, Errorf(ErrDrift, "holder device %s: is missing", a.opts.Device)
 	}
-	up, err := a.k.holderUp(dev)
-	if err != nil {
-		return 0, err
-	}
-	if !up {
+	if !l.Up {
 		return 0, Errorf(ErrDrift, "holder device %s: is down", a.opts.Device)
 	}
 	return dev, nil

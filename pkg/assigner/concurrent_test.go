@@ -172,7 +172,7 @@ func TestAddAcceptsAnIPAnotherInvocationPutOnTheHolderItJustMade(t *testing.T) {
 	f := newFixture(t)
 	raced := false
 	f.k.setAfter(func(method string) {
-		if method == "holder" && !raced {
+		if method == "lookupHolder" && !raced {
 			raced = true
 			f.add(attB, v4a)
 		}

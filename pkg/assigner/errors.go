@@ -3,6 +3,7 @@ package assigner
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
 )
@@ -24,11 +25,6 @@ var (
 	ErrDrift = errors.New("drift")
 )
 
-// errUnmarked is the refusal of a dummy or port-less bridge without our
-// alias: a device that another invocation may be making right now, between
-// its creation and its marking, so only a check under the lock is final.
-var errUnmarked = errors.New("not marked")
-
 // Errorf returns an error of kind (one of the Err values) whose message is
 // the formatted one alone; a %w argument stays in the chain.
 func Errorf(kind error, format string, args ...any) error {
@@ -38,5 +34,9 @@ func Errorf(kind error, format string, args ...any) error {
 // aboutIP prefixes err's message with the IP it concerns, keeping its kind,
 // so that the plugin can say which request the IP came from.
 func aboutIP(ip fmt.Stringer, err error) error {
+	// An error already about ip (an uplink chosen for it) keeps one prefix.
+	if err == nil || strings.HasPrefix(err.Error(), ip.String()+": ") {
+		return err
+	}
 	return errkind.Prefix(ip.String(), err)
 }

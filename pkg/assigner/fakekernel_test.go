@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -232,51 +234,89 @@ func (k *fakeKernel) request(method string, ip netip.Addr, f func(h *fakeHost) e
 	return k.with(f)
 }
 
-func (k *fakeKernel) holder(name string, create, adopt bool) (int, error) {
+func (k *fakeKernel) lookupHolder(name string) (holderLink, error) {
+	var out holderLink
+	err := k.call("lookupHolder", netip.Addr{}, func(h *fakeHost) error {
+		if l := h.byName(name); l != nil {
+			out = holderLink{Index: l.Index, Kind: l.Kind, Alias: l.Alias, Up: l.Up, Ports: l.Ports}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// createHolder makes a dummy, down, as the host kernel's does.
+func (k *fakeKernel) createHolder(name, temp, alias string) (int, error) {
 	var dev int
-	err := k.call("holder", netip.Addr{}, func(h *fakeHost) error {
-		l := h.byName(name)
-		if l == nil {
-			if create {
-				dev = h.addLink(name, "dummy", HolderAlias, true).Index
-			}
-			return nil
+	err := k.call("createHolder", netip.Addr{}, func(h *fakeHost) error {
+		if h.byName(temp) != nil {
+			return Errorf(ErrHost, "creating holder device %s (as %s): file exists", name, temp)
 		}
-		if l.Kind != "dummy" && l.Kind != "bridge" {
-			return Errorf(ErrRefused, "device %s: is a %s device that external-ip did not create", name, l.Kind)
-		}
-		if l.Ports > 0 {
-			return Errorf(ErrRefused, "device %s: is a bridge with %d ports", name, l.Ports)
-		}
-		switch {
-		case l.Alias == HolderAlias:
-		case l.Alias != "":
-			return Errorf(ErrRefused, "device %s: is marked by someone else (alias %q)", name, l.Alias)
-		case !adopt:
-			return Errorf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias)", name, errUnmarked)
-		default:
-			l.Alias = HolderAlias
-		}
-		if create {
-			l.Up = true
-		}
-		dev = l.Index
+		dev = h.addLink(temp, "dummy", alias, false).Index
 		return nil
 	})
 	return dev, err
 }
 
-func (k *fakeKernel) holderUp(dev int) (bool, error) {
-	var up bool
-	err := k.call("holderUp", netip.Addr{}, func(h *fakeHost) error {
-		l := h.Links[dev]
-		if l == nil {
-			return Errorf(ErrHost, "looking up holder device %d: no such device", dev)
+func (k *fakeKernel) renameHolder(dev int, name string) error {
+	return k.call("renameHolder", netip.Addr{}, func(h *fakeHost) error {
+		l, err := ours(h, dev, "renaming", netip.Addr{})
+		if err != nil || l == nil {
+			return cmp.Or(err, Errorf(ErrHost, "renaming holder device %d: no such device", dev))
 		}
-		up = l.Up
+		if h.byName(name) != nil {
+			return Errorf(ErrRefused, "device %s: appeared while external-ip was making its holder there", name)
+		}
+		l.Name = name
 		return nil
 	})
-	return up, err
+}
+
+func (k *fakeKernel) removeHalfMade(temp, alias string) (bool, error) {
+	var removed bool
+	err := k.call("removeHalfMade", netip.Addr{}, func(h *fakeHost) error {
+		l := h.byName(temp)
+		if l == nil || (l.Kind != "dummy" && l.Kind != "bridge") || l.Ports > 0 || (l.Alias != "" && l.Alias != alias) {
+			return nil
+		}
+		delete(h.Links, l.Index)
+		removed = true
+		return nil
+	})
+	return removed, err
+}
+
+func (k *fakeKernel) markHolder(dev int, alias string) error {
+	return k.call("markHolder", netip.Addr{}, func(h *fakeHost) error {
+		l, err := ours(h, dev, "marking", netip.Addr{})
+		if err == nil && l != nil {
+			l.Alias = alias
+		}
+		return err
+	})
+}
+
+func (k *fakeKernel) setHolderUp(dev int) error {
+	return k.call("setHolderUp", netip.Addr{}, func(h *fakeHost) error {
+		l, err := ours(h, dev, "setting up", netip.Addr{})
+		if err == nil && l != nil {
+			l.Up = true
+		}
+		return err
+	})
+}
+
+func (k *fakeKernel) proxyEntries() ([]proxyEntry, error) {
+	var out []proxyEntry
+	err := k.call("proxyEntries", netip.Addr{}, func(h *fakeHost) error {
+		for link, set := range h.Proxies {
+			for _, ip := range sortedAddrs(set) {
+				out = append(out, proxyEntry{IP: ip, Link: link})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // ours finds the holder by index, noting any attempt on another interface.
@@ -285,7 +325,7 @@ func ours(h *fakeHost, dev int, what string, ip netip.Addr) (*fakeLink, error) {
 	if l == nil {
 		return nil, nil
 	}
-	if l.Alias != HolderAlias {
+	if !strings.HasPrefix(l.Alias, HolderMark) {
 		h.Violations = append(h.Violations, fmt.Sprintf("%s %s on %s", what, ip, l.Name))
 		return nil, Errorf(ErrHost, "fake kernel: %s %s on %s, which is not a holder", what, ip, l.Name)
 	}
@@ -405,7 +445,7 @@ func (k *fakeKernel) uplinkByIndex(index int) (Uplink, error) {
 				return err
 			}
 		}
-		return Errorf(ErrRefused, "uplink with index %d: link not found", index)
+		return Errorf(ErrRefused, "uplink with index %d: %w", index, errNoLink)
 	})
 	return up, err
 }
@@ -414,7 +454,7 @@ func (k *fakeKernel) uplink(name string) (Uplink, error) {
 	u, ok := k.uplinks[name]
 	switch {
 	case !ok:
-		return Uplink{}, Errorf(ErrRefused, "uplink %s: link not found", name)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, errNoLink)
 	case u.down:
 		return Uplink{}, Errorf(ErrRefused, "uplink %s: is down", name)
 	}
@@ -443,7 +483,7 @@ func (k *fakeKernel) reachable(up Uplink, v6 bool) error {
 func (k *fakeKernel) addProxy(uplink string, ip netip.Addr) error {
 	return k.call("addProxy", ip, func(h *fakeHost) error {
 		if _, ok := k.uplinks[uplink]; !ok {
-			return Errorf(ErrHost, "adding proxy neighbour %s on %s: link not found", ip, uplink)
+			return Errorf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, errNoLink)
 		}
 		if h.Proxies[uplink] == nil {
 			h.Proxies[uplink] = map[netip.Addr]bool{}
@@ -464,7 +504,7 @@ func (k *fakeKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 	var has bool
 	err := k.call("hasProxy", ip, func(h *fakeHost) error {
 		if _, ok := k.uplinks[uplink]; !ok {
-			return Errorf(ErrDrift, "uplink %s of %s: link not found", uplink, ip)
+			return Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, errNoLink)
 		}
 		has = h.Proxies[uplink][ip]
 		return nil
@@ -519,10 +559,12 @@ func (k *fakeKernel) changeUplink(name string, f func(u *fakeUplink)) {
 }
 
 // dropUplink makes name vanish, as an unplugged USB NIC would.
+// Its proxy entries go with it, as the kernel's do.
 func (k *fakeKernel) dropUplink(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.uplinks, name)
+	k.with(func(h *fakeHost) error { delete(h.Proxies, name); return nil })
 }
 
 func (k *fakeKernel) setAfter(f func(method string)) {
@@ -662,7 +704,10 @@ func TestFakeKernelSharesItsHostThroughAFile(t *testing.T) {
 	if err := b.persistTo(path); err != nil {
 		t.Fatalf("persisting the second fake: %v", err)
 	}
-	dev, err := a.holder("eip0", true, false)
+	dev, err := a.createHolder("eip0", "eipnew1", HolderAlias("/data"))
+	if err == nil {
+		err = a.renameHolder(dev, "eip0")
+	}
 	if err != nil || dev == 0 {
 		t.Fatalf("creating the holder through the first fake: index %d, %v", dev, err)
 	}

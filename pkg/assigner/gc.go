@@ -10,7 +10,35 @@ import (
 // reconciles the holder with the records of every network: held IPs that
 // went missing come back, addresses nobody holds go.
 func (a *Assigner) GC(network string, keep []Attachment) error {
-	return a.withState(func() error { return a.collect(network, keep) })
+	lost, err := a.lostState()
+	if err != nil {
+		return err
+	}
+	return a.underLock(lost, func() error { return a.collect(network, keep) })
+}
+
+// lostState says whether the state directory is gone while the holder of
+// this dataDir still carries addresses: then GC and repair make it again
+// and, finding no record at all, remove every address and its proxy
+// entries, none of them being held. Only a holder marked for this very
+// dataDir counts: one marked the old way may carry another dataDir's.
+func (a *Assigner) lostState() (bool, error) {
+	if a.st.exists() {
+		return false, nil
+	}
+	l, err := a.lookHolder()
+	if err != nil || l.Index == 0 || !a.ownedBy(l.Alias) {
+		return false, err
+	}
+	if _, err := a.judge(l); err != nil {
+		return false, nil // not ours after all (a bridge with ports): nothing to do
+	}
+	addrs, err := a.k.holderAddrs(l.Index)
+	if err != nil || len(addrs) == 0 {
+		return false, err
+	}
+	a.log.Warn("state directory lost while the holder carries addresses; releasing them", "dir", a.st.dir, "addresses", len(addrs))
+	return true, nil
 }
 
 func (a *Assigner) collect(network string, keep []Attachment) error {
@@ -60,11 +88,17 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	return errors.Join(errs...)
 }
 
+// reconcileHolder is the holder GC works on: made if any IP is held, else
+// the one there is, if ours (re-marked for this dataDir if need be).
 func (a *Assigner) reconcileHolder(needed bool) (int, error) {
 	if needed {
 		return a.ensureHolder()
 	}
-	return a.k.holder(a.opts.Device, false, false)
+	l, err := a.lookHolder()
+	if err != nil || l.Index == 0 {
+		return 0, err
+	}
+	return a.claimHolder(l)
 }
 
 func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string) error {
@@ -76,16 +110,28 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string) error {
 	if len(holders) == 0 {
 		return a.release(dev, ip, e)
 	}
-	if !slices.Equal(e.Holders, holders) || e.Uplink == "" {
+	rehome := e.Uplink == "" || a.uplinkGone(e.Uplink)
+	if !slices.Equal(e.Holders, holders) || rehome {
 		e.Holders = holders
-		if e.Uplink == "" {
+		if rehome {
+			was := e.Uplink
 			e.Uplink = a.recoverUplink(ip)
+			if was != "" {
+				a.log.Warn("uplink of a held IP is gone; re-homed", "ip", ip, "uplink", was, "now", e.Uplink)
+			}
 		}
 		if err := a.st.writeIP(ip, e); err != nil {
 			return err
 		}
 	}
 	return a.hold(dev, ip, e.Uplink)
+}
+
+// uplinkGone says whether the interface named name no longer exists; any
+// other answer (down, a lookup error) leaves the IP where it is.
+func (a *Assigner) uplinkGone(name string) bool {
+	_, err := a.ups.byName(name)
+	return errors.Is(err, errNoLink)
 }
 
 // recoverUplink finds an uplink for an IP whose index entry was lost; an
@@ -114,6 +160,7 @@ func (a *Assigner) dropStray(dev int, want map[netip.Addr][]string) error {
 		return err
 	}
 	var errs []error
+	var stray6 []netip.Addr
 	for _, ip := range addrs {
 		if _, held := want[ip]; held {
 			continue
@@ -121,6 +168,35 @@ func (a *Assigner) dropStray(dev int, want map[netip.Addr][]string) error {
 		removed, err := a.k.delAddr(dev, ip)
 		if removed {
 			a.log.Info("stray address removed", "ip", ip)
+		}
+		if ip.Is6() {
+			stray6 = append(stray6, ip)
+		}
+		errs = append(errs, err)
+	}
+	errs = append(errs, a.dropStrayProxies(stray6))
+	return errors.Join(errs...)
+}
+
+// dropStrayProxies removes the proxy entries of IPv6 addresses that were on
+// the holder unheld. They are ours wherever they are: an address on our
+// holder is ours, and so is the entry that makes the LAN reach it.
+func (a *Assigner) dropStrayProxies(ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	entries, err := a.k.proxyEntries()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !slices.Contains(ips, e.IP) {
+			continue
+		}
+		err := a.k.delProxy(e.Link, e.IP)
+		if err == nil {
+			a.log.Info("stray proxy neighbour removed", "ip", e.IP, "uplink", e.Link)
 		}
 		errs = append(errs, err)
 	}
@@ -139,7 +215,11 @@ func keys[V any](m map[netip.Addr]V) []netip.Addr {
 // rebuilds the index from the records and makes the holder carry exactly
 // the held IPs. The operator runs it after moving a corrupt file aside.
 func (a *Assigner) Repair() error {
-	return a.withState(func() error {
+	lost, err := a.lostState()
+	if err != nil {
+		return err
+	}
+	return a.underLock(lost, func() error {
 		recs, err := a.st.records()
 		if err != nil {
 			return err

@@ -241,7 +241,7 @@ func assertHost(t testing.TB, f *fixture, d disk, want holdings) {
 	}
 	if len(wantAddrs) > 0 {
 		l := f.k.link(t, f.opts.Device)
-		if l.Alias != HolderAlias || !l.Up {
+		if l.Alias != HolderAlias(canonicalDir(f.opts.DataDir)) || !l.Up {
 			t.Errorf("holder %s: alias %q up %v, want it marked and up", l.Name, l.Alias, l.Up)
 		}
 	}

@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 )
@@ -30,16 +31,45 @@ type route struct {
 	special bool
 }
 
+// holderLink is what the kernel says about the device named as the holder:
+// the facts the assigner judges ownership by (see judge).
+type holderLink struct {
+	// Index is 0 when no device has the name.
+	Index int
+	// Kind is the link type: "dummy", "bridge", "veth", ...
+	Kind  string
+	Alias string
+	Up    bool
+	// Ports is a bridge's port count, counted only for a bridge.
+	Ports int
+}
+
+// proxyEntry is one IPv6 proxy neighbour entry of the node.
+type proxyEntry struct {
+	IP   netip.Addr
+	Link string
+}
+
 // kernel is everything the assigner asks of the host. Each method is one
 // netlink request or sysctl access, never a listing of addresses, except
-// holderAddrs which only GC and status call.
+// holderAddrs and proxyEntries which only GC and status call.
 type kernel interface {
-	// holder finds the holder device and returns its index, 0 when missing.
-	// create makes a missing one; adopt marks an unmarked one that a crash
-	// left half made. A device that is not ours is ErrRefused.
-	holder(name string, create, adopt bool) (int, error)
-	// holderUp reports whether the holder is administratively up.
-	holderUp(dev int) (bool, error)
+	// lookupHolder describes the device called name; it changes nothing.
+	lookupHolder(name string) (holderLink, error)
+	// createHolder makes the holder device name under the unique name temp,
+	// marked with alias, NOARP, down. renameHolder then gives it its final
+	// name, so that a device under the final name is never unmarked, and a
+	// crash in between leaves only a device named temp.
+	createHolder(name, temp, alias string) (int, error)
+	// renameHolder fails with ErrRefused when name is taken.
+	renameHolder(dev int, name string) error
+	// removeHalfMade deletes the device called temp if it is a dummy or a
+	// port-less bridge whose alias is empty or alias; it reports whether it
+	// removed one.
+	removeHalfMade(temp, alias string) (bool, error)
+	// markHolder sets the holder's alias (an old-format one is migrated).
+	markHolder(dev int, alias string) error
+	setHolderUp(dev int) error
 	// addAddr and delAddr report whether they changed anything.
 	addAddr(dev int, ip netip.Addr) (bool, error)
 	delAddr(dev int, ip netip.Addr) (bool, error)
@@ -58,4 +88,12 @@ type kernel interface {
 	addProxy(uplink string, ip netip.Addr) error
 	delProxy(uplink string, ip netip.Addr) error
 	hasProxy(uplink string, ip netip.Addr) (bool, error)
+	// proxyEntries lists every IPv6 proxy neighbour entry, on every
+	// interface, in one dump.
+	proxyEntries() ([]proxyEntry, error)
 }
+
+// errNoLink is in the chain of an uplink lookup that found no interface of
+// that name or index: the uplink vanished, which a held IP survives by
+// being re-homed (place, reconcile) rather than failing.
+var errNoLink = errors.New("no such interface")

@@ -15,10 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// HolderAlias marks a holder device as ours. A device without it is never
-// managed, whatever its name.
-const HolderAlias = "external-ip holder: managed by the external-ip CNI plugin"
-
 // hostKernel is the kernel seen through netlink and /proc/sys. It keeps one
 // netlink socket for the invocation: a socket per request costs more than
 // most of the requests themselves.
@@ -42,33 +38,30 @@ func (k *hostKernel) nl() netlinksafe.Handle {
 	return *k.handle
 }
 
-func (k *hostKernel) holder(name string, create, adopt bool) (int, error) {
+func (k *hostKernel) lookupHolder(name string) (holderLink, error) {
 	link, err := k.nl().LinkByName(name)
 	var notFound netlink.LinkNotFoundError
 	switch {
 	case errors.As(err, &notFound):
-		if !create {
-			return 0, nil
-		}
-		return k.makeHolder(name)
+		return holderLink{}, nil
 	case err != nil:
-		return 0, Errorf(ErrHost, "looking up holder device %s: %w", name, err)
+		return holderLink{}, Errorf(ErrHost, "looking up holder device %s: %w", name, err)
 	}
-	if err := k.checkOurs(link, adopt); err != nil {
-		return 0, err
-	}
-	if create && link.Attrs().Flags&net.FlagUp == 0 {
-		if err := k.nl().LinkSetUp(link); err != nil {
-			return 0, Errorf(ErrHost, "setting holder device %s up: %w", name, err)
+	a := link.Attrs()
+	h := holderLink{Index: a.Index, Kind: link.Type(), Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
+	if h.Kind == "bridge" {
+		if h.Ports, err = bridgePorts(a.Index); err != nil {
+			return holderLink{}, Errorf(ErrHost, "listing ports of %s: %w", name, err)
 		}
 	}
-	return link.Attrs().Index, nil
+	return h, nil
 }
 
-// makeHolder creates a dummy device, or a bridge with no ports where the
-// kernel has no dummy driver: both take addresses and forward nothing.
-func (k *hostKernel) makeHolder(name string) (int, error) {
-	attrs := netlink.LinkAttrs{Name: name}
+// createHolder makes a dummy device, or a bridge with no ports where the
+// kernel has no dummy driver: both take addresses and forward nothing. A
+// failure after the device exists removes it again: it is ours, named temp.
+func (k *hostKernel) createHolder(name, temp, alias string) (int, error) {
+	attrs := netlink.LinkAttrs{Name: temp}
 	var link netlink.Link = &netlink.Dummy{LinkAttrs: attrs}
 	err := k.nl().LinkAdd(link)
 	if errors.Is(err, unix.EOPNOTSUPP) {
@@ -76,10 +69,21 @@ func (k *hostKernel) makeHolder(name string) (int, error) {
 		err = k.nl().LinkAdd(link)
 	}
 	if err != nil {
-		return 0, Errorf(ErrHost, "creating holder device %s: %w", name, err)
+		return 0, Errorf(ErrHost, "creating holder device %s (as %s): %w", name, temp, err)
 	}
-	if err := k.nl().LinkSetAlias(link, HolderAlias); err != nil {
-		return 0, Errorf(ErrHost, "marking holder device %s: %w", name, err)
+	if err := k.prepareHolder(link, alias); err != nil {
+		if derr := k.nl().LinkDel(link); derr != nil {
+			return 0, Errorf(ErrHost, "%v; removing %s again: %v", err, temp, derr)
+		}
+		return 0, err
+	}
+	return link.Attrs().Index, nil
+}
+
+func (k *hostKernel) prepareHolder(link netlink.Link, alias string) error {
+	name := link.Attrs().Name
+	if err := k.nl().LinkSetAlias(link, alias); err != nil {
+		return Errorf(ErrHost, "marking holder device %s: %w", name, err)
 	}
 	// No link-local address: the holder talks to nobody. Best effort, since
 	// a kernel without IPv6 has no such setting.
@@ -89,47 +93,61 @@ func (k *hostKernel) makeHolder(name string) (int, error) {
 	// add at 10,000 IPv6 addresses, 2 ms with NOARP). The LAN is answered on
 	// the uplink, whose flags these are not.
 	if err := k.nl().LinkSetARPOff(link); err != nil {
-		return 0, Errorf(ErrHost, "setting holder device %s noarp: %w", name, err)
+		return Errorf(ErrHost, "setting holder device %s noarp: %w", name, err)
 	}
-	if err := k.nl().LinkSetUp(link); err != nil {
-		return 0, Errorf(ErrHost, "setting holder device %s up: %w", name, err)
-	}
-	return link.Attrs().Index, nil
+	return nil
 }
 
-// checkOurs refuses any device we did not make: a real NIC, a device marked
-// by someone else, or a bridge that has ports.
-func (k *hostKernel) checkOurs(link netlink.Link, adopt bool) error {
-	a := link.Attrs()
-	kind := link.Type()
-	if kind != "dummy" && kind != "bridge" {
-		return Errorf(ErrRefused, "device %s: is a %s device that external-ip did not create; choose another \"device\"", a.Name, kind)
+// renameHolder renames the holder while it is down, which every kernel
+// allows (renaming an up device fails before Linux 6.2).
+func (k *hostKernel) renameHolder(dev int, name string) error {
+	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
+	err := k.nl().LinkSetName(link, name)
+	if errors.Is(err, unix.EEXIST) {
+		return Errorf(ErrRefused, "device %s: appeared while external-ip was making its holder there; choose another \"device\"", name)
 	}
-	if kind == "bridge" {
-		ports, err := bridgePorts(a.Index)
-		if err != nil {
-			return Errorf(ErrHost, "listing ports of %s: %w", a.Name, err)
-		}
-		if ports > 0 {
-			return Errorf(ErrRefused, "device %s: is a bridge with %d ports, not an external-ip holder; choose another \"device\"", a.Name, ports)
-		}
+	if err != nil {
+		return Errorf(ErrHost, "renaming holder device %d to %s: %w", dev, name, err)
 	}
-	switch {
-	case a.Alias == HolderAlias:
-		return nil
-	case a.Alias != "":
-		return Errorf(ErrRefused, "device %s: is marked by someone else (alias %q); choose another \"device\"", a.Name, a.Alias)
-	case adopt:
-		if err := k.nl().LinkSetAlias(link, HolderAlias); err != nil {
-			return Errorf(ErrHost, "marking holder device %s: %w", a.Name, err)
-		}
-		return nil
+	return nil
+}
+
+func (k *hostKernel) removeHalfMade(temp, alias string) (bool, error) {
+	h, err := k.lookupHolder(temp)
+	if err != nil || h.Index == 0 {
+		return false, err
 	}
-	return Errorf(ErrRefused, "device %s: exists and is %w as an external-ip holder (no alias); choose another \"device\"", a.Name, errUnmarked)
+	if (h.Kind != "dummy" && h.Kind != "bridge") || h.Ports > 0 || (h.Alias != "" && h.Alias != alias) {
+		return false, nil // not what createHolder makes: never ours to remove
+	}
+	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: h.Index}}
+	if err := k.nl().LinkDel(link); err != nil {
+		return false, Errorf(ErrHost, "removing half-made holder device %s: %w", temp, err)
+	}
+	return true, nil
+}
+
+func (k *hostKernel) markHolder(dev int, alias string) error {
+	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
+	if err := k.nl().LinkSetAlias(link, alias); err != nil {
+		return Errorf(ErrHost, "marking holder device %d: %w", dev, err)
+	}
+	return nil
+}
+
+func (k *hostKernel) setHolderUp(dev int) error {
+	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
+	if err := k.nl().LinkSetUp(link); err != nil {
+		return Errorf(ErrHost, "setting holder device %d up: %w", dev, err)
+	}
+	return nil
 }
 
 // bridgePorts counts a bridge's ports with a link dump that the kernel
 // filters by master, so its cost does not grow with the node's interfaces.
+// The netlink library has no such filtered dump, so it goes on a socket of
+// its own; lookupHolder's result is kept for the invocation, so this runs
+// at most once per invocation.
 func bridgePorts(index int) (int, error) {
 	for range 3 {
 		req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
@@ -142,14 +160,6 @@ func bridgePorts(index int) (int, error) {
 		return len(msgs), err
 	}
 	return 0, netlink.ErrDumpInterrupted
-}
-
-func (k *hostKernel) holderUp(dev int) (bool, error) {
-	link, err := k.nl().LinkByIndex(dev)
-	if err != nil {
-		return false, Errorf(ErrHost, "looking up holder device %d: %w", dev, err)
-	}
-	return link.Attrs().Flags&net.FlagUp != 0, nil
 }
 
 // infinite is the kernel's "forever" for an address lifetime.
@@ -201,7 +211,11 @@ func (k *hostKernel) linkName(index int) string {
 
 func (k *hostKernel) holderAddrs(dev int) ([]netip.Addr, error) {
 	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}
-	addrs, err := netlinksafe.AddrList(link, netlink.FAMILY_ALL)
+	var addrs []netlink.Addr
+	err := retryDump(func() (err error) {
+		addrs, err = k.nl().AddrList(link, netlink.FAMILY_ALL)
+		return err
+	})
 	if err != nil {
 		return nil, Errorf(ErrHost, "listing addresses of holder device %d: %w", dev, err)
 	}
@@ -272,7 +286,7 @@ func (k *hostKernel) mainRoute(ip netip.Addr) (route, error) {
 func (k *hostKernel) uplinkByName(name string) (Uplink, error) {
 	link, err := k.nl().LinkByName(name)
 	if err != nil {
-		return Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, err)
+		return Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, linkErr(err))
 	}
 	return k.toUplink(link)
 }
@@ -280,9 +294,31 @@ func (k *hostKernel) uplinkByName(name string) (Uplink, error) {
 func (k *hostKernel) uplinkByIndex(index int) (Uplink, error) {
 	link, err := k.nl().LinkByIndex(index)
 	if err != nil {
-		return Uplink{}, Errorf(ErrRefused, "uplink with index %d: %w", index, err)
+		return Uplink{}, Errorf(ErrRefused, "uplink with index %d: %w", index, linkErr(err))
 	}
 	return k.toUplink(link)
+}
+
+// linkErr turns the library's "link not found" into errNoLink, which the
+// assigner tells apart from other failures.
+func linkErr(err error) error {
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return errNoLink
+	}
+	return err
+}
+
+// retryDump repeats a dump that a concurrent change interrupted, as
+// netlinksafe does for the calls it wraps.
+func retryDump(f func() error) error {
+	var err error
+	for range 3 {
+		if err = f(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return err
+		}
+	}
+	return err
 }
 
 func (k *hostKernel) toUplink(link netlink.Link) (Uplink, error) {
@@ -350,7 +386,7 @@ func enableProxyNDP(uplink string) error {
 func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
 	link, err := k.nl().LinkByName(uplink)
 	if err != nil {
-		return nil, err
+		return nil, linkErr(err)
 	}
 	return &netlink.Neigh{
 		LinkIndex: link.Attrs().Index,
@@ -360,12 +396,15 @@ func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, e
 	}, nil
 }
 
+// addProxy looks the uplink up first, so that a vanished one is errNoLink
+// rather than a failed sysctl write.
 func (k *hostKernel) addProxy(uplink string, ip netip.Addr) error {
-	if err := enableProxyNDP(uplink); err != nil {
-		return err
-	}
 	n, err := k.proxyNeigh(uplink, ip)
 	if err == nil {
+		err = enableProxyNDP(uplink)
+		if err != nil {
+			return err
+		}
 		err = k.nl().NeighAdd(n)
 	}
 	if err != nil && !errors.Is(err, unix.EEXIST) {
@@ -376,8 +415,7 @@ func (k *hostKernel) addProxy(uplink string, ip netip.Addr) error {
 
 func (k *hostKernel) delProxy(uplink string, ip netip.Addr) error {
 	n, err := k.proxyNeigh(uplink, ip)
-	var notFound netlink.LinkNotFoundError
-	if errors.As(err, &notFound) {
+	if errors.Is(err, errNoLink) {
 		return nil // the uplink went, and its entries with it
 	}
 	if err == nil {
@@ -392,7 +430,7 @@ func (k *hostKernel) delProxy(uplink string, ip netip.Addr) error {
 func (k *hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 	link, err := k.nl().LinkByName(uplink)
 	if err != nil {
-		return false, Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
+		return false, Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, linkErr(err))
 	}
 	entries, err := k.nl().NeighProxyList(link.Attrs().Index, netlink.FAMILY_V6)
 	if err != nil {
@@ -404,6 +442,30 @@ func (k *hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+func (k *hostKernel) proxyEntries() ([]proxyEntry, error) {
+	var entries []netlink.Neigh
+	err := retryDump(func() (err error) {
+		entries, err = k.nl().NeighProxyList(0, netlink.FAMILY_V6)
+		return err
+	})
+	if err != nil {
+		return nil, Errorf(ErrHost, "listing proxy neighbours: %w", err)
+	}
+	names := map[int]string{}
+	out := make([]proxyEntry, 0, len(entries))
+	for _, e := range entries {
+		ip, ok := netip.AddrFromSlice(e.IP)
+		if !ok {
+			continue
+		}
+		if _, known := names[e.LinkIndex]; !known {
+			names[e.LinkIndex] = k.linkName(e.LinkIndex)
+		}
+		out = append(out, proxyEntry{IP: ip, Link: names[e.LinkIndex]})
+	}
+	return out, nil
 }
 
 func sysctl(key string) (int, error) {

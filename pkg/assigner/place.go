@@ -11,11 +11,10 @@ import (
 // could not reach. It returns each IP's route, looked up before the IP is
 // assigned, because afterwards the kernel answers "local".
 func (a *Assigner) screen(ips []netip.Addr) (map[netip.Addr]route, error) {
-	dev, err := a.screenHolder()
+	dev, err := a.findHolder()
 	if err != nil {
 		return nil, err
 	}
-	a.seen = dev
 	if a.opts.Uplink != "" {
 		if _, err := a.ups.byName(a.opts.Uplink); err != nil {
 			return nil, err
@@ -32,22 +31,6 @@ func (a *Assigner) screen(ips []netip.Addr) (map[netip.Addr]route, error) {
 	return routes, nil
 }
 
-// screenHolder refuses a holder device that is not ours, but not one that
-// another invocation is making right now: that one writes the
-// creating-device marker before it makes the device and removes it after
-// marking it, so an unmarked device is judged under the lock while the marker
-// exists, and looked at once more if the marker went in the meantime.
-func (a *Assigner) screenHolder() (int, error) {
-	dev, err := a.k.holder(a.opts.Device, false, false)
-	if !errors.Is(err, errUnmarked) {
-		return dev, err
-	}
-	if fileExists(a.st.creatingPath()) {
-		return 0, nil
-	}
-	return a.k.holder(a.opts.Device, false, false)
-}
-
 func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 	r, err := a.k.lookup(ip)
 	if err != nil {
@@ -57,8 +40,12 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 		if dev == 0 {
 			// A concurrent ADD may have made the holder since screen looked
 			// and put ip on it: then ip is ours, not a node address.
-			if cur, err := a.k.holder(a.opts.Device, false, false); err == nil {
-				dev = cur
+			l, err := a.freshHolder()
+			if err != nil {
+				return r, err
+			}
+			if dev, err = a.judge(l); err != nil {
+				return r, err
 			}
 		}
 		if r.local != dev {
@@ -142,19 +129,31 @@ func (a *Assigner) place(ips []netip.Addr, routes map[netip.Addr]route) ([]Place
 		if err != nil {
 			return nil, nil, err
 		}
-		var up Uplink
-		if len(e.Holders) > 0 && e.Uplink != "" {
-			up, err = a.ups.byName(e.Uplink)
-		} else {
-			up, err = a.uplinkFor(ip, routes[ip])
-			chosen[ip] = up.Name
-		}
+		up, rechosen, err := a.placeIP(ip, e, routes[ip])
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, aboutIP(ip, err)
+		}
+		if rechosen {
+			chosen[ip] = up.Name
 		}
 		placed = append(placed, Placed{Addr: ip, Uplink: up, First: len(e.Holders) == 0})
 	}
 	return placed, chosen, nil
+}
+
+// placeIP is ip's uplink: the one it was first announced on while it is
+// held, else (also when that uplink vanished) the one its route names now,
+// which the journal then records.
+func (a *Assigner) placeIP(ip netip.Addr, e ipEntry, r route) (Uplink, bool, error) {
+	if len(e.Holders) > 0 && e.Uplink != "" {
+		up, err := a.ups.byName(e.Uplink)
+		if !errors.Is(err, errNoLink) {
+			return up, false, err
+		}
+		a.log.Warn("uplink of a held IP is gone; choosing another", "ip", ip, "uplink", e.Uplink)
+	}
+	up, err := a.uplinkFor(ip, r)
+	return up, true, err
 }
 
 // uplinkCache resolves each uplink once per invocation.

@@ -7,13 +7,13 @@ import (
 
 // Ready says whether an ADD could work now: the state directory writable,
 // the holder ours or creatable, and the LAN able to reach external IPs of
-// the families in use. It changes nothing but the state directory's
-// existence.
+// the families in use. It adopts no device and marks none; of the state
+// directory it only tests that it can be written.
 func (a *Assigner) Ready(v4, v6 bool) error {
 	if err := a.st.writable(); err != nil {
 		return err
 	}
-	if _, err := a.k.holder(a.opts.Device, false, fileExists(a.st.creatingPath())); err != nil {
+	if _, err := a.findHolder(); err != nil {
 		return err
 	}
 	var errs []error
@@ -103,14 +103,17 @@ func (a *Assigner) Report() (*Report, error) {
 // holderState describes the holder and returns its index, 0 when it is
 // missing or not ours.
 func (a *Assigner) holderState() (string, int) {
-	dev, err := a.k.holder(a.opts.Device, false, false)
+	l, err := a.lookHolder()
+	if err != nil {
+		return err.Error(), 0
+	}
+	dev, err := a.judge(l)
 	switch {
 	case err != nil:
 		return err.Error(), 0
 	case dev == 0:
 		return "missing", 0
-	}
-	if up, err := a.k.holderUp(dev); err != nil || !up {
+	case !l.Up:
 		return "down", dev
 	}
 	return "up", dev

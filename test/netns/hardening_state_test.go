@@ -146,7 +146,7 @@ func TestPlantedStateIsRefusedThroughTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(open, "state")
-	dev := filepath.Join(dataDir, "eip0")
+	dev := filepath.Join(dataDir, "eip1")
 	if err := os.MkdirAll(dev, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +154,12 @@ func TestPlantedStateIsRefusedThroughTheBinary(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dev, "journal"), []byte(journal), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.run(attach("ADD", "a", conf(dataDir, "192.0.2.20"))).mustFail(t, "ADD under a world-writable parent", 7, `dataDir: "`+dataDir+`"`, open)
-	if h.holderHas("eip0", "192.0.2.254") || h.holderHas("eip0", "192.0.2.20") {
+	// A device of its own: eip0 belongs to the first dataDir, which would
+	// refuse this one before its parent is judged.
+	planted := conf(dataDir, "192.0.2.20")
+	planted["device"] = "eip1"
+	h.run(attach("ADD", "a", planted)).mustFail(t, "ADD under a world-writable parent", 7, `dataDir: "`+dataDir+`"`, open)
+	if h.holderHas("eip0", "192.0.2.254") || h.holderHas("eip1", "192.0.2.254") || h.holderHas("eip1", "192.0.2.20") || h.deviceExists("eip1") {
 		t.Error("the planted journal was replayed or the refused ADD assigned its IP")
 	}
 }
