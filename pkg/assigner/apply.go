@@ -29,7 +29,7 @@ func (a *Assigner) apply(j *journal) error {
 	if err != nil {
 		return err
 	}
-	a.hook("record")
+	a.step("record")
 	var errs []error
 	for _, ip := range j.Touch {
 		if err := a.applyIP(dev, j, ip, hold[ip]); err != nil {
@@ -62,7 +62,7 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool) error 
 		if err := a.st.writeIP(ip, e); err != nil {
 			return err
 		}
-		a.hook("index")
+		a.step("index")
 	}
 	if !hold {
 		return nil
@@ -83,7 +83,7 @@ func (a *Assigner) hold(dev int, ip netip.Addr, uplink string) error {
 		}
 		a.put[ip] = true
 	}
-	a.hook("address")
+	a.step("address")
 	if ip.Is6() && uplink != "" {
 		return a.k.addProxy(uplink, ip)
 	}
@@ -106,7 +106,7 @@ func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 			a.log.Info("address removed", "ip", ip)
 		}
 	}
-	a.hook("address")
+	a.step("address")
 	if ip.Is6() && e.Uplink != "" {
 		if err := a.k.delProxy(e.Uplink, ip); err != nil {
 			return err

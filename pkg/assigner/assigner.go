@@ -46,8 +46,9 @@ type Assigner struct {
 	k    kernel
 	st   *store
 	log  *slog.Logger
-	// hook, set only by tests, is called at each named step of a change.
-	hook func(step string)
+	// step is called at each named step of a change: atStep, a no-op
+	// except in faultinject builds; tests set their own to crash there.
+	step func(name string)
 	// dev is the holder once made or checked under the lock; holder is what
 	// the kernel said about it, asked once per invocation (see lookHolder);
 	// ownAlias is this dataDir's alias. All live as long as the invocation.
@@ -76,7 +77,7 @@ func newAssigner(o Options, k kernel) *Assigner {
 		ups:  uplinkCache{k: k},
 		st:   newStore(o.DataDir, o.Device),
 		log:  log.With("device", o.Device),
-		hook: stepHook,
+		step: atStep,
 	}
 }
 
@@ -144,7 +145,7 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 			return nil, a.undo(j, err)
 		}
 	}
-	a.hook("done")
+	a.step("done")
 	if err := a.st.remove(top, journalName); err != nil {
 		return nil, a.undo(j, err)
 	}
@@ -289,7 +290,7 @@ func (a *Assigner) commit(j *journal) error {
 	if err := a.apply(j); err != nil {
 		return err
 	}
-	a.hook("done")
+	a.step("done")
 	return a.st.remove(top, journalName)
 }
 
@@ -304,7 +305,7 @@ func (a *Assigner) begin(j *journal) error {
 			return err
 		}
 	}
-	a.hook("journal")
+	a.step("journal")
 	return a.st.writeJSON(top, journalName, j)
 }
 

@@ -127,7 +127,7 @@ func TestLockTimeoutWhileAnotherInvocationHoldsTheLock(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		a := f.assigner()
-		a.hook = func(step string) {
+		a.step = func(step string) {
 			if step == "record" {
 				close(holding)
 				<-release

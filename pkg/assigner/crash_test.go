@@ -117,7 +117,7 @@ func (s crashScenario) steps(t *testing.T) []string {
 	f, _ := s.prepare(t)
 	var steps []string
 	a := f.assigner()
-	a.hook = func(step string) { steps = append(steps, step) }
+	a.step = func(step string) { steps = append(steps, step) }
 	if err := s.op(a); (err != nil) != s.fails {
 		t.Fatalf("%s without a crash: error %v, want an error: %v", s.name, err, s.fails)
 	}
@@ -143,7 +143,7 @@ func (s crashScenario) expect(steps []string, n int, repeats bool, pre holdings)
 	return s.post
 }
 
-// crash is what the hook panics with, standing for a process killed there.
+// crash is what the step function panics with, standing for a process killed there.
 type crash struct{ step string }
 
 // crashHows are the two ways a test kills an invocation mid-change: a
@@ -156,7 +156,7 @@ var crashHows = []string{"panic", "goexit"}
 // returns the step it died at, "" if it finished.
 func runCrashing(a *Assigner, op func(*Assigner) error, n int, how string) (crashedAt string) {
 	seen := 0
-	a.hook = func(step string) {
+	a.step = func(step string) {
 		if seen == n {
 			crashedAt = step
 			if how == "goexit" {

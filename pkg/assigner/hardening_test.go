@@ -68,7 +68,7 @@ func TestReadyChangesNoDeviceAndKeepsTheMarker(t *testing.T) {
 func TestACrashedCreationLeavesOnlyATemporaryDeviceThatTheNextInvocationRemoves(t *testing.T) {
 	f := newFixture(t)
 	a := f.assigner()
-	a.hook = func(step string) {
+	a.step = func(step string) {
 		if step == "device" {
 			panic("killed at " + step)
 		}

@@ -47,11 +47,11 @@ func newFixture(t testing.TB) *fixture {
 	}
 }
 
-// assigner returns a fresh Assigner whose step hook does nothing, whatever
+// assigner returns a fresh Assigner whose step function does nothing, whatever
 // the build tags.
 func (f *fixture) assigner() *Assigner {
 	a := newAssigner(f.opts, f.k)
-	a.hook = func(string) {}
+	a.step = func(string) {}
 	return a
 }
 
@@ -235,7 +235,7 @@ func assertIndex(t testing.TB, d disk, want holdings) {
 func assertHost(t testing.TB, f *fixture, d disk, want holdings) {
 	t.Helper()
 	held := want.held()
-	wantAddrs := sorted(keysOf(held))
+	wantAddrs := sorted(keys(held))
 	if got := f.holderAddrs(); !slices.Equal(got, wantAddrs) {
 		t.Errorf("holder %s carries %v, want exactly the held IPs %v", f.opts.Device, got, wantAddrs)
 	}
@@ -314,12 +314,4 @@ func sorted(ips []netip.Addr) []netip.Addr {
 	out := slices.Clone(ips)
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
-}
-
-func keysOf[V any](m map[netip.Addr]V) []netip.Addr {
-	out := make([]netip.Addr, 0, len(m))
-	for ip := range m {
-		out = append(out, ip)
-	}
-	return out
 }

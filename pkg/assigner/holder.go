@@ -215,7 +215,7 @@ func (a *Assigner) createNew() (int, error) {
 		}
 		return 0, err
 	}
-	a.hook("device")
+	a.step("device")
 	if err := a.k.renameHolder(dev, a.opts.Device); err != nil {
 		return 0, a.dropHalfMade(c.Temp, err)
 	}

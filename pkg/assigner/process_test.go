@@ -97,7 +97,7 @@ type childResult struct {
 // waits for stdin to close.
 func helperHold(t testing.TB, f *fixture) {
 	a := f.assigner()
-	a.hook = func(step string) {
+	a.step = func(step string) {
 		if step == "record" {
 			fmt.Println("locked")
 			io.Copy(io.Discard, os.Stdin)
@@ -116,7 +116,7 @@ func helperCrash(t testing.TB, f *fixture) {
 	n, _ := strconv.Atoi(os.Getenv(helperStep))
 	a := f.assigner()
 	seen := 0
-	a.hook = func(string) {
+	a.step = func(string) {
 		if seen == n {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}

@@ -23,8 +23,6 @@ const (
 	// DefaultProbe is short because a LAN host answers ARP within milliseconds;
 	// it is paid only when an address is first taken on this node.
 	DefaultProbe = 150 * time.Millisecond
-	// PodAnnotationsKey is the runtimeConfig capability containerd and CRI-O fill.
-	PodAnnotationsKey = "io.kubernetes.cri.pod-annotations"
 )
 
 // Announce says how many announcement rounds an ADD sends, how far apart.

@@ -76,7 +76,8 @@ func FuzzRequests(f *testing.F) {
 	})
 }
 
-// checkFuzzErr holds every error to section 8: one kind, one line.
+// checkFuzzErr holds every error to the README's rule for messages: one
+// kind, one line.
 func checkFuzzErr(t *testing.T, op string, err error) {
 	t.Helper()
 	kinds := 0

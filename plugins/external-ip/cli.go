@@ -25,7 +25,8 @@ attachment records and makes the holder carry exactly the held IPs. Run it
 after moving aside a state file that an error named as corrupt.
 `
 
-// runCLI serves a person at the terminal; it changes nothing.
+// runCLI serves a person at the terminal: status only reads, repair
+// changes the state and the holder to match the records.
 func runCLI(args []string, stdout, stderr io.Writer) int {
 	if code, ok := runNodeCLI(args, stdout, stderr); ok {
 		return code

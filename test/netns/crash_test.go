@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
 )
 
 // crashBin is the plugin built with the faultinject tag: it kills itself
-// with SIGKILL at the step named by EXTERNAL_IP_CRASH_AT.
+// with SIGKILL at the step named by assigner.CrashEnv.
 var (
 	crashBin     string
 	crashBinErr  error
@@ -86,7 +88,7 @@ func TestAddKilledAtAnyStepIsRepairedByTheNextInvocation(t *testing.T) {
 			if step != "device" {
 				h.run(call{command: "ADD", containerID: "b", ifName: "eth0", netns: "/var/run/netns/b", conf: conf("192.0.2.10")}).mustOK(t, "ADD b")
 			}
-			r := h.runWith(bin, call{command: "ADD", containerID: "a", ifName: "eth0", netns: "/var/run/netns/a", conf: conf("192.0.2.10", "2001:db8:1::10")}, "EXTERNAL_IP_CRASH_AT="+step)
+			r := h.runWith(bin, call{command: "ADD", containerID: "a", ifName: "eth0", netns: "/var/run/netns/a", conf: conf("192.0.2.10", "2001:db8:1::10")}, assigner.CrashEnv+"="+step)
 			if r.err == nil {
 				t.Fatalf("ADD a was not killed at step %q", step)
 			}
@@ -126,7 +128,7 @@ func TestDelKilledAtAnyStepIsFinishedByTheRetriedDel(t *testing.T) {
 			conf := h.netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs("192.0.2.10", "2001:db8:1::10")})
 			h.run(call{command: "ADD", containerID: "a", ifName: "eth0", netns: "/var/run/netns/a", conf: conf}).mustOK(t, "ADD a")
 			h.run(call{command: "ADD", containerID: "b", ifName: "eth0", netns: "/var/run/netns/b", conf: h.netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs("192.0.2.10")})}).mustOK(t, "ADD b")
-			r := h.runWith(bin, call{command: "DEL", containerID: "a", ifName: "eth0", conf: conf}, "EXTERNAL_IP_CRASH_AT="+step)
+			r := h.runWith(bin, call{command: "DEL", containerID: "a", ifName: "eth0", conf: conf}, assigner.CrashEnv+"="+step)
 			if r.err == nil {
 				t.Fatalf("DEL a was not killed at step %q", step)
 			}

@@ -2,7 +2,7 @@
 
 package assigner
 
-// stepHook marks a step of a change. Builds tagged faultinject replace it
+// atStep marks a step of a change. Builds tagged faultinject replace it
 // with one that can kill the process there, to prove each crash window is
 // closed; ordinary builds compile it away.
-func stepHook(string) {}
+func atStep(string) {}

@@ -1,0 +1,6 @@
+package assigner
+
+// CrashEnv names the step at which a build tagged faultinject kills itself
+// with SIGKILL (see atStep), as a crash or an impatient runtime would.
+// Declared in every build, for the tests that drive such a build.
+const CrashEnv = "EXTERNAL_IP_CRASH_AT"

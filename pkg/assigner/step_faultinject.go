@@ -1,0 +1,15 @@
+//go:build faultinject
+
+package assigner
+
+import (
+	"os"
+	"syscall"
+)
+
+func atStep(step string) {
+	if os.Getenv(CrashEnv) == step {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+}
