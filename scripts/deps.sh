@@ -14,6 +14,8 @@ have jq      || need+=(jq)
 have iptables || need+=(iptables)
 # pkg/nat's tests read our table back with nft.
 have nft || need+=(nftables)
+# test/netns counts the plugin's netlink requests with strace.
+have strace || need+=(strace)
 
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}"

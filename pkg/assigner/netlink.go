@@ -20,6 +20,9 @@ import (
 // most of the requests themselves.
 type hostKernel struct {
 	handle *netlinksafe.Handle
+	// index keeps the interface index of each uplink looked up, so that
+	// its proxy entry needs no second lookup by name.
+	index map[string]int
 }
 
 var _ kernel = (*hostKernel)(nil)
@@ -323,6 +326,10 @@ func retryDump(f func() error) error {
 
 func (k *hostKernel) toUplink(link netlink.Link) (Uplink, error) {
 	a := link.Attrs()
+	if k.index == nil {
+		k.index = map[string]int{}
+	}
+	k.index[a.Name] = a.Index
 	if a.Flags&net.FlagUp == 0 {
 		return Uplink{}, Errorf(ErrRefused, "uplink %s: is down", a.Name)
 	}
@@ -384,12 +391,16 @@ func enableProxyNDP(uplink string) error {
 }
 
 func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
-	link, err := k.nl().LinkByName(uplink)
-	if err != nil {
-		return nil, linkErr(err)
+	index, ok := k.index[uplink]
+	if !ok {
+		link, err := k.nl().LinkByName(uplink)
+		if err != nil {
+			return nil, linkErr(err)
+		}
+		index = link.Attrs().Index
 	}
 	return &netlink.Neigh{
-		LinkIndex: link.Attrs().Index,
+		LinkIndex: index,
 		Family:    netlink.FAMILY_V6,
 		Flags:     netlink.NTF_PROXY,
 		IP:        ip.AsSlice(),
@@ -421,7 +432,8 @@ func (k *hostKernel) delProxy(uplink string, ip netip.Addr) error {
 	if err == nil {
 		err = k.nl().NeighDel(n)
 	}
-	if err != nil && !errors.Is(err, unix.ENOENT) {
+	// ENODEV: the uplink went since this invocation looked it up.
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
 		return Errorf(ErrHost, "removing proxy neighbour %s on %s: %w", ip, uplink, err)
 	}
 	return nil

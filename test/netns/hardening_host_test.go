@@ -243,3 +243,53 @@ func TestGCNeverFailsBecauseAnUplinkVanishedAndReHomesWhatItCan(t *testing.T) {
 	}
 	h.consistent("after GC")
 }
+
+// netlinkCalls runs one call of the plugin under strace and counts its
+// netlink sockets and its requests by type. The call's IPs must be IPv6,
+// so that no detached announcer (whose calls strace -f would add) starts.
+func (h *host) netlinkCalls(c call) (sockets int, requests map[string]int) {
+	h.t.Helper()
+	trace := filepath.Join(h.t.TempDir(), "trace")
+	wrapper := filepath.Join(h.t.TempDir(), "external-ip-strace")
+	script := "#!/bin/sh\nexec strace -f -qq -e trace=socket,sendto,sendmsg -o " + trace + " " + pluginBin + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	h.runWith(wrapper, c).mustOK(h.t, c.command+" under strace")
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		h.t.Fatalf("reading the strace output: %v", err)
+	}
+	requests = map[string]int{}
+	for _, line := range lines(string(b)) {
+		if strings.Contains(line, "socket(AF_NETLINK") {
+			sockets++
+		}
+		if _, rest, ok := strings.Cut(line, "nlmsg_type="); ok {
+			requests[strings.FieldsFunc(rest, func(r rune) bool { return r == ',' || r == '}' })[0]]++
+		}
+	}
+	return sockets, requests
+}
+
+// An ADD on a holder that exists asks for each link once: the holder, its
+// ports if it is a bridge (a filtered dump on a socket of its own, which
+// the netlink library cannot send), the uplink. Before, it asked 6 times on
+// 3 sockets.
+func TestAnAddOnAnExistingHolderAsksForEachLinkOnceOnOneOrTwoSockets(t *testing.T) {
+	h := newHost(t)
+	h.addOn("testnet", "a", "2001:db8:1::10")
+	bridge := 0
+	if strings.Contains(h.inNode("ip -d -o link show dev eip0"), " bridge ") {
+		bridge = 1
+	}
+	conf := h.netConf("1.1.0", map[string]any{"runtimeConfig": runtimeIPs("2001:db8:1::11")})
+	sockets, requests := h.netlinkCalls(attach("ADD", "b", conf))
+	if sockets > 1+bridge || requests["RTM_GETLINK"] > 2+bridge {
+		t.Errorf("the ADD opened %d netlink sockets and sent %v, want at most %d sockets and %d RTM_GETLINK", sockets, requests, 1+bridge, 2+bridge)
+	}
+	if requests["RTM_NEWADDR"] != 1 || requests["RTM_NEWNEIGH"] != 1 {
+		t.Errorf("the ADD sent %v, want one RTM_NEWADDR and one RTM_NEWNEIGH: the count missed its requests", requests)
+	}
+	t.Logf("netlink per IPv6 ADD on an existing holder: %d sockets, %v", sockets, requests)
+}
