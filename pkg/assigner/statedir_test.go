@@ -316,3 +316,33 @@ func TestAJournalPlantedWhereOthersCanWriteIsNeverReplayed(t *testing.T) {
 		t.Errorf("holder %s was made and carries %v", l.Name, sortedAddrs(l.Addrs))
 	}
 }
+
+// A tmp/ (or att/, ip/) that another user owns or may write to is not ours:
+// nothing is swept from it or trusted in it.
+func TestAStateSubdirectoryOthersCouldWriteIsRefusedAndNotSwept(t *testing.T) {
+	mustRoot(t)
+	changes := map[string]func(dir string) error{
+		"owned by another user": func(dir string) error { return os.Chown(dir, nobody, nobody) },
+		"group-writable":        func(dir string) error { return os.Chmod(dir, 0o770) },
+	}
+	for _, sub := range []string{"tmp", "att", "ip"} {
+		for name, change := range changes {
+			t.Run(sub+"/"+name, func(t *testing.T) {
+				f := newFixture(t)
+				f.add(attA, v4a)
+				dir := filepath.Join(f.stateDir(), sub)
+				staged := filepath.Join(dir, "journal.12345")
+				if err := errors.Join(os.WriteFile(staged, []byte("{"), 0o600), change(dir)); err != nil {
+					t.Fatal(err)
+				}
+				err := f.assigner().GC("net1", []Attachment{attA})
+				if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), dir) {
+					t.Errorf("GC with %s %s = %v, want ErrRefused naming it", sub, name, err)
+				}
+				if _, err := os.Stat(staged); err != nil {
+					t.Errorf("GC swept or touched %s: %v", staged, err)
+				}
+			})
+		}
+	}
+}
