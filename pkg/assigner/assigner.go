@@ -132,25 +132,34 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 		}
 	}
 	a.fresh = fresh(placed, routes)
-	if err := a.begin(j); err != nil {
+	if err := a.addJournaled(j, placed, h); err != nil {
 		return nil, err
 	}
-	// The journal stays until the ADD has succeeded, announcement and all:
-	// an invocation killed before that is rolled back by the next one.
+	a.log.Info("added", "attachment", att.String(), "ips", ips)
+	return placed, nil
+}
+
+// addJournaled carries out an ADD's journal and announces. The journal
+// stays until the ADD has succeeded, announcement and all: an invocation
+// killed before that is rolled back by the next one, and a failure here
+// is undone at once.
+func (a *Assigner) addJournaled(j *journal, placed []Placed, h Hooks) error {
+	if err := a.begin(j); err != nil {
+		return err
+	}
 	if err := a.apply(j); err != nil {
-		return nil, a.undo(j, err)
+		return a.undo(j, err)
 	}
 	if h.Announce != nil {
 		if err := h.Announce(placed); err != nil {
-			return nil, a.undo(j, err)
+			return a.undo(j, err)
 		}
 	}
 	a.step("done")
 	if err := a.st.remove(top, journalName); err != nil {
-		return nil, a.undo(j, err)
+		return a.undo(j, err)
 	}
-	a.log.Info("added", "attachment", att.String(), "ips", ips)
-	return placed, nil
+	return nil
 }
 
 // fresh lists the IPs that were on no interface when screened and that
