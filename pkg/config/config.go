@@ -54,7 +54,13 @@ type Config struct {
 	// ValidAttachments lists the attachments GC must keep.
 	ValidAttachments []types.GCAttachment
 
-	raw *netConf
+	// static is the config's own externalIPs list, checked by Load.
+	static []IP
+	// requested are the runtime's sources as Load decoded them, and the
+	// first decoding error among them: Requests reports it, so that a bad
+	// request fails ADD and CHECK but never DEL or GC, which do not read it.
+	requested    []source
+	requestedErr error
 }
 
 type netConf struct {
@@ -97,10 +103,10 @@ func Load(stdin []byte) (*Config, error) {
 		CNIVersion:       raw.CNIVersion,
 		Name:             raw.Name,
 		ValidAttachments: raw.ValidAttachments,
-		raw:              raw,
 	}
+	// Each step reads its keys from raw once; a new key is a new step.
 	steps := []func(*netConf) error{
-		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts,
+		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources,
 	}
 	for _, step := range steps {
 		if err := step(raw); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -27,16 +28,22 @@ type IP struct {
 // static list in the config is trusted; every other source must fall in
 // allowedRanges.
 func (c *Config) Requests(cniArgs string) ([]IP, error) {
-	sources, err := c.sources(cniArgs)
+	if c.requestedErr != nil {
+		return nil, c.requestedErr
+	}
+	fromArgs, err := externalIPsFromArgs(cniArgs)
 	if err != nil {
 		return nil, err
 	}
-	var out []IP
+	out := slices.Clone(c.static)
 	seen := map[netip.Addr]bool{}
-	for _, src := range sources {
+	for _, ip := range out {
+		seen[ip.Addr] = true
+	}
+	for _, src := range append(c.requested, source{name: "CNI_ARGS " + CNIArgsKey, values: fromArgs}) {
 		for i, v := range src.values {
 			where := fmt.Sprintf("%s[%d]", src.name, i)
-			addr, err := c.check(where, v, src.trusted)
+			addr, err := c.check(where, v, false)
 			if err != nil {
 				return nil, err
 			}
@@ -54,31 +61,41 @@ func (c *Config) Requests(cniArgs string) ([]IP, error) {
 
 // source is one place requested IPs come from, in the order they are read.
 type source struct {
-	name    string
-	values  []string
-	trusted bool
+	name   string
+	values []string
 }
 
-func (c *Config) sources(cniArgs string) ([]source, error) {
-	fromArgs, err := externalIPsFromArgs(cniArgs)
+// setSources checks the static list, which is config, and decodes the
+// runtime's sources for Requests.
+func (c *Config) setSources(raw *netConf) error {
+	static, err := decodeIPList("externalIPs", raw.ExternalIPs)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := []source{
-		{name: "externalIPs", trusted: true},
-		{name: "runtimeConfig.externalIPs"},
-		{name: "args.cni.externalIPs"},
-	}
-	for i, raw := range []json.RawMessage{c.raw.ExternalIPs, c.raw.RuntimeConfig.ExternalIPs, c.raw.Args.CNI.ExternalIPs} {
-		if out[i].values, err = decodeIPList(out[i].name, raw); err != nil {
-			return nil, err
+	seen := map[netip.Addr]bool{}
+	for i, v := range static {
+		where := fmt.Sprintf("externalIPs[%d]", i)
+		addr, err := c.check(where, v, true)
+		if err != nil {
+			return err
+		}
+		if !seen[addr] {
+			seen[addr] = true
+			c.static = append(c.static, IP{Addr: addr, Source: where})
 		}
 	}
-	annotation := c.raw.RuntimeConfig.PodAnnotations[c.PodAnnotation]
-	return append(out,
-		source{name: "pod annotation " + c.PodAnnotation, values: splitList(annotation)},
-		source{name: "CNI_ARGS " + CNIArgsKey, values: fromArgs},
-	), nil
+	c.requested = []source{{name: "runtimeConfig.externalIPs"}, {name: "args.cni.externalIPs"}}
+	for i, rawList := range []json.RawMessage{raw.RuntimeConfig.ExternalIPs, raw.Args.CNI.ExternalIPs} {
+		if c.requested[i].values, err = decodeIPList(c.requested[i].name, rawList); err != nil {
+			c.requestedErr = err
+			return nil
+		}
+	}
+	c.requested = append(c.requested, source{
+		name:   "pod annotation " + c.PodAnnotation,
+		values: splitList(raw.RuntimeConfig.PodAnnotations[c.PodAnnotation]),
+	})
+	return nil
 }
 
 // check refuses what can never be an external IP, whatever the host.
@@ -205,11 +222,8 @@ func truncate(b []byte, n int) string {
 // Families says which address families this network may hold: those of the
 // static list and of allowedRanges. STATUS checks reachability for them.
 func (c *Config) Families() (v4, v6 bool) {
-	static, _ := decodeIPList("externalIPs", c.raw.ExternalIPs)
-	for _, s := range static {
-		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
-			v4, v6 = v4 || a.Is4(), v6 || a.Is6()
-		}
+	for _, ip := range c.static {
+		v4, v6 = v4 || ip.Addr.Is4(), v6 || ip.Addr.Is6()
 	}
 	for _, p := range c.AllowedRanges {
 		v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()

@@ -150,6 +150,45 @@ func TestRequestsDropsTheEmptyItemOfATrailingComma(t *testing.T) {
 	checkIPs(t, got, "pod annotation external-ip/addresses[0] 192.0.2.8", "CNI_ARGS EXTERNAL_IPS[0] 192.0.2.9")
 }
 
+// loadAndRequest is what ADD does: Load, which refuses a bad static list
+// (config), then Requests, which refuses a bad request.
+func loadAndRequest(t *testing.T, stdin []byte, cniArgs string) ([]config.IP, error) {
+	t.Helper()
+	c, err := config.Load(stdin)
+	if err != nil {
+		return nil, err
+	}
+	return c.Requests(cniArgs)
+}
+
+func TestABadStaticListIsRefusedByLoadForEveryVerb(t *testing.T) {
+	for _, list := range []any{[]string{"192.0.2.1", "127.0.0.1"}, []string{"2001:db8::300::1"}, []int{1}} {
+		_, err := config.Load(netConf(t, map[string]any{"externalIPs": list}))
+		if err == nil || !strings.HasPrefix(err.Error(), "externalIPs") {
+			t.Errorf("Load with externalIPs %v = %v, want an error naming externalIPs (Families would ignore it)", list, err)
+		}
+	}
+}
+
+func TestABadRequestFailsRequestsButNotLoad(t *testing.T) {
+	// DEL and GC load the config but read no request: a runtime that sends
+	// DEL with the ADD's bad runtimeConfig must still be able to release.
+	for _, keys := range []map[string]any{
+		{"runtimeConfig": map[string]any{"externalIPs": 5}},
+		{"args": map[string]any{"cni": map[string]any{"externalIPs": map[string]any{}}}},
+		{"allowedRanges": ranges, "runtimeConfig": map[string]any{"externalIPs": []string{"192.0.2.300"}}},
+	} {
+		c, err := config.Load(netConf(t, keys))
+		if err != nil {
+			t.Errorf("Load with %v = %v, want it loaded", keys, err)
+			continue
+		}
+		if _, err := c.Requests(""); err == nil {
+			t.Errorf("Requests with %v succeeded, want the bad request refused", keys)
+		}
+	}
+}
+
 func TestRequestsRefusesUnusableAddressesNamingSourceAndValue(t *testing.T) {
 	static := func(v string) map[string]any { return map[string]any{"externalIPs": []string{"192.0.2.1", v}} }
 	runtime := func(v string) map[string]any {
@@ -194,7 +233,7 @@ func TestRequestsRefusesUnusableAddressesNamingSourceAndValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ips, err := mustLoad(t, netConf(t, tt.keys)).Requests(tt.cniArgs)
+			ips, err := loadAndRequest(t, netConf(t, tt.keys), tt.cniArgs)
 			checkErr(t, err, config.ErrInvalid, tt.fragments...)
 			if ips != nil {
 				t.Errorf("Requests returned %q alongside its error, want nothing", describe(ips))
@@ -244,7 +283,7 @@ func TestRequestsRefusesSourcesOfTheWrongShape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := mustLoad(t, netConf(t, tt.keys)).Requests("")
+			_, err := loadAndRequest(t, netConf(t, tt.keys), "")
 			checkErr(t, err, config.ErrDecode, tt.want)
 		})
 	}
