@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -245,6 +246,13 @@ func TestGCReHomesAHeldIPWhoseUplinkVanishedAndNeverFailsForIt(t *testing.T) {
 	onEth1(f)
 	f.add(attA, v4other, v6)
 	f.k.dropUplink("eth1")
+	rep, err := f.assigner().Report()
+	if err != nil {
+		t.Fatalf("Report: %v", err)
+	}
+	if !slices.ContainsFunc(rep.Drift, func(d string) bool { return strings.Contains(d, "uplink eth1 is gone") }) {
+		t.Errorf("Report's drift is %q; want the vanished uplink eth1 named", rep.Drift)
+	}
 	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
 		t.Fatalf("GC with an uplink gone and no other route: %v", err)
 	}

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 )
 
 // The holder's alias says that the device is ours and which state
@@ -270,4 +273,22 @@ func tempName() string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return tempPrefix + hex.EncodeToString(b)
+}
+
+// Holders names the devices marked as holders of dataDir, so that the
+// operator's repair finds a holder whose state directory was lost. It
+// lists every link: for the command line, never for a CNI call.
+func Holders(dataDir string) ([]string, error) {
+	links, err := netlinksafe.LinkList()
+	if err != nil {
+		return nil, Errorf(ErrHost, "listing links: %w", err)
+	}
+	want := []string{HolderAlias(filepath.Clean(dataDir)), HolderAlias(canonicalDir(dataDir))}
+	var out []string
+	for _, l := range links {
+		if slices.Contains(want, l.Attrs().Alias) {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out, nil
 }

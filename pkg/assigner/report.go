@@ -124,6 +124,10 @@ func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[
 	if !on {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held but not on %s", ip, a.opts.Device))
 	}
+	if e.Uplink != "" && a.uplinkGone(e.Uplink) {
+		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: its uplink %s is gone; the next ADD or GC chooses another", ip, e.Uplink))
+		return ir, nil
+	}
 	if ip.Is6() && e.Uplink != "" {
 		ok, err := a.k.hasProxy(e.Uplink, ip)
 		ir.Proxy = &ok

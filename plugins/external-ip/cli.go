@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +82,14 @@ func devices(dataDir, device string) ([]string, error) {
 			out = append(out, e.Name())
 		}
 	}
-	return out, nil
+	// A holder whose state directory was lost is still this dataDir's.
+	held, err := assigner.Holders(dataDir)
+	for _, d := range held {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out, err
 }
 
 func cliAssigner(dataDir, device string) *assigner.Assigner {

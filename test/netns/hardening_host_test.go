@@ -111,7 +111,9 @@ func TestWithTheStateDirectoryLostGCAndRepairReleaseTheHoldersAddressesAndProxie
 			if how == "GC" {
 				h.run(call{command: "GC", conf: h.gcConf("net-a", []string{"a"}, nil)}).mustOK(t, "GC")
 			} else {
-				h.inNode("%s repair --data-dir %s --device eip0", pluginBin, h.dataDir)
+				if out := h.inNode("%s repair --data-dir %s", pluginBin, h.dataDir); !strings.Contains(out, "eip0: repaired") {
+					t.Fatalf("repair did not find the holder whose state was lost: %q", out)
+				}
 			}
 			if got := h.addrsOf("eip0"); got != "" {
 				t.Errorf("%s with no state left %q on eip0, which nothing holds", how, got)
@@ -229,6 +231,10 @@ func TestGCNeverFailsBecauseAnUplinkVanishedAndReHomesWhatItCan(t *testing.T) {
 	h.addUplink("up0", "lanb0")
 	h.run(attach("ADD", "a", h.uplinkConf("198.51.100.10", "2001:db8:2::10"))).mustOK(t, "ADD a on up0")
 	h.inNode("ip link del up0")
+	out := h.inNode("%s status --data-dir %s", pluginBin, h.dataDir)
+	if !strings.Contains(out, "198.51.100.10: its uplink up0 is gone") {
+		t.Errorf("status does not report the vanished uplink of 198.51.100.10:\n%s", out)
+	}
 	gc := call{command: "GC", conf: h.gcConf("testnet", []string{"a"}, nil)}
 	h.run(gc).mustOK(t, "GC with the uplink gone and no other")
 	h.addUplink("up1", "lanb1")
