@@ -102,7 +102,10 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 			} else if relevant(ev) {
 				wt.arm(wt.o.Settle)
 			}
-		case err := <-w.Errors:
+		case err, ok := <-w.Errors:
+			if !ok {
+				return fmt.Errorf("watching %s: the watch ended", wt.i.ConfDir)
+			}
 			// An overflow loses events: look at the directory itself.
 			wt.i.log().Warn("watch error; checking the conf dir", "dir", wt.i.ConfDir, "error", err)
 			wt.arm(wt.o.Settle)
