@@ -15,7 +15,8 @@ FUZZ_STATE    ?= 1500x
 # What `external-ip version` and the image's labels say.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-IMAGE    ?= localhost/external-ip:$(VERSION)
+# The name the DaemonSet uses; the version is in the image's labels.
+IMAGE    ?= localhost/external-ip:latest
 
 .PHONY: all build deps test unit fuzz demo install bench e2e image clean
 

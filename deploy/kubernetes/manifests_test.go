@@ -181,3 +181,19 @@ func TestTheConfigMapEntryIsOneThePluginAcceptsAndRefusesRequestsUntilRangesAreS
 		t.Errorf("the DaemonSet mounts ConfigMap %q, the manifest is %q", name, cm.Name)
 	}
 }
+
+func TestTheDaemonSetRunsTheImageThatMakeImageBuilds(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "IMAGE"); ok && strings.Contains(v, "?=") {
+			want = strings.TrimSpace(strings.SplitN(v, "?=", 2)[1])
+		}
+	}
+	if got := daemonSet(t).Containers[0].Image; got != want || want == "" {
+		t.Errorf("the DaemonSet runs %q, make image builds %q", got, want)
+	}
+}
