@@ -49,6 +49,8 @@ type Config struct {
 	LogFile     string
 	LogLevel    string
 	LockTimeout time.Duration
+	// Traffic says which flows of the external IPs are steered (pkg/nat).
+	Traffic Traffic
 	// PrevResult is the main plugin's result, nil when absent.
 	PrevResult types.Result
 	// ValidAttachments lists the attachments GC must keep.
@@ -76,6 +78,7 @@ type netConf struct {
 	LogFile       string          `json:"logFile"`
 	LogLevel      string          `json:"logLevel"`
 	LockTimeout   json.RawMessage `json:"lockTimeout"`
+	Traffic       json.RawMessage `json:"traffic"`
 	RuntimeConfig struct {
 		ExternalIPs    json.RawMessage   `json:"externalIPs"`
 		PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
@@ -106,7 +109,7 @@ func Load(stdin []byte) (*Config, error) {
 	}
 	// Each step reads its keys from raw once; a new key is a new step.
 	steps := []func(*netConf) error{
-		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources,
+		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setTraffic,
 	}
 	for _, step := range steps {
 		if err := step(raw); err != nil {

@@ -1,0 +1,105 @@
+package config
+
+import (
+	"encoding/json"
+	"net/netip"
+
+	current "github.com/containernetworking/cni/pkg/types/100"
+)
+
+// Traffic says which of an external IP's flows are steered to and from the
+// holder containers.
+type Traffic string
+
+// The values of the `traffic` key.
+const (
+	// TrafficBoth DNATs flows to the external IP to the containers and SNATs
+	// their flows out of the IP's uplink to it.
+	TrafficBoth Traffic = "both"
+	// TrafficIngress only DNATs flows to the external IP.
+	TrafficIngress Traffic = "ingress"
+	// TrafficEgress only SNATs the containers' outbound flows.
+	TrafficEgress Traffic = "egress"
+	// TrafficNone steers nothing: the node holds the IP, and something else
+	// (kube-proxy's Service externalIPs, for one) may steer it.
+	TrafficNone Traffic = "none"
+)
+
+// Ingress tells whether flows to the external IP go to the containers.
+func (t Traffic) Ingress() bool { return t == TrafficBoth || t == TrafficIngress }
+
+// Egress tells whether the containers' outbound flows leave from the IP.
+func (t Traffic) Egress() bool { return t == TrafficBoth || t == TrafficEgress }
+
+func (c *Config) setTraffic(raw *netConf) error {
+	c.Traffic = TrafficBoth
+	if len(raw.Traffic) == 0 || string(raw.Traffic) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(raw.Traffic, &s); err != nil {
+		return decodef("traffic: want a string, got %s", truncate(raw.Traffic, 64))
+	}
+	switch t := Traffic(s); t {
+	case TrafficBoth, TrafficIngress, TrafficEgress, TrafficNone:
+		c.Traffic = t
+		return nil
+	}
+	return invalidf("traffic: %q is not one of both, ingress, egress, none", s)
+}
+
+// ContainerAddrs are the container's own addresses from prevResult: those
+// of its interfaces inside the sandbox, or every address when prevResult
+// names no interface of an address or none in a sandbox.
+func (c *Config) ContainerAddrs() []netip.Addr {
+	if c.PrevResult == nil {
+		return nil
+	}
+	res, err := current.NewResultFromResult(c.PrevResult)
+	if err != nil {
+		return nil
+	}
+	var inSandbox, all []netip.Addr
+	for _, ipc := range res.IPs {
+		a, ok := netip.AddrFromSlice(ipc.Address.IP)
+		if !ok {
+			continue
+		}
+		a = a.Unmap() // net.IP keeps IPv4 in 16 bytes
+		all = append(all, a)
+		if i := ipc.Interface; i != nil && *i >= 0 && *i < len(res.Interfaces) && res.Interfaces[*i].Sandbox != "" {
+			inSandbox = append(inSandbox, a)
+		}
+	}
+	if len(inSandbox) > 0 {
+		return inSandbox
+	}
+	return all
+}
+
+// CheckFamilies refuses steering an external IP of a family for which the
+// container has no address: nothing could be DNATed to it or SNATed from it.
+func (c *Config) CheckFamilies(ips []IP, container []netip.Addr) error {
+	if c.Traffic == TrafficNone {
+		return nil
+	}
+	for _, ip := range ips {
+		if !hasFamily(container, ip.Addr) {
+			fam := "IPv4"
+			if ip.Addr.Is6() {
+				fam = "IPv6"
+			}
+			return invalidf("traffic: %s: prevResult gives the container no %s address to steer it to", ip.Addr, fam)
+		}
+	}
+	return nil
+}
+
+func hasFamily(addrs []netip.Addr, ip netip.Addr) bool {
+	for _, a := range addrs {
+		if a.Is4() == ip.Is4() {
+			return true
+		}
+	}
+	return false
+}
