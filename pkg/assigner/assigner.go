@@ -20,6 +20,13 @@ type Options struct {
 	Uplink      string
 	LockTimeout time.Duration
 	Log         *slog.Logger
+	// NAT steers the external IPs' traffic (traffic.go); nil steers
+	// nothing and never touches nftables.
+	NAT NAT
+	// Traffic is the ADD's mode (TrafficBoth, ...); Container the
+	// container's own addresses from prevResult.
+	Traffic   string
+	Container []netip.Addr
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and
@@ -125,7 +132,11 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips}, Touch: slices.Clone(ips), Uplinks: uplinks}
+	st, err := a.newSteering(ips, placed)
+	if err != nil {
+		return nil, err
+	}
+	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: st}, Touch: slices.Clone(ips), Uplinks: uplinks}
 	if old != nil {
 		if err := a.remember(j, old); err != nil {
 			return nil, err
@@ -255,7 +266,7 @@ func (a *Assigner) Del(att Attachment) error {
 		if err != nil || rec == nil {
 			return err
 		}
-		if err := a.commit(&journal{Key: key, Touch: rec.IPs}); err != nil {
+		if err := a.commit(releasing(key, rec)); err != nil {
 			return err
 		}
 		a.log.Info("deleted", "attachment", att.String(), "ips", rec.IPs)

@@ -37,7 +37,7 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 			return nil, err
 		}
 	}
-	return rec.IPs, nil
+	return rec.IPs, a.checkNAT(rec)
 }
 
 func (a *Assigner) checkHolder() (int, error) {

@@ -54,7 +54,7 @@ func (a *Assigner) collect(network string, keep []Attachment) error {
 		if r.Network != network || kept[key] {
 			continue
 		}
-		if err := a.commit(&journal{Key: key, Touch: r.IPs}); err != nil {
+		if err := a.commit(releasing(key, r)); err != nil {
 			return err
 		}
 		a.log.Info("collected", "attachment", r.Attachment.String(), "ips", r.IPs)
@@ -84,7 +84,7 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	for _, ip := range union(indexed, keys(want)) {
 		errs = append(errs, a.reconcileIP(dev, ip, want[ip]))
 	}
-	errs = append(errs, a.dropStray(dev, want), a.st.sweepTmp())
+	errs = append(errs, a.dropStray(dev, want), a.st.sweepTmp(), a.reconcileNAT(recs))
 	return errors.Join(errs...)
 }
 

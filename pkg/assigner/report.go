@@ -28,6 +28,10 @@ type IPReport struct {
 	Holders  []Attachment `json:"holders"`
 	OnDevice bool         `json:"onDevice"`
 	Proxy    *bool        `json:"proxyNeighbour,omitempty"`
+	// Targets and EgressFrom are what table inet external-ip steers: new
+	// flows to the IP go to Targets; flows from EgressFrom leave from it.
+	Targets    []netip.Addr `json:"targets,omitempty"`
+	EgressFrom []netip.Addr `json:"egressFrom,omitempty"`
 }
 
 // Report reads the state and the holder; it changes nothing.
@@ -55,7 +59,7 @@ func (a *Assigner) Report() (*Report, error) {
 	if err := a.reportIPs(rep, recs, dev); err != nil {
 		return nil, err
 	}
-	return rep, nil
+	return rep, a.reportNAT(rep, recs)
 }
 
 // holderState describes the holder and returns its index, 0 when it is

@@ -26,6 +26,7 @@ func (a *Assigner) Ready(v4, v6 bool) error {
 	if v6 {
 		errs = append(errs, a.readyFamily(netip.IPv6Unspecified()))
 	}
+	errs = append(errs, a.readyNAT())
 	return oneLine(errors.Join(errs...))
 }
 

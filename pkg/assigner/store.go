@@ -40,6 +40,8 @@ func (a Attachment) String() string {
 type record struct {
 	Attachment
 	IPs []netip.Addr `json:"ips"`
+	// Steering is the attachment's NAT rules (traffic.go), nil when none.
+	Steering *steering `json:"steering,omitempty"`
 }
 
 // ipEntry is the index of one IP: who holds it and where it is announced.
@@ -90,8 +92,10 @@ func (j *journal) check(path string) error {
 	if (j.Op != opAdd && j.Op != opRelease) || (j.Op == opAdd) != (j.Record != nil) {
 		return Errorf(ErrState, "state file %s is corrupt: op %q with record %v; see the README's recovery section", path, j.Op, j.Record != nil)
 	}
-	if len(j.Steps) > 0 {
-		return Errorf(ErrState, "state file %s has a step of kind %q, which this binary does not know", path, j.Steps[0].Kind)
+	for _, s := range j.Steps {
+		if s.Kind != stepNAT {
+			return Errorf(ErrState, "state file %s has a step of kind %q, which this binary does not know", path, s.Kind)
+		}
 	}
 	return nil
 }
@@ -112,9 +116,9 @@ func (j *journal) infer() {
 // never journaled: the ADD's journal stands for it until it is done.
 func (j *journal) reverse() *journal {
 	if j.Old == nil {
-		return &journal{Op: opRelease, Key: j.Key, Touch: j.Touch}
+		return &journal{Op: opRelease, Key: j.Key, Touch: j.Touch, Steps: j.natUndone()}
 	}
-	return &journal{Op: opAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks}
+	return &journal{Op: opAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks, Steps: j.natUndone()}
 }
 
 // store is the state directory of one holder device. Its files are only

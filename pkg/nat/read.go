@@ -22,8 +22,8 @@ type State struct {
 	Broken []string
 	// Ingress maps each external IP to its targets in spread order.
 	Ingress map[netip.Addr][]netip.Addr
-	// Stray names ingress chains that no element points at.
-	Stray   []string
+	// Stray lists the external IPs whose ingress chain no element points at.
+	Stray   []netip.Addr
 	Egress  map[EgressKey]netip.Addr
 	Hairpin []Hairpin
 }
@@ -54,11 +54,11 @@ func (t *Table) Read() (*State, error) {
 		return nil, err
 	}
 	for name := range ours {
-		if _, ok := ingressChainIP(name); ok && !pointed[name] {
-			st.Stray = append(st.Stray, name)
+		if ip, ok := ingressChainIP(name); ok && !pointed[name] {
+			st.Stray = append(st.Stray, ip)
 		}
 	}
-	slices.Sort(st.Stray)
+	slices.SortFunc(st.Stray, netip.Addr.Compare)
 	if err := t.readEgress(st); err != nil {
 		return nil, err
 	}

@@ -196,7 +196,7 @@ func TestReadReportsAStrayChainAndABrokenBaseChain(t *testing.T) {
 		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
 		st, err := tb.Read()
 		must(t, err)
-		if !slices.Equal(st.Stray, []string{"to-192.0.2.10"}) || len(st.Ingress) != 0 {
+		if !slices.Equal(st.Stray, []netip.Addr{ext4}) || len(st.Ingress) != 0 {
 			t.Errorf("stray %v, ingress %v: want the chain of %s reported stray", st.Stray, st.Ingress, ext4)
 		}
 		if len(st.Broken) != 1 || !strings.Contains(st.Broken[0], chainPostrouting) {

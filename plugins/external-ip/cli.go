@@ -93,7 +93,7 @@ func devices(dataDir, device string) ([]string, error) {
 }
 
 func cliAssigner(dataDir, device string) *assigner.Assigner {
-	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second})
+	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: assigner.HostNAT()})
 }
 
 func repair(dataDir, device string, stdout, stderr io.Writer) int {
@@ -147,10 +147,21 @@ func printReport(w io.Writer, r *assigner.Report) {
 		for _, h := range ip.Holders {
 			fmt.Fprintf(w, "      network %s  container %s  interface %s\n", h.Network, h.ContainerID, h.IfName)
 		}
+		printSteering(w, ip)
 	}
 	if len(r.Drift) == 0 {
 		fmt.Fprintln(w, "  drift: none")
 		return
 	}
 	fmt.Fprintf(w, "  drift:\n    %s\n", strings.Join(r.Drift, "\n    "))
+}
+
+// printSteering shows where table inet external-ip sends the IP's flows.
+func printSteering(w io.Writer, ip assigner.IPReport) {
+	if len(ip.Targets) > 0 {
+		fmt.Fprintf(w, "      ingress to %v\n", ip.Targets)
+	}
+	if len(ip.EgressFrom) > 0 {
+		fmt.Fprintf(w, "      egress from %v\n", ip.EgressFrom)
+	}
 }

@@ -41,6 +41,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	as := assigner.New(assigner.Options{
 		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
 		LockTimeout: conf.LockTimeout, Log: log,
+		NAT: assigner.HostNAT(), Traffic: string(conf.Traffic), Container: conf.ContainerAddrs(),
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: done}, nil
@@ -70,6 +71,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 			return cniError(err, nil)
 		}
 		return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
+	}
+	if err := inv.conf.CheckFamilies(reqs, inv.conf.ContainerAddrs()); err != nil {
+		return cniError(err, nil)
 	}
 	s := session(inv)
 	_, err = inv.as.Add(inv.att, addrs(reqs), callbacks(s, inv.conf))

@@ -1,0 +1,232 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+)
+
+// Traffic modes, as the config's `traffic` key spells them.
+const (
+	TrafficBoth    = "both"
+	TrafficIngress = "ingress"
+	TrafficEgress  = "egress"
+	TrafficNone    = "none"
+)
+
+// NAT is what the assigner asks of the host's nftables table and
+// conntrack (package nat); tests give a fake.
+type NAT interface {
+	SetIngress(ip netip.Addr, targets []netip.Addr) error
+	SetEgress(k nat.EgressKey, ip netip.Addr) error
+	DelEgress(k nat.EgressKey) error
+	SetHairpin(h nat.Hairpin) error
+	DelHairpin(h nat.Hairpin) error
+	Read() (*nat.State, error)
+	Ensure() error
+	Probe() error
+	// Forget deletes the conntrack entries of flows to ip DNATed to
+	// target, or, with no target, every entry of ip.
+	Forget(ip, target netip.Addr) error
+}
+
+// steering is what a record keeps so that its NAT rules can be made,
+// checked and removed without the ADD's prevResult (DEL may have none).
+type steering struct {
+	Traffic   string        `json:"traffic,omitempty"`
+	Container []netip.Addr  `json:"containerAddrs,omitempty"`
+	Egress    []egressRule  `json:"egress,omitempty"`
+	Hairpin   []hairpinRule `json:"hairpin,omitempty"`
+}
+
+type egressRule struct {
+	Source netip.Addr `json:"source"`
+	Uplink string     `json:"uplink"`
+	IP     netip.Addr `json:"ip"`
+}
+
+type hairpinRule struct {
+	Via    string     `json:"via"`
+	Target netip.Addr `json:"target"`
+}
+
+func (s *steering) ingress() bool {
+	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficIngress)
+}
+
+func (s *steering) egress() bool {
+	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficEgress)
+}
+
+// target is the container address that flows to ip go to: the first of
+// ip's family.
+func (s *steering) target(ip netip.Addr) (netip.Addr, bool) {
+	if !s.ingress() {
+		return netip.Addr{}, false
+	}
+	for _, c := range s.Container {
+		if c.Is4() == ip.Is4() {
+			return c, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// steers tells whether this invocation makes NAT rules for its ADD.
+func (a *Assigner) steers() bool {
+	t := a.opts.Traffic
+	return a.opts.NAT != nil && t != "" && t != TrafficNone
+}
+
+// newSteering decides an ADD's rules: egress from each container address
+// through each uplink of its family's IPs, from the first such IP in
+// request order; and a hairpin rule per target, through the host
+// interface the node reaches it by.
+func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) (*steering, error) {
+	if !a.steers() {
+		return nil, nil
+	}
+	s := &steering{Traffic: a.opts.Traffic, Container: a.opts.Container}
+	if s.egress() {
+		seen := map[nat.EgressKey]bool{}
+		for _, p := range placed {
+			for _, c := range s.Container {
+				k := nat.EgressKey{Source: c, Uplink: p.Uplink.Name}
+				if c.Is4() == p.Addr.Is4() && p.Uplink.Name != "" && !seen[k] {
+					seen[k] = true
+					s.Egress = append(s.Egress, egressRule{Source: c, Uplink: p.Uplink.Name, IP: p.Addr})
+				}
+			}
+		}
+	}
+	if s.ingress() {
+		for _, c := range s.Container {
+			if !hasFamily(ips, c) {
+				continue
+			}
+			r, err := a.k.lookup(c)
+			if err != nil {
+				return nil, fmt.Errorf("finding the host interface of container address %s: %w", c, err)
+			}
+			if r.dev != 0 {
+				s.Hairpin = append(s.Hairpin, hairpinRule{Via: a.k.linkName(r.dev), Target: c})
+			}
+		}
+	}
+	return s, nil
+}
+
+func hasFamily(ips []netip.Addr, c netip.Addr) bool {
+	return slices.ContainsFunc(ips, func(ip netip.Addr) bool { return ip.Is4() == c.Is4() })
+}
+
+// steer makes the table match the records after a change of attachment
+// key (or its undo): the attachment's own egress and hairpin rules, and
+// the ingress targets of every IP the change touched. was lists the
+// attachment's steering as the change's journal knows it, before and
+// after; what the record now has is kept, the rest removed. Each step is
+// idempotent, so a replay after a crash finishes it.
+func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error {
+	if a.opts.NAT == nil {
+		return nil
+	}
+	rec, err := a.st.readRecord(key)
+	if err != nil {
+		return err
+	}
+	var now *steering
+	if rec != nil {
+		now = rec.Steering
+	}
+	if now == nil && !anySteering(was) {
+		return nil
+	}
+	a.step("nat")
+	var errs []error
+	errs = append(errs, a.steerOwn(now, was))
+	for _, ip := range touch {
+		errs = append(errs, a.steerIP(ip, was))
+	}
+	return errors.Join(errs...)
+}
+
+func anySteering(ss []*steering) bool {
+	return slices.ContainsFunc(ss, func(s *steering) bool { return s != nil })
+}
+
+func (a *Assigner) steerOwn(now *steering, was []*steering) error {
+	n := a.opts.NAT
+	var errs []error
+	for _, old := range was {
+		if old == nil {
+			continue
+		}
+		for _, r := range old.Egress {
+			if now == nil || !slices.ContainsFunc(now.Egress, func(e egressRule) bool { return e.Source == r.Source && e.Uplink == r.Uplink }) {
+				errs = append(errs, n.DelEgress(nat.EgressKey{Source: r.Source, Uplink: r.Uplink}))
+			}
+		}
+		for _, h := range old.Hairpin {
+			if now == nil || !slices.Contains(now.Hairpin, h) {
+				errs = append(errs, n.DelHairpin(nat.Hairpin{Via: h.Via, Target: h.Target}))
+			}
+		}
+	}
+	if now != nil {
+		for _, r := range now.Egress {
+			errs = append(errs, n.SetEgress(nat.EgressKey{Source: r.Source, Uplink: r.Uplink}, r.IP))
+		}
+		for _, h := range now.Hairpin {
+			errs = append(errs, n.SetHairpin(nat.Hairpin{Via: h.Via, Target: h.Target}))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// steerIP sets ip's targets from its holders' records, and forgets the
+// flows of a target that left, or of the whole IP once nobody holds it.
+func (a *Assigner) steerIP(ip netip.Addr, was []*steering) error {
+	targets, held, err := a.targets(ip)
+	if err != nil {
+		return err
+	}
+	if err := a.opts.NAT.SetIngress(ip, targets); err != nil {
+		return err
+	}
+	if !held {
+		return a.opts.NAT.Forget(ip, netip.Addr{})
+	}
+	var errs []error
+	for _, old := range was {
+		if t, ok := old.target(ip); ok && !slices.Contains(targets, t) {
+			errs = append(errs, a.opts.NAT.Forget(ip, t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// targets reads ip's holders from its index and each holder's target from
+// its record: O(holders of ip), never a walk of every record.
+func (a *Assigner) targets(ip netip.Addr) ([]netip.Addr, bool, error) {
+	e, err := a.st.readIP(ip)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []netip.Addr
+	for _, key := range e.Holders {
+		r, err := a.st.readRecord(key)
+		if err != nil {
+			return nil, false, err
+		}
+		if r == nil {
+			continue
+		}
+		if t, ok := r.Steering.target(ip); ok && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, len(e.Holders) > 0, nil
+}

@@ -1,0 +1,54 @@
+package assigner
+
+import "encoding/json"
+
+// stepNAT is the journal step that carries the steering a change removes
+// or replaces: a release's record is gone once the change is applied, yet
+// a replay must still know which rules to take out.
+const stepNAT = "nat"
+
+func natStep(s *steering) []journalStep {
+	if s == nil {
+		return nil
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return nil // a steering of addresses and names always marshals
+	}
+	return []journalStep{{Kind: stepNAT, Data: data}}
+}
+
+// releasing is the journal that releases the attachment of rec.
+func releasing(key string, rec *record) *journal {
+	return &journal{Op: opRelease, Key: key, Touch: rec.IPs, Steps: natStep(rec.Steering)}
+}
+
+// natWas lists every steering the change knows of for its attachment: the
+// new record's, the earlier record's and those its steps carry. Applying
+// keeps the rules of what the record is now and removes the others'.
+func (j *journal) natWas() []*steering {
+	var out []*steering
+	if j.Record != nil && j.Record.Steering != nil {
+		out = append(out, j.Record.Steering)
+	}
+	if j.Old != nil && j.Old.Steering != nil {
+		out = append(out, j.Old.Steering)
+	}
+	for _, s := range j.Steps {
+		st := &steering{}
+		if s.Kind == stepNAT && json.Unmarshal(s.Data, st) == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// natUndone carries, into the change that undoes j, the steering j was
+// putting in place, so that undoing removes it.
+func (j *journal) natUndone() []journalStep {
+	steps := append([]journalStep(nil), j.Steps...)
+	if j.Record != nil {
+		steps = append(steps, natStep(j.Record.Steering)...)
+	}
+	return steps
+}

@@ -1,0 +1,189 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+)
+
+// natWant is the whole table as the records say it should be.
+type natWant struct {
+	ingress map[netip.Addr][]netip.Addr
+	egress  map[nat.EgressKey]netip.Addr
+	hairpin map[nat.Hairpin]bool
+}
+
+func (w natWant) empty() bool {
+	return len(w.ingress)+len(w.egress)+len(w.hairpin) == 0
+}
+
+// wantNAT derives the table from every record, targets in the order of
+// their holders' keys, as steerIP orders them from the index.
+func wantNAT(recs map[string]*record) natWant {
+	w := natWant{ingress: map[netip.Addr][]netip.Addr{}, egress: map[nat.EgressKey]netip.Addr{}, hairpin: map[nat.Hairpin]bool{}}
+	ks := make([]string, 0, len(recs))
+	for k := range recs {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	for _, k := range ks {
+		s := recs[k].Steering
+		if s == nil {
+			continue
+		}
+		for _, ip := range recs[k].IPs {
+			if t, ok := s.target(ip); ok && !slices.Contains(w.ingress[ip], t) {
+				w.ingress[ip] = append(w.ingress[ip], t)
+			}
+		}
+		for _, r := range s.Egress {
+			w.egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
+		}
+		for _, h := range s.Hairpin {
+			w.hairpin[nat.Hairpin{Via: h.Via, Target: h.Target}] = true
+		}
+	}
+	return w
+}
+
+// reconcileNAT makes the table match the records both ways: missing rules
+// come back, rules of gone attachments go. A rule for an IP that another
+// holder device carries belongs to that device's state, and is left alone.
+func (a *Assigner) reconcileNAT(recs map[string]*record) error {
+	if a.opts.NAT == nil {
+		return nil
+	}
+	w := wantNAT(recs)
+	st, err := a.opts.NAT.Read()
+	if err != nil || (!st.Present && w.empty()) {
+		return err
+	}
+	if len(st.Broken) > 0 && !w.empty() {
+		if err := a.opts.NAT.Ensure(); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for ip, targets := range w.ingress {
+		if !slices.Equal(st.Ingress[ip], targets) || slices.Contains(st.Stray, ip) {
+			errs = append(errs, a.opts.NAT.SetIngress(ip, targets))
+		}
+	}
+	for _, ip := range append(keys(st.Ingress), st.Stray...) {
+		if _, ok := w.ingress[ip]; !ok && a.ownsIP(ip) {
+			a.log.Info("stray ingress rule removed", "ip", ip)
+			errs = append(errs, a.opts.NAT.SetIngress(ip, nil), a.opts.NAT.Forget(ip, netip.Addr{}))
+		}
+	}
+	errs = append(errs, a.reconcileEgress(st, w), a.reconcileHairpins(st, w))
+	return errors.Join(errs...)
+}
+
+func (a *Assigner) reconcileEgress(st *nat.State, w natWant) error {
+	var errs []error
+	for k, ip := range w.egress {
+		if st.Egress[k] != ip {
+			errs = append(errs, a.opts.NAT.SetEgress(k, ip))
+		}
+	}
+	for k, ip := range st.Egress {
+		if _, ok := w.egress[k]; !ok && a.ownsIP(ip) {
+			a.log.Info("stray egress rule removed", "source", k.Source, "uplink", k.Uplink, "ip", ip)
+			errs = append(errs, a.opts.NAT.DelEgress(k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileHairpins adds the missing hairpin elements and removes those
+// that no ingress rule of the table steers to any more.
+func (a *Assigner) reconcileHairpins(st *nat.State, w natWant) error {
+	var errs []error
+	for h := range w.hairpin {
+		if !slices.Contains(st.Hairpin, h) {
+			errs = append(errs, a.opts.NAT.SetHairpin(h))
+		}
+	}
+	steered := map[netip.Addr]bool{}
+	for ip, targets := range st.Ingress {
+		if _, mine := w.ingress[ip]; !mine && !a.ownsIP(ip) { // another device's
+			for _, t := range targets {
+				steered[t] = true
+			}
+		}
+	}
+	for _, targets := range w.ingress {
+		for _, t := range targets {
+			steered[t] = true
+		}
+	}
+	for _, h := range st.Hairpin {
+		if !w.hairpin[h] && !steered[h.Target] {
+			errs = append(errs, a.opts.NAT.DelHairpin(h))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ownsIP tells whether a rule for ip may be ours: ip is on our holder or
+// on no interface at all, not on another holder device of another state.
+func (a *Assigner) ownsIP(ip netip.Addr) bool {
+	r, err := a.k.lookup(ip)
+	if err != nil {
+		return false
+	}
+	dev, _ := a.findHolder()
+	return r.local == 0 || r.local == dev
+}
+
+// checkNAT fails CHECK when a rule of rec is missing or points elsewhere.
+func (a *Assigner) checkNAT(rec *record) error {
+	s := rec.Steering
+	if s == nil || a.opts.NAT == nil {
+		return nil
+	}
+	st, err := a.opts.NAT.Read()
+	if err != nil {
+		return err
+	}
+	if !st.Present || len(st.Broken) > 0 {
+		return Errorf(ErrDrift, "nftables table inet %s: %s", nat.TableName, brokenText(st))
+	}
+	for _, ip := range rec.IPs {
+		if t, ok := s.target(ip); ok && !slices.Contains(st.Ingress[ip], t) {
+			return Errorf(ErrDrift, "%s: no ingress rule to %s in table inet %s (it steers to %v)", ip, t, nat.TableName, st.Ingress[ip])
+		}
+	}
+	for _, r := range s.Egress {
+		if got := st.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}]; got != r.IP {
+			return Errorf(ErrDrift, "%s: egress via %s is not from %s in table inet %s (it is %v)", r.Source, r.Uplink, r.IP, nat.TableName, got)
+		}
+	}
+	for _, h := range s.Hairpin {
+		if !slices.Contains(st.Hairpin, nat.Hairpin{Via: h.Via, Target: h.Target}) {
+			return Errorf(ErrDrift, "%s: no hairpin rule via %s in table inet %s", h.Target, h.Via, nat.TableName)
+		}
+	}
+	return nil
+}
+
+func brokenText(st *nat.State) string {
+	if !st.Present {
+		return "is missing"
+	}
+	return fmt.Sprint(st.Broken)
+}
+
+// readyNAT fails STATUS when nf_tables cannot serve this network's steering.
+func (a *Assigner) readyNAT() error {
+	if !a.steers() {
+		return nil
+	}
+	if err := a.opts.NAT.Probe(); err != nil {
+		return fmt.Errorf("traffic %s: %w", a.opts.Traffic, err)
+	}
+	return nil
+}
