@@ -26,7 +26,7 @@ type Options struct {
 	// Traffic is the ADD's mode (TrafficBoth, ...); Container the
 	// container's own addresses from prevResult.
 	Traffic   string
-	Container []netip.Addr
+	Container []netip.Prefix
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and
@@ -132,11 +132,7 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.newSteering(ips, placed)
-	if err != nil {
-		return nil, err
-	}
-	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: st}, Touch: slices.Clone(ips), Uplinks: uplinks}
+	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: a.newSteering(ips, placed)}, Touch: slices.Clone(ips), Uplinks: uplinks}
 	if old != nil {
 		if err := a.remember(j, old); err != nil {
 			return nil, err

@@ -2,7 +2,6 @@ package assigner
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 
@@ -37,7 +36,7 @@ type NAT interface {
 // checked and removed without the ADD's prevResult (DEL may have none).
 type steering struct {
 	Traffic   string        `json:"traffic,omitempty"`
-	Container []netip.Addr  `json:"containerAddrs,omitempty"`
+	Container []netip.Prefix `json:"containerAddrs,omitempty"`
 	Egress    []egressRule  `json:"egress,omitempty"`
 	Hairpin   []hairpinRule `json:"hairpin,omitempty"`
 }
@@ -49,8 +48,8 @@ type egressRule struct {
 }
 
 type hairpinRule struct {
-	Via    string     `json:"via"`
-	Target netip.Addr `json:"target"`
+	Source netip.Prefix `json:"source"`
+	Target netip.Addr   `json:"target"`
 }
 
 func (s *steering) ingress() bool {
@@ -68,8 +67,8 @@ func (s *steering) target(ip netip.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	for _, c := range s.Container {
-		if c.Is4() == ip.Is4() {
-			return c, true
+		if c.Addr().Is4() == ip.Is4() {
+			return c.Addr(), true
 		}
 	}
 	return netip.Addr{}, false
@@ -83,44 +82,41 @@ func (a *Assigner) steers() bool {
 
 // newSteering decides an ADD's rules: egress from each container address
 // through each uplink of its family's IPs, from the first such IP in
-// request order; and a hairpin rule per target, through the host
-// interface the node reaches it by.
-func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) (*steering, error) {
+// request order; and a hairpin rule per target, from its own subnet.
+func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 	if !a.steers() {
-		return nil, nil
+		return nil
 	}
 	s := &steering{Traffic: a.opts.Traffic, Container: a.opts.Container}
 	if s.egress() {
 		seen := map[nat.EgressKey]bool{}
 		for _, p := range placed {
 			for _, c := range s.Container {
-				k := nat.EgressKey{Source: c, Uplink: p.Uplink.Name}
-				if c.Is4() == p.Addr.Is4() && p.Uplink.Name != "" && !seen[k] {
+				k := nat.EgressKey{Source: c.Addr(), Uplink: p.Uplink.Name}
+				if c.Addr().Is4() == p.Addr.Is4() && p.Uplink.Name != "" && !seen[k] {
 					seen[k] = true
-					s.Egress = append(s.Egress, egressRule{Source: c, Uplink: p.Uplink.Name, IP: p.Addr})
+					s.Egress = append(s.Egress, egressRule{Source: c.Addr(), Uplink: p.Uplink.Name, IP: p.Addr})
 				}
 			}
 		}
 	}
 	if s.ingress() {
-		for _, c := range s.Container {
-			if !hasFamily(ips, c) {
-				continue
-			}
-			r, err := a.k.lookup(c)
-			if err != nil {
-				return nil, fmt.Errorf("finding the host interface of container address %s: %w", c, err)
-			}
-			if r.dev != 0 {
-				s.Hairpin = append(s.Hairpin, hairpinRule{Via: a.k.linkName(r.dev), Target: c})
+		for _, ip := range ips {
+			if t, ok := s.target(ip); ok && !slices.ContainsFunc(s.Hairpin, func(h hairpinRule) bool { return h.Target == t }) {
+				s.Hairpin = append(s.Hairpin, hairpinRule{Source: s.prefixOf(t).Masked(), Target: t})
 			}
 		}
 	}
-	return s, nil
+	return s
 }
 
-func hasFamily(ips []netip.Addr, c netip.Addr) bool {
-	return slices.ContainsFunc(ips, func(ip netip.Addr) bool { return ip.Is4() == c.Is4() })
+func (s *steering) prefixOf(a netip.Addr) netip.Prefix {
+	for _, c := range s.Container {
+		if c.Addr() == a {
+			return c
+		}
+	}
+	return netip.PrefixFrom(a, a.BitLen())
 }
 
 // steer makes the table match the records after a change of attachment
@@ -171,7 +167,7 @@ func (a *Assigner) steerOwn(now *steering, was []*steering) error {
 		}
 		for _, h := range old.Hairpin {
 			if now == nil || !slices.Contains(now.Hairpin, h) {
-				errs = append(errs, n.DelHairpin(nat.Hairpin{Via: h.Via, Target: h.Target}))
+				errs = append(errs, n.DelHairpin(nat.Hairpin{Source: h.Source, Target: h.Target}))
 			}
 		}
 	}
@@ -180,7 +176,7 @@ func (a *Assigner) steerOwn(now *steering, was []*steering) error {
 			errs = append(errs, n.SetEgress(nat.EgressKey{Source: r.Source, Uplink: r.Uplink}, r.IP))
 		}
 		for _, h := range now.Hairpin {
-			errs = append(errs, n.SetHairpin(nat.Hairpin{Via: h.Via, Target: h.Target}))
+			errs = append(errs, n.SetHairpin(nat.Hairpin{Source: h.Source, Target: h.Target}))
 		}
 	}
 	return errors.Join(errs...)

@@ -56,7 +56,7 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
 	}
 	for h := range w.hairpin {
 		if !slices.Contains(st.Hairpin, h) {
-			drift("%s: no hairpin rule via %s", h.Target, h.Via)
+			drift("%s: no hairpin rule from %s", h.Target, h.Source)
 		}
 	}
 	return nil

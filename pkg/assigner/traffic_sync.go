@@ -43,7 +43,7 @@ func wantNAT(recs map[string]*record) natWant {
 			w.egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
 		}
 		for _, h := range s.Hairpin {
-			w.hairpin[nat.Hairpin{Via: h.Via, Target: h.Target}] = true
+			w.hairpin[nat.Hairpin{Source: h.Source, Target: h.Target}] = true
 		}
 	}
 	return w
@@ -163,8 +163,8 @@ func (a *Assigner) checkNAT(rec *record) error {
 		}
 	}
 	for _, h := range s.Hairpin {
-		if !slices.Contains(st.Hairpin, nat.Hairpin{Via: h.Via, Target: h.Target}) {
-			return Errorf(ErrDrift, "%s: no hairpin rule via %s in table inet %s", h.Target, h.Via, nat.TableName)
+		if !slices.Contains(st.Hairpin, nat.Hairpin{Source: h.Source, Target: h.Target}) {
+			return Errorf(ErrDrift, "%s: no hairpin rule from %s in table inet %s", h.Target, h.Source, nat.TableName)
 		}
 	}
 	return nil

@@ -48,10 +48,11 @@ func (c *Config) setTraffic(raw *netConf) error {
 	return invalidf("traffic: %q is not one of both, ingress, egress, none", s)
 }
 
-// ContainerAddrs are the container's own addresses from prevResult: those
-// of its interfaces inside the sandbox, or every address when prevResult
-// names no interface of an address or none in a sandbox.
-func (c *Config) ContainerAddrs() []netip.Addr {
+// ContainerAddrs are the container's own addresses from prevResult, with
+// their prefix lengths: those of its interfaces inside the sandbox, or
+// every address when prevResult names no interface of an address or none
+// in a sandbox.
+func (c *Config) ContainerAddrs() []netip.Prefix {
 	if c.PrevResult == nil {
 		return nil
 	}
@@ -59,13 +60,15 @@ func (c *Config) ContainerAddrs() []netip.Addr {
 	if err != nil {
 		return nil
 	}
-	var inSandbox, all []netip.Addr
+	var inSandbox, all []netip.Prefix
 	for _, ipc := range res.IPs {
-		a, ok := netip.AddrFromSlice(ipc.Address.IP)
+		ip, ok := netip.AddrFromSlice(ipc.Address.IP)
+		ones, _ := ipc.Address.Mask.Size()
 		if !ok {
 			continue
 		}
-		a = a.Unmap() // net.IP keeps IPv4 in 16 bytes
+		ip = ip.Unmap() // net.IP keeps IPv4 in 16 bytes
+		a := netip.PrefixFrom(ip, ones)
 		all = append(all, a)
 		if i := ipc.Interface; i != nil && *i >= 0 && *i < len(res.Interfaces) && res.Interfaces[*i].Sandbox != "" {
 			inSandbox = append(inSandbox, a)
@@ -79,7 +82,7 @@ func (c *Config) ContainerAddrs() []netip.Addr {
 
 // CheckFamilies refuses steering an external IP of a family for which the
 // container has no address: nothing could be DNATed to it or SNATed from it.
-func (c *Config) CheckFamilies(ips []IP, container []netip.Addr) error {
+func (c *Config) CheckFamilies(ips []IP, container []netip.Prefix) error {
 	if c.Traffic == TrafficNone {
 		return nil
 	}
@@ -95,9 +98,9 @@ func (c *Config) CheckFamilies(ips []IP, container []netip.Addr) error {
 	return nil
 }
 
-func hasFamily(addrs []netip.Addr, ip netip.Addr) bool {
+func hasFamily(addrs []netip.Prefix, ip netip.Addr) bool {
 	for _, a := range addrs {
-		if a.Is4() == ip.Is4() {
+		if a.Addr().Is4() == ip.Is4() {
 			return true
 		}
 	}

@@ -42,7 +42,7 @@ func TestContainerAddrsAreTheSandboxInterfacesOrElseAll(t *testing.T) {
 		{"address": "10.88.0.5/16", "interface": two},
 		{"address": "fd00::5/64", "interface": two},
 	}, ifaces)}))
-	want := []netip.Addr{netip.MustParseAddr("10.88.0.5"), netip.MustParseAddr("fd00::5")}
+	want := []netip.Prefix{netip.MustParsePrefix("10.88.0.5/16"), netip.MustParsePrefix("fd00::5/64")}
 	if got := c.ContainerAddrs(); !slices.Equal(got, want) {
 		t.Errorf("container addresses %v, want the sandbox interface's %v", got, want)
 	}
@@ -56,7 +56,7 @@ func TestContainerAddrsAreTheSandboxInterfacesOrElseAll(t *testing.T) {
 
 func TestCheckFamiliesRefusesAnIPWithNoContainerAddressOfItsFamily(t *testing.T) {
 	c := mustLoad(t, netConf(t, nil))
-	v4 := []netip.Addr{netip.MustParseAddr("10.88.0.5")}
+	v4 := []netip.Prefix{netip.MustParsePrefix("10.88.0.5/16")}
 	ips := []config.IP{{Addr: netip.MustParseAddr("192.0.2.10")}, {Addr: netip.MustParseAddr("2001:db8::10")}}
 	checkErr(t, c.CheckFamilies(ips, v4), config.ErrInvalid, "2001:db8::10", "IPv6")
 	checkErr(t, c.CheckFamilies(ips[:1], nil), config.ErrInvalid, "192.0.2.10", "IPv4")

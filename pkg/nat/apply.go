@@ -14,10 +14,10 @@ type EgressKey struct {
 	Uplink string
 }
 
-// Hairpin names one hairpin rule: flows DNATed to Target that came in on
-// Via, the host interface Target is reached through, are masqueraded.
+// Hairpin names one hairpin rule: flows DNATed to Target from Source, the
+// target's own subnet, are masqueraded.
 type Hairpin struct {
-	Via    string
+	Source netip.Prefix
 	Target netip.Addr
 }
 
@@ -110,15 +110,42 @@ func (t *Table) DelEgress(k EgressKey) error {
 	return nil
 }
 
+// hairpinElement is the interval element (first . target) - (last . target)
+// of the subnet, as nft stores 10.88.0.0/24 . 10.88.0.2.
 func hairpinElement(h Hairpin) []nftables.SetElement {
-	return []nftables.SetElement{{Key: append(ifname(h.Via), h.Target.AsSlice()...)}}
+	p := h.Source.Masked()
+	first, last := p.Addr().AsSlice(), lastAddr(p).AsSlice()
+	return []nftables.SetElement{{
+		Key:    append(first, h.Target.AsSlice()...),
+		KeyEnd: append(last, h.Target.AsSlice()...),
+	}}
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// prefixOf is the prefix from first to last, if they span one exactly.
+func prefixOf(first, last netip.Addr) (netip.Prefix, bool) {
+	for bits := first.BitLen(); bits >= 0; bits-- {
+		p := netip.PrefixFrom(first, bits)
+		if p.Masked().Addr() == first && lastAddr(p) == last {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // SetHairpin adds h's hairpin element; one already there is no error.
 func (t *Table) SetHairpin(h Hairpin) error {
 	s := t.set(familyOf(h.Target).hp)
 	if err := t.flush(func() error { return t.c.SetAddElements(s, hairpinElement(h)) }); err != nil {
-		return fmt.Errorf("adding hairpin %s . %s to table inet %s: %w", h.Via, h.Target, TableName, err)
+		return fmt.Errorf("adding hairpin %s . %s to table inet %s: %w", h.Source, h.Target, TableName, err)
 	}
 	return nil
 }
@@ -130,7 +157,7 @@ func (t *Table) DelHairpin(h Hairpin) error {
 		return err
 	}
 	if err := t.c.Flush(); err != nil && !isNotFound(err) {
-		return fmt.Errorf("removing hairpin %s . %s from table inet %s: %w", h.Via, h.Target, TableName, err)
+		return fmt.Errorf("removing hairpin %s . %s from table inet %s: %w", h.Source, h.Target, TableName, err)
 	}
 	return nil
 }

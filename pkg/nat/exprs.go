@@ -73,10 +73,13 @@ func ingressRule(f family) []expr.Any {
 	)
 }
 
-// hairpinRule: ct status dnat iifname . ip daddr @hp4 masquerade. A flow we
-// DNATed back out of the interface it came in on (a container reaching its
-// own or a neighbour's external IP) would be answered past us, straight over
-// the bridge; masquerading makes the answer come back through the node.
+// hairpinRule: ct status dnat ip saddr . ip daddr @hp4 masquerade, the set
+// holding (container subnet . target). A flow we DNATed to a target from
+// its own subnet (the container itself, or a neighbour on its bridge
+// reaching its external IP) would be answered past us, straight over the
+// link; masquerading makes the answer come back through the node. The
+// subnet, as portmap's hairpin rule has it, rather than the interface the
+// flow came in on: with br_netfilter the IP hooks see the bridge port.
 func hairpinRule(f family) []expr.Any {
 	e := []expr.Any{
 		&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1},
@@ -86,22 +89,28 @@ func hairpinRule(f family) []expr.Any {
 	}
 	e = append(e, matchFamily(f)...)
 	return append(e,
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
-		loadAddr(f, f.daddr, reg2),
+		loadAddr(f, f.saddr, reg1),
+		loadAddr(f, f.daddr, f.second()),
 		&expr.Lookup{SourceRegister: reg1, SetName: f.hp},
 		&expr.Masq{},
 	)
 }
 
+// second is the register of a concatenation's second field, after an
+// address in reg1: the next 32-bit register after IPv4's 4 bytes, the next
+// 128-bit one after IPv6's 16.
+func (f family) second() uint32 {
+	if f.addrLen == 4 {
+		return reg32n
+	}
+	return reg2
+}
+
 // snatRule: snat ip to ip saddr . oifname map @snat4.
 func snatRule(f family) []expr.Any {
-	oifReg := uint32(reg2)
-	if f.addrLen == 4 {
-		oifReg = reg32n
-	}
 	return append(matchFamily(f),
 		loadAddr(f, f.saddr, reg1),
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: oifReg},
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: f.second()},
 		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.snat},
 		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
 	)

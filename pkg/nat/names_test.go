@@ -59,12 +59,25 @@ func TestElementsLayOutKeysAsTheKernelCompares(t *testing.T) {
 	if !bytes.Equal(el.Key, wantKey) || !bytes.Equal(el.Val, []byte{192, 0, 2, 10}) {
 		t.Errorf("egress element %v : %v, want %v : 192.0.2.10", el.Key, el.Val, wantKey)
 	}
-	hp := hairpinElement(Hairpin{"cni0", netip.MustParseAddr("fd00::5")})[0].Key
-	if len(hp) != 32 || string(hp[:5]) != "cni0\x00" || hp[31] != 5 {
-		t.Errorf("hairpin key %v, want 16-byte ifname then the address", hp)
+	hp := hairpinElement(Hairpin{netip.MustParsePrefix("10.88.0.7/24"), netip.MustParseAddr("10.88.0.7")})[0]
+	if !bytes.Equal(hp.Key, []byte{10, 88, 0, 0, 10, 88, 0, 7}) || !bytes.Equal(hp.KeyEnd, []byte{10, 88, 0, 255, 10, 88, 0, 7}) {
+		t.Errorf("hairpin element %v - %v, want the subnet's first and last address, each . the target", hp.Key, hp.KeyEnd)
 	}
 	sp := spreadElements([]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")})
 	if !bytes.Equal(sp[1].Key, native32(1)) || !bytes.Equal(sp[1].Val, []byte{10, 0, 0, 2}) {
 		t.Errorf("spread element 1 is %v : %v", sp[1].Key, sp[1].Val)
+	}
+}
+
+func TestPrefixOfReadsBackTheSubnetOfAnInterval(t *testing.T) {
+	for _, s := range []string{"10.88.0.0/24", "10.0.0.0/8", "10.88.0.5/32", "fd00:88::/64", "::/0"} {
+		p := netip.MustParsePrefix(s)
+		got, ok := prefixOf(p.Addr(), lastAddr(p))
+		if !ok || got != p {
+			t.Errorf("%s read back as %v (ok %v)", s, got, ok)
+		}
+	}
+	if p, ok := prefixOf(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.6")); ok {
+		t.Errorf("10.0.0.1-10.0.0.6 read back as prefix %s", p)
 	}
 }

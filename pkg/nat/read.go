@@ -200,12 +200,16 @@ func (t *Table) readHairpins(st *State) error {
 		if !ok {
 			st.Broken = append(st.Broken, "set "+f.hp+" missing")
 		}
+		n := int(f.addrLen)
 		for _, el := range els {
-			if len(el.Key) < 16 {
+			if len(el.Key) != 2*n || len(el.KeyEnd) != 2*n {
 				continue
 			}
-			if a, ok := netip.AddrFromSlice(el.Key[16:]); ok {
-				st.Hairpin = append(st.Hairpin, Hairpin{Via: cstring(el.Key[:16]), Target: a})
+			first, _ := netip.AddrFromSlice(el.Key[:n])
+			last, _ := netip.AddrFromSlice(el.KeyEnd[:n])
+			target, _ := netip.AddrFromSlice(el.Key[n:])
+			if p, ok := prefixOf(first, last); ok {
+				st.Hairpin = append(st.Hairpin, Hairpin{Source: p, Target: target})
 			}
 		}
 	}

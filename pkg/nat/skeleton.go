@@ -15,8 +15,8 @@ func (t *Table) sets() []*nftables.Set {
 			&nftables.Set{Table: t.table, Name: f.in, IsMap: true, KeyType: f.keyType, DataType: nftables.TypeVerdict},
 			&nftables.Set{Table: t.table, Name: f.snat, IsMap: true, Concatenation: true,
 				KeyType: nftables.MustConcatSetType(f.keyType, nftables.TypeIFName), DataType: f.keyType},
-			&nftables.Set{Table: t.table, Name: f.hp, Concatenation: true,
-				KeyType: nftables.MustConcatSetType(nftables.TypeIFName, f.keyType)},
+			&nftables.Set{Table: t.table, Name: f.hp, Concatenation: true, Interval: true,
+				KeyType: nftables.MustConcatSetType(f.keyType, f.keyType)},
 		)
 	}
 	return out

@@ -65,6 +65,8 @@ var (
 	ctrA, ctrB  = netip.MustParseAddr("10.88.0.5"), netip.MustParseAddr("10.88.0.6")
 	ctrA6       = netip.MustParseAddr("fd00:88::5")
 	ctrB6       = netip.MustParseAddr("fd00:88::6")
+	sub4        = netip.MustParsePrefix("10.88.0.0/24")
+	sub6        = netip.MustParsePrefix("fd00:88::/64")
 )
 
 func must(t *testing.T, err error) {
@@ -81,8 +83,8 @@ func steerAll(t *testing.T, tb *Table) {
 	must(t, tb.SetIngress(ext6, []netip.Addr{ctrB6, ctrA6}))
 	must(t, tb.SetEgress(EgressKey{ctrA, "uplink0"}, ext4))
 	must(t, tb.SetEgress(EgressKey{ctrA6, "uplink0"}, ext6))
-	must(t, tb.SetHairpin(Hairpin{"cni0", ctrA}))
-	must(t, tb.SetHairpin(Hairpin{"cni0", ctrA6}))
+	must(t, tb.SetHairpin(Hairpin{sub4, ctrA}))
+	must(t, tb.SetHairpin(Hairpin{sub6, ctrA6}))
 }
 
 func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
@@ -97,7 +99,7 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 		if st.Egress[EgressKey{ctrA, "uplink0"}] != ext4 || st.Egress[EgressKey{ctrA6, "uplink0"}] != ext6 || len(st.Egress) != 2 {
 			t.Errorf("egress read back as %v", st.Egress)
 		}
-		if len(st.Hairpin) != 2 || len(st.Broken) != 0 || len(st.Stray) != 0 || !st.Present {
+		if fmt.Sprint(st.Hairpin) != fmt.Sprint([]Hairpin{{sub4, ctrA}, {sub6, ctrA6}}) || len(st.Broken) != 0 || len(st.Stray) != 0 || !st.Present {
 			t.Errorf("read back hairpins %v, broken %v, stray %v, present %v", st.Hairpin, st.Broken, st.Stray, st.Present)
 		}
 		js := nft(t, netns, "-j", "list", "table", "inet", TableName)
@@ -113,7 +115,8 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
 			"fib daddr type local ip daddr vmap @in4",
 			"fib daddr type local ip6 daddr vmap @in6",
-			"ct status dnat iifname . ip daddr @hp4 masquerade",
+			"ct status dnat ip saddr . ip daddr @hp4 masquerade",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 masquerade",
 			"snat ip to ip saddr . oifname map @snat4",
 			"snat ip6 to ip6 saddr . oifname map @snat6",
 			"192.0.2.10 : goto to-192.0.2.10",
@@ -123,7 +126,8 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
 			"elements = { 0x00000000 : fd00:88::6, 0x00000001 : fd00:88::5 }",
 			`10.88.0.5 . "uplink0" : 192.0.2.10`,
-			`"cni0" . 10.88.0.5`,
+			"10.88.0.0/24 . 10.88.0.5",
+			"fd00:88::/64 . fd00:88::5",
 		} {
 			if !strings.Contains(text, line) {
 				t.Errorf("nft list table lacks %q:\n%s", line, text)
@@ -142,8 +146,8 @@ func TestEveryChangeIsIdempotentAndRemovalLeavesNothing(t *testing.T) {
 			must(t, tb.SetIngress(ext6, nil))
 			must(t, tb.DelEgress(EgressKey{ctrA, "uplink0"}))
 			must(t, tb.DelEgress(EgressKey{ctrA6, "uplink0"}))
-			must(t, tb.DelHairpin(Hairpin{"cni0", ctrA}))
-			must(t, tb.DelHairpin(Hairpin{"cni0", ctrA6}))
+			must(t, tb.DelHairpin(Hairpin{sub4, ctrA}))
+			must(t, tb.DelHairpin(Hairpin{sub6, ctrA6}))
 		}
 		st, err := tb.Read()
 		must(t, err)
@@ -159,7 +163,7 @@ func TestEveryChangeIsIdempotentAndRemovalLeavesNothing(t *testing.T) {
 func TestRemovalOnAMissingTableIsNoErrorAndCreatesNothingButTheTable(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.DelEgress(EgressKey{ctrA, "uplink0"}))
-		must(t, tb.DelHairpin(Hairpin{"cni0", ctrA}))
+		must(t, tb.DelHairpin(Hairpin{sub4, ctrA}))
 		if st, err := tb.Read(); err != nil || st.Present {
 			t.Errorf("removals made the table (present %v, err %v)", st.Present, err)
 		}

@@ -45,7 +45,7 @@ var conflistExamples = map[string]exampleRequest{
 var exampleKeys = []string{
 	"type", "name", "cniVersion", "capabilities", "device", "uplink", "externalIPs",
 	"allowedRanges", "podAnnotation", "announce", "conflictProbe", "dataDir",
-	"logFile", "logLevel", "lockTimeout",
+	"logFile", "logLevel", "lockTimeout", "traffic",
 }
 
 func TestEveryConflistExampleRunsThroughLibcni(t *testing.T) {

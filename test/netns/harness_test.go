@@ -228,7 +228,11 @@ func (h *host) netConf(cniVersion string, extra map[string]any) map[string]any {
 		"allowedRanges": []string{subnet4, subnet6},
 		"announce":      map[string]any{"count": 1},
 		"conflictProbe": "0s",
-		"prevResult":    prevResult(h.t, cniVersion),
+		// These tests are about holding IPs; every container here has the
+		// same prevResult, which steering would take for one container.
+		// The traffic_*_test.go files steer real containers.
+		"traffic":    "none",
+		"prevResult": prevResult(h.t, cniVersion),
 	}
 	for k, v := range extra {
 		conf[k] = v
@@ -242,9 +246,14 @@ func prevResult(t *testing.T, cniVersion string) map[string]any {
 	r := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,
 		Interfaces: []*types100.Interface{{Name: "eth0", Mac: "0a:58:0a:01:00:05", Sandbox: "/var/run/netns/c"}},
+		// One container address per family: with traffic "both" (the
+		// default) ADD refuses an external IP of a family it cannot steer.
 		IPs: []*types100.IPConfig{{
 			Interface: &idx,
 			Address:   net.IPNet{IP: net.ParseIP("10.1.0.5").To4(), Mask: net.CIDRMask(24, 32)},
+		}, {
+			Interface: &idx,
+			Address:   net.IPNet{IP: net.ParseIP("fd00:1::5"), Mask: net.CIDRMask(64, 128)},
 		}},
 	}
 	conv, err := r.GetAsVersion(cniVersion)
