@@ -35,10 +35,10 @@ type NAT interface {
 // steering is what a record keeps so that its NAT rules can be made,
 // checked and removed without the ADD's prevResult (DEL may have none).
 type steering struct {
-	Traffic   string        `json:"traffic,omitempty"`
+	Traffic   string         `json:"traffic,omitempty"`
 	Container []netip.Prefix `json:"containerAddrs,omitempty"`
-	Egress    []egressRule  `json:"egress,omitempty"`
-	Hairpin   []hairpinRule `json:"hairpin,omitempty"`
+	Egress    []egressRule   `json:"egress,omitempty"`
+	Hairpin   []hairpinRule  `json:"hairpin,omitempty"`
 }
 
 type egressRule struct {

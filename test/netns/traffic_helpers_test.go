@@ -66,8 +66,8 @@ func newWorld(t *testing.T, traffic string) *world {
 			map[string]any{
 				"type": "external-ip", "dataDir": h.dataDir, "traffic": traffic,
 				"allowedRanges": []string{subnet4, subnet6}, "conflictProbe": "0s",
-				"announce":      map[string]any{"count": 1},
-				"capabilities":  map[string]any{"externalIPs": true},
+				"announce":     map[string]any{"count": 1},
+				"capabilities": map[string]any{"externalIPs": true},
 			},
 		},
 	}
