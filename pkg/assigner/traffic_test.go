@@ -1,0 +1,170 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+)
+
+// fakeNAT is the table as a map, and the conntrack deletions asked for.
+type fakeNAT struct {
+	st       nat.State
+	forgot   []string
+	probeErr error
+}
+
+func newFakeNAT() *fakeNAT {
+	return &fakeNAT{st: nat.State{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}}
+}
+
+func (n *fakeNAT) SetIngress(ip netip.Addr, targets []netip.Addr) error {
+	n.st.Present = true
+	if len(targets) == 0 {
+		delete(n.st.Ingress, ip)
+		return nil
+	}
+	n.st.Ingress[ip] = slices.Clone(targets)
+	return nil
+}
+
+func (n *fakeNAT) SetEgress(k nat.EgressKey, ip netip.Addr) error {
+	n.st.Present = true
+	n.st.Egress[k] = ip
+	return nil
+}
+
+func (n *fakeNAT) DelEgress(k nat.EgressKey) error { delete(n.st.Egress, k); return nil }
+
+func (n *fakeNAT) SetHairpin(h nat.Hairpin) error {
+	if !slices.Contains(n.st.Hairpin, h) {
+		n.st.Hairpin = append(n.st.Hairpin, h)
+	}
+	return nil
+}
+
+func (n *fakeNAT) DelHairpin(h nat.Hairpin) error {
+	n.st.Hairpin = slices.DeleteFunc(n.st.Hairpin, func(x nat.Hairpin) bool { return x == h })
+	return nil
+}
+
+func (n *fakeNAT) Read() (*nat.State, error) { st := n.st; return &st, nil }
+func (n *fakeNAT) Ensure() error             { n.st.Present = true; return nil }
+func (n *fakeNAT) Probe() error              { return n.probeErr }
+
+func (n *fakeNAT) Forget(ip, target netip.Addr) error {
+	n.forgot = append(n.forgot, fmt.Sprintf("%s->%v", ip, target))
+	return nil
+}
+
+var (
+	ctrA4 = netip.MustParsePrefix("10.88.0.5/24")
+	ctrB4 = netip.MustParsePrefix("10.88.0.6/24")
+)
+
+func (f *fixture) steered(n *fakeNAT, traffic string, container ...netip.Prefix) {
+	f.opts.NAT, f.opts.Traffic, f.opts.Container = n, traffic, container
+}
+
+func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	f.steered(n, TrafficBoth, ctrB4)
+	f.add(attB, v4a)
+	if got := n.st.Ingress[v4a]; len(got) != 2 || !slices.Contains(got, ctrA4.Addr()) || !slices.Contains(got, ctrB4.Addr()) {
+		t.Fatalf("%s steers to %v, want both holders", v4a, got)
+	}
+	if n.st.Egress[nat.EgressKey{Source: ctrB4.Addr(), Uplink: "eth0"}] != v4a {
+		t.Errorf("egress of b is %v, want from %s via eth0", n.st.Egress, v4a)
+	}
+	f.del(attB)
+	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {
+		t.Errorf("after b's DEL %s steers to %v, want only a", v4a, got)
+	}
+	if !slices.Equal(n.forgot, []string{v4a.String() + "->" + ctrB4.Addr().String()}) {
+		t.Errorf("after b's DEL conntrack deletions were %v, want b's flows only", n.forgot)
+	}
+	if _, ok := n.st.Egress[nat.EgressKey{Source: ctrB4.Addr(), Uplink: "eth0"}]; ok {
+		t.Error("b's egress rule outlived its DEL")
+	}
+	f.del(attA)
+	if len(n.st.Ingress)+len(n.st.Egress)+len(n.st.Hairpin) != 0 {
+		t.Errorf("after the last DEL the table still has %+v", n.st)
+	}
+	if last := n.forgot[len(n.forgot)-1]; last != v4a.String()+"->invalid IP" {
+		t.Errorf("the last holder's DEL forgot %q, want every flow of %s", last, v4a)
+	}
+}
+
+func TestEgressComesFromTheFirstIPOfTheFamilyInRequestOrder(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficEgress, ctrA4)
+	f.add(attA, v4b, v4a)
+	if got := n.st.Egress[nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}]; got != v4b {
+		t.Errorf("egress from %v, want %s, the first requested", got, v4b)
+	}
+	if len(n.st.Ingress)+len(n.st.Hairpin) != 0 {
+		t.Errorf("traffic egress made ingress rules: %+v", n.st)
+	}
+}
+
+func TestAReAddWithTrafficNoneRemovesTheEarlierRules(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	f.steered(n, TrafficNone, ctrA4)
+	f.add(attA, v4a)
+	if len(n.st.Ingress)+len(n.st.Egress)+len(n.st.Hairpin) != 0 {
+		t.Errorf("re-ADD with traffic none left %+v", n.st)
+	}
+}
+
+func TestAFailedAddTakesItsRulesBackOut(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{Announce: func([]Placed) error { return errors.New("no uplink") }})
+	if err == nil {
+		t.Fatal("ADD with a failing announcement succeeded")
+	}
+	if len(n.st.Ingress)+len(n.st.Egress)+len(n.st.Hairpin) != 0 {
+		t.Errorf("the undone ADD left %+v", n.st)
+	}
+}
+
+func TestReadyFailsWhenNftablesCannotBeUsed(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	n.probeErr = errors.New("nf_tables nat chains cannot be used: operation not supported")
+	f.steered(n, TrafficBoth)
+	err := f.assigner().Ready(true, false)
+	if err == nil || !strings.Contains(err.Error(), "nf_tables") {
+		t.Fatalf("Ready with nf_tables unusable: %v, want an error naming nf_tables", err)
+	}
+	f.steered(n, TrafficNone)
+	if err := f.assigner().Ready(true, false); err != nil {
+		t.Errorf("Ready with traffic none asked nf_tables: %v", err)
+	}
+}
+
+func TestCheckFailsWhenTheTableLostARule(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Fatalf("CHECK right after ADD: %v", err)
+	}
+	n.st.Ingress[v4a] = []netip.Addr{ctrB4.Addr()}
+	if _, err := f.assigner().Check(attA); !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), v4a.String()) {
+		t.Fatalf("CHECK with the rule pointing elsewhere: %v, want drift naming %s", err, v4a)
+	}
+	if err := f.assigner().Repair(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK after repair: %v", err)
+	}
+}
