@@ -84,31 +84,43 @@ func (u *Upkeep) assigner(dev string) *assigner.Assigner {
 	return assigner.New(assigner.Options{Device: dev, DataDir: u.DataDir, LockTimeout: u.LockTimeout, Log: u.log()})
 }
 
-// Reannounce sends one announcement round for every held IP on the uplink
-// it was announced on, read from the state as `external-ip status` reads it.
-func (u *Upkeep) Reannounce() error {
+// eachDevice runs f with the report of every holder device with state; a
+// device that fails does not stop the others.
+func (u *Upkeep) eachDevice(f func(as *assigner.Assigner, rep *assigner.Report) error) error {
 	devs, err := u.devices()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, dev := range devs {
-		rep, err := u.assigner(dev).Report()
+		as := u.assigner(dev)
+		rep, err := as.Report()
+		if err == nil {
+			err = f(as, rep)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
-			continue
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reannounce sends one announcement round for every held IP on the uplink
+// it was announced on, read from the state as `external-ip status` reads it.
+func (u *Upkeep) Reannounce() error {
+	return u.eachDevice(func(_ *assigner.Assigner, rep *assigner.Report) error {
 		byUplink := map[string][]netip.Addr{}
 		for _, ip := range rep.IPs {
 			if ip.Uplink != "" && ip.OnDevice {
 				byUplink[ip.Uplink] = append(byUplink[ip.Uplink], ip.Addr)
 			}
 		}
+		var errs []error
 		for name, ips := range byUplink {
 			errs = append(errs, u.announce(name, ips))
 		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 func (u *Upkeep) announce(name string, ips []netip.Addr) error {
@@ -142,26 +154,14 @@ func uplink(name string) (announce.Uplink, error) {
 // Repair repairs each device whose report shows drift, under the state
 // lock, and logs the drift it fixed. A device without drift is not touched.
 func (u *Upkeep) Repair() error {
-	devs, err := u.devices()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, dev := range devs {
-		as := u.assigner(dev)
-		rep, err := as.Report()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
-			continue
-		}
+	return u.eachDevice(func(as *assigner.Assigner, rep *assigner.Report) error {
 		if len(rep.Drift) == 0 {
-			continue
+			return nil
 		}
 		if err := as.Repair(); err != nil {
-			errs = append(errs, fmt.Errorf("repairing %s: %w", dev, err))
-			continue
+			return fmt.Errorf("repairing: %w", err)
 		}
-		u.log().Info("repaired drift", "device", dev, "fixed", rep.Drift)
-	}
-	return errors.Join(errs...)
+		u.log().Info("repaired drift", "device", rep.Device, "fixed", rep.Drift)
+		return nil
+	})
 }

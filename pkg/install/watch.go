@@ -184,8 +184,13 @@ func (wt *watcher) fought(file string, now time.Time) {
 	}
 	wt.backoff = min(max(2*wt.backoff, time.Second), wt.o.MaxBackoff)
 	wt.hold = now.Add(wt.backoff)
+	every := wt.o.StormWindow // one rewrite in the window: at most this often
+	if len(recent) > 1 {
+		every = now.Sub(slices.MinFunc(recent, time.Time.Compare)) / time.Duration(len(recent)-1)
+	}
 	wt.i.log().Warn("rewrite storm: another writer keeps replacing the file without our entry, probably the primary CNI; backing off",
 		"file", filepath.Join(wt.i.ConfDir, file), "rewrites", len(recent), "within", wt.o.StormWindow.String(),
+		"every", every.Round(time.Millisecond).String(),
 		"rechainEvery", wt.backoff.String())
 }
 

@@ -116,7 +116,7 @@ func TestWatchBacksOffARewriteStormAndNamesTheFile(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	log := logs.String()
-	if !strings.Contains(log, "rewrite storm") || !strings.Contains(log, filepath.Join(n.conf, "10-bridge.conflist")) || !strings.Contains(log, `"rewrites":`) {
+	if !strings.Contains(log, "rewrite storm") || !strings.Contains(log, filepath.Join(n.conf, "10-bridge.conflist")) || !strings.Contains(log, `"rewrites":`) || !strings.Contains(log, `"every":`) {
 		t.Fatalf("no storm line naming the file and the count after %d fights:\n%s", fights, log)
 	}
 	// 3 free re-chains, then 1 s, 2 s, 2 s apart: at most about 6 in 4 s.
