@@ -17,12 +17,16 @@
 //	                the key is a hash, so no name from a request can build a path
 //	ip/<addr>.json  per IP: the keys of its holders (its count) and its uplink
 //	tmp/            where atomic writes are staged before rename
+//	creating-device while the holder is made: the temporary name it is made under
 //
 // An IP is on the holder device exactly while it has at least one holder.
 // The package decides: which IPs change hands, where each is announced (the
 // uplink), and when an address goes on or off the device. It never adds or
 // removes an address on any interface but the holder, never manages a device
-// it did not create (marked by its alias), and never lists addresses on the
+// it did not create (marked by its alias, which names the dataDir that owns
+// it: a second dataDir on the same device is refused), never adopts a device
+// on the strength of a marker (the holder is made under a temporary name
+// and renamed once marked), and never lists addresses on the
 // ADD, DEL or CHECK path, because listing costs milliseconds per thousand
 // addresses. Sending announcements is package announce's job.
 package assigner
