@@ -86,7 +86,14 @@ func (a *Assigner) hold(dev int, ip netip.Addr, uplink string) error {
 	}
 	a.step("address")
 	if ip.Is6() && uplink != "" {
-		return a.k.addProxy(uplink, ip)
+		err := a.k.addProxy(uplink, ip)
+		if errors.Is(err, errNoLink) {
+			// The uplink went, and no entry can be on it: the next ADD or
+			// GC re-homes the IP. Failing here would wedge every replay.
+			a.log.Warn("uplink gone; no proxy entry until the IP is re-homed", "ip", ip, "uplink", uplink)
+			return nil
+		}
+		return err
 	}
 	return nil
 }

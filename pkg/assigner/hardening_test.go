@@ -287,3 +287,23 @@ func TestAnAddOnAnExistingHolderAsksForItsLinkOnce(t *testing.T) {
 		}
 	}
 }
+
+// A failed re-ADD restores the earlier record with the uplinks its IPs had,
+// which may be the vanished one: the undo (and any replay of it) must not
+// fail for that, or every later invocation would.
+func TestAFailedReAddAfterTheUplinkVanishedIsUndoneWithoutWedging(t *testing.T) {
+	f := newFixture(t)
+	onEth1(f)
+	f.add(attA, v6eth1)
+	f.k.dropUplink("eth1")
+	viaEth0(f)
+	fail := Hooks{Announce: func([]Placed) error { return Errorf(ErrHost, "announce refused") }}
+	if _, err := f.assigner().Add(attA, []netip.Addr{v6eth1, v4a}, fail); err == nil || strings.Contains(err.Error(), "rolling back also failed") {
+		t.Fatalf("the failed re-ADD = %v, want its own error with the undo done", err)
+	}
+	if d := readDisk(t, f.stateDir()); d.journal {
+		t.Fatalf("the undo left its journal: every later invocation would replay it")
+	}
+	f.add(attB, v6eth1)
+	assertState(t, f, holdings{attA: {v6eth1}, attB: {v6eth1}})
+}
