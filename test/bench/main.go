@@ -72,7 +72,7 @@ func parseFlags() options {
 	flag.IntVar(&o.warmup, "warmup", 3, "iterations run first and not recorded")
 	flag.StringVar(&o.out, "out", "", "directory for benchmark.svg and benchmark.csv (none: print only)")
 	flag.StringVar(&held4, "held", "1000,10000", "IPv4 attachments held on a node of their own, one held-node scenario per count (comma list)")
-	flag.StringVar(&held6, "held6", "1000", "IPv6 attachments held, as -held")
+	flag.StringVar(&held6, "held6", "1000,10000", "IPv6 attachments held, as -held")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")

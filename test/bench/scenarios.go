@@ -229,7 +229,7 @@ func (b *bench) eipUnits(res *results, n0 *node) {
 			s++
 		}
 	}
-	b.eipPair(res, "external-ip ADD IPv4, cgo build", "what-if", n0, "external-ip-cgo", s, false, b.defaultTraffic())
+	b.eipPair(res, "external-ip ADD IPv4, traffic "+b.defaultTraffic()+", cgo build", "what-if", n0, "external-ip-cgo", s, false, b.defaultTraffic())
 }
 
 func famName(v6 bool) string {

@@ -23,7 +23,7 @@ func (r *results) svg(n int) string {
 	height := svgTop + len(r.rows)*svgRowH + 20
 	w(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", svgWidth, height, svgWidth, height)
 	w(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
-	w(`<text x="10" y="24" font-size="16" font-weight="bold">wall time of one invocation, p50 (solid) and p95 (light), %d interleaved iterations</text>`+"\n", n)
+	w(`<text x="10" y="24" font-size="16" font-weight="bold">wall time of one invocation in ms, p50 (solid) / p95 (light), %d interleaved iterations</text>`+"\n", n)
 	lx := 10.0
 	for _, g := range []struct{ group, label string }{{"reference", "reference plugins"}, {"external-ip", "external-ip, empty node"}, {"held", "attachments held"}, {"what-if", "other builds"}} {
 		w(`<rect x="%.0f" y="34" width="12" height="12" fill="%s"/><text x="%.0f" y="44" fill="#333">%s</text>`+"\n", lx, colorsOf(g.group)[0], lx+16, g.label)
