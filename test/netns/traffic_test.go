@@ -24,6 +24,7 @@ func TestLANReachesTheContainerAtItsExternalIPAndSeesItLeaveFromIt(t *testing.T)
 	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
 		mustAsk(t, "LAN to the external IP over TCP", nsPath(w.h.lan), "tcp", ext, svPort, "a", lan)
 		mustAsk(t, "LAN to the external IP over UDP", nsPath(w.h.lan), "udp", ext, svPort, "a", lan)
+		w.pingAnsweredByContainer(t, a, ext)
 		// With the bridge's ipMasq on, a flow not steered would arrive from
 		// the node's uplink address.
 		mustAsk(t, "the container to the LAN", a.netns, "tcp", lan, lanSv, "lan", ext)
@@ -162,4 +163,21 @@ func TestAnIPOfAFamilyTheContainerLacksIsRefusedWithCode7(t *testing.T) {
 	}
 	conf["traffic"] = "none"
 	h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD with traffic none")
+}
+
+// pingAnsweredByContainer pings ext from the LAN, then again with the
+// container ignoring echo requests: only if that one goes unanswered was
+// it the container, not the node, that answered the first.
+func (w *world) pingAnsweredByContainer(t *testing.T, c *container, ext string) {
+	t.Helper()
+	ignore := "net.ipv4.icmp_echo_ignore_all"
+	if strings.Contains(ext, ":") {
+		ignore = "net.ipv6.icmp.echo_ignore_all"
+	}
+	w.h.sh("ip netns exec %s ping -c 1 -W 2 %s", w.h.lan, ext)
+	w.h.sh("ip netns exec %s sysctl -qw %s=1", c.id, ignore)
+	defer w.h.sh("ip netns exec %s sysctl -qw %s=0", c.id, ignore)
+	if out, err := w.h.try("ip netns exec %s ping -c 1 -W 1 %s", w.h.lan, ext); err == nil {
+		t.Fatalf("ping to %s was answered with the container ignoring pings: the node answered, not the container:\n%s", ext, out)
+	}
 }
