@@ -6,11 +6,14 @@
 # CAP_ARGS (runtimeConfig.externalIPs), for the external IP 192.0.2.100 on a
 # bridge + host-local + external-ip network. The demo shows, and checks, each
 # step: the IP on the holder device eip0 with its two holders, CHECK, the
-# gratuitous ARP the LAN sees, the LAN reaching the IP, DEL A (the IP stays),
-# DEL B (the IP goes). It exits non-zero as soon as a step does not show what
+# gratuitous ARP the LAN sees, the LAN reaching the IP, a LAN client's
+# connections to the IP reaching the containers (spread over A and B) with
+# its own address, A's outbound connection arriving from the IP, DEL A (the
+# IP stays), DEL B (the IP goes). It exits non-zero as soon as a step does not show what
 # it should, and removes everything it made.
 #
-# Needs root, iproute2, iputils-ping and jq (tcpdump optional): `make demo`
+# Needs root, iproute2, iputils-ping, jq, netcat-openbsd and nft (tcpdump
+# optional): `make demo`
 # installs them first.
 set -euo pipefail
 
@@ -43,7 +46,7 @@ fail() {
 trap 'fail "command failed (line $LINENO): $BASH_COMMAND"' ERR
 
 [[ $EUID -eq 0 ]] || { echo "demo: needs root for network namespaces; run: sudo make demo" >&2; exit 1; }
-for tool in ip jq ping go; do
+for tool in ip jq ping go nc nft; do
   command -v "$tool" >/dev/null || { echo "demo: $tool is missing; run: make deps" >&2; exit 1; }
 done
 
@@ -104,7 +107,7 @@ mkdir -p "$NETCONFPATH"
 jq -n --arg net "$NET" --arg ipam "$WORK/ipam" --arg data "$DATA" --arg log "$WORK/external-ip.log" '{
   cniVersion: "1.0.0", name: $net,
   plugins: [
-    {type: "bridge", bridge: "cni-demo", isGateway: true,
+    {type: "bridge", bridge: "cni-demo", isGateway: true, ipMasq: true, hairpinMode: true,
      ipam: {type: "host-local", dataDir: $ipam,
             ranges: [[{subnet: "10.88.0.0/24"}]], routes: [{dst: "0.0.0.0/0"}]}},
     {type: "external-ip",
@@ -255,7 +258,49 @@ ip -n "$LAN" neigh show "$EIP" | grep -q "lladdr $NODE_MAC" ||
   fail "the LAN's neighbour cache does not map $EIP to the node's uplink MAC $NODE_MAC"
 ok "the LAN maps $EIP to $NODE_MAC (the node's uplink0)"
 
-heading "9. DEL container A: B still holds $EIP"
+# listen NS PORT: one TCP connection's peer address, printed by nc -v, into
+# $WORK/seen.NS; the line "Connection received on ADDR PORT" names it.
+listen() {
+  ip netns exec "$1" timeout 10 nc -n -v -l "$2" >/dev/null 2>"$WORK/seen.$1" &
+  for _ in $(seq 50); do
+    grep -q Listening "$WORK/seen.$1" 2>/dev/null && return
+    sleep 0.1
+  done
+  fail "nc did not start listening in $1"
+}
+seen() { # seen NS: the peer address nc reported, waiting up to 5 s
+  for _ in $(seq 50); do
+    grep -q 'Connection received' "$WORK/seen.$1" 2>/dev/null && break
+    sleep 0.1
+  done
+  awk '/Connection received on/ { print $4 }' "$WORK/seen.$1"
+}
+
+heading "9. Traffic: the LAN reaches the containers at $EIP, and A leaves from it"
+cmd "ip netns exec $NODE nft list table inet external-ip"
+ip netns exec "$NODE" nft list table inet external-ip | indent
+say "servers: nc -l 8080 in A and in B; two connections from the LAN host to $EIP:8080"
+listen "$CTRA" 8080
+listen "$CTRB" 8080
+for _ in 1 2; do
+  cmd "echo hello | ip netns exec $LAN nc -N -w2 $EIP 8080"
+  echo hello | ip netns exec "$LAN" nc -n -N -w2 "$EIP" 8080 || fail "the LAN's connection to $EIP:8080 failed"
+done
+for pair in "A $CTRA" "B $CTRB"; do
+  read -r name ctr <<<"$pair"
+  from=$(seen "$ctr")
+  [[ $from == "$LAN_IP" ]] || fail "container $name saw no connection from the LAN host $LAN_IP (saw: '$from')"
+  ok "container $name accepted a connection to $EIP, from the LAN host's own address $from"
+done
+say "server: nc -l 9090 on the LAN host; container A connects to it (the bridge's ipMasq is on)"
+listen "$LAN" 9090
+cmd "echo hello | ip netns exec $CTRA nc -N -w2 $LAN_IP 9090"
+echo hello | ip netns exec "$CTRA" nc -n -N -w2 "$LAN_IP" 9090 || fail "container A's connection to the LAN failed"
+from=$(seen "$LAN")
+[[ $from == "$EIP" ]] || fail "A's connection reached the LAN from '$from', want $EIP (ipMasq would give $NODE_IP)"
+ok "A's connection arrived on the LAN from $EIP, not from the node's $NODE_IP"
+
+heading "10. DEL container A: B still holds $EIP"
 del A "$CTRA"
 on_eip0 "$EIP" || fail "$EIP left eip0 although container B still holds it"
 n=$(holders "$EIP")
@@ -264,7 +309,7 @@ cmd "ip -n $NODE -br addr show dev eip0"
 ip -n "$NODE" -br addr show dev eip0 | indent
 ok "$EIP is still on eip0, held by 1 attachment"
 
-heading "10. DEL container B: nobody holds $EIP"
+heading "11. DEL container B: nobody holds $EIP"
 del B "$CTRB"
 if on_eip0 "$EIP"; then fail "$EIP is still on eip0 after the last holder's DEL"; fi
 n=$(holders "$EIP")
@@ -272,5 +317,9 @@ n=$(holders "$EIP")
 cmd "ip -n $NODE -br addr show dev eip0"
 ip -n "$NODE" -br addr show dev eip0 | indent
 ok "$EIP is gone from eip0"
+if ip netns exec "$NODE" nft list table inet external-ip | grep -q "$EIP"; then
+  fail "table inet external-ip still steers $EIP after the last DEL"
+fi
+ok "table inet external-ip steers $EIP no more"
 
 heading "Demo passed; removing its namespaces and files"

@@ -14,6 +14,8 @@ have jq      || need+=(jq)
 have iptables || need+=(iptables)
 # pkg/nat's tests read our table back with nft.
 have nft || need+=(nftables)
+# The demo's servers and clients.
+have nc || need+=(netcat-openbsd)
 # test/netns counts the plugin's netlink requests with strace.
 have strace || need+=(strace)
 
