@@ -8,7 +8,8 @@
 # --json` naming the sandbox as holder with no drift; on the LAN side
 # (tcpdump on lan0) one conflict probe per IP, then 3 announcement rounds
 # (the default), and the LAN's neighbour caches filled by them; both IPs
-# answering ping from the LAN namespace. After `crictl stopp` (DEL with the netns) and `crictl rmp`
+# answering ping from the LAN namespace, and the pod's HTTP server (busybox
+# httpd) answering the LAN at both external IPs (traffic "both"). After `crictl stopp` (DEL with the netns) and `crictl rmp`
 # (DEL again, empty CNI_NETNS, no prevResult): both IPs gone, no holders,
 # no drift, no answer from the LAN.
 #   usage: containerd-cri.sh        (root; run install-deps.sh and make build first)
@@ -92,7 +93,7 @@ cat >"$T/ctr.json" <<EOF
 {
   "metadata": {"name": "sleeper"},
   "image": {"image": "localhost/e2e/busybox:latest"},
-  "command": ["/bin/sleep", "3600"],
+  "command": ["/bin/sh", "-c", "mkdir -p /www && echo served-by-e2e-pod >/www/index.html && exec httpd -f -p 8080 -h /www"],
   "log_path": "sleeper.log",
   "linux": {}
 }
@@ -130,6 +131,13 @@ kill "$TCPDUMP_PID" 2>/dev/null || true
 tcpdump -n -r "$T/lan.pcap" 2>/dev/null | sed 's/^/    lan0: /' >&2
 check "ping $V4 from the LAN namespace" e2e_ping "$E2E_LAN_NS" "$V4"
 check "ping $V6 from the LAN namespace" e2e_ping "$E2E_LAN_NS" "$V6"
+# lan_get IP: the pod's page, fetched from the LAN at IP:8080 (bash /dev/tcp).
+lan_get() {
+  lanns timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/8080" && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3' _ "$1" | grep -q served-by-e2e-pod
+}
+e2e_wait_for 20 "the pod's server listening" lan_get "$V4"
+check "the pod serves the LAN at $V4:8080" lan_get "$V4"
+check "the pod serves the LAN at [$V6]:8080" lan_get "$V6"
 e2e_show "pod running"
 [ -z "${E2E_HOLD:-}" ] || { log "holding ${E2E_HOLD}s (E2E_HOLD)"; sleep "$E2E_HOLD" & wait $!; }
 step_done
