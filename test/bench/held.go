@@ -101,7 +101,7 @@ func (b *bench) heldUnits(res *results) error {
 			if err := b.fill(n, count, v6); err != nil {
 				return err
 			}
-			name := fmt.Sprintf("external-ip ADD %s, traffic %s, %s held", famName(v6), b.defaultTraffic(), thousands(count))
+			name := fmt.Sprintf("external-ip ADD %s, traffic %s, %d held", famName(v6), b.defaultTraffic(), count)
 			b.eipPair(res, name, "held", n, "external-ip", s, v6, b.defaultTraffic())
 			s++
 		}
@@ -112,7 +112,7 @@ func (b *bench) heldUnits(res *results) error {
 // fill makes the plugin hold count addresses in n, one attachment each, as
 // that many pods would, with fillWorkers ADDs in flight.
 func (b *bench) fill(n *node, count int, v6 bool) error {
-	logf("filling %s: %s %s attachments, %d ADDs in flight", n.name, thousands(count), famName(v6), b.opts.fillWorkers)
+	logf("filling %s: %d %s attachments, %d ADDs in flight", n.name, count, famName(v6), b.opts.fillWorkers)
 	t0 := time.Now()
 	var next, failed atomic.Int64
 	var firstErr atomic.Value
@@ -144,14 +144,6 @@ func (b *bench) fill(n *node, count int, v6 bool) error {
 	if got := bytes.Count(out, []byte("\n")); err != nil || got < count {
 		return fmt.Errorf("filling %s: eip0 holds %d addresses, want %d (%v)", n.name, bytes.Count(out, []byte("\n")), count, err)
 	}
-	logf("  %s: %s held in %.1fs (%.0f ADD/s)", n.name, thousands(count), time.Since(t0).Seconds(), float64(count)/time.Since(t0).Seconds())
+	logf("  %s: %d held in %.1fs (%.0f ADD/s)", n.name, count, time.Since(t0).Seconds(), float64(count)/time.Since(t0).Seconds())
 	return nil
-}
-
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -23,11 +23,7 @@ type subject struct {
 }
 
 func (b *bench) subjects(n *node) []subject {
-	hl := []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench","type":"host-local","ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.129.0.0/16"}]]}}`,
-		filepath.Join(b.state, "host-local-profile")))
-	ss := []subject{{"host-local", func(i int) call {
-		return call{bin: b.bins["host-local"], command: "ADD", containerID: fmt.Sprint("prof-", i), ifName: "eth0", netns: n.podPath(), stdin: hl}
-	}}}
+	ss := []subject{{"host-local", b.refCall(n, "host-local", "prof", b.hostLocalConf("host-local-profile"))}}
 	for _, t := range b.trafficModes() {
 		for _, v6 := range []bool{false, true} {
 			ss = append(ss, subject{fmt.Sprintf("external-ip-%s-%s", famName(v6), t), func(i int) call {

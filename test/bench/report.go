@@ -117,7 +117,7 @@ func (b *bench) comparisons(r *results) []comparison {
 	}
 	for _, row := range r.rows {
 		if goal := ""; row.group == "held" {
-			if strings.HasSuffix(row.name, " 1,000 held") && row.verb == "ADD" {
+			if strings.HasSuffix(row.name, " 1000 held") && row.verb == "ADD" {
 				goal = "<= +0.5 ms (issue 9)"
 			}
 			cs = append(cs, comparison{row.name, eipRow(row.verb, strings.Fields(row.name)[2][:4], b.defaultTraffic()), true, goal})

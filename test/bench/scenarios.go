@@ -186,20 +186,25 @@ func (b *bench) referenceUnits(res *results, n0 *node) {
 		}
 		floor.record(x, it)
 	})
-	hl, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "bench", "type": "host-local",
-		"ipam": map[string]any{"type": "host-local", "dataDir": filepath.Join(b.state, "host-local"),
-			"ranges": [][]map[string]any{{{"subnet": "10.128.0.0/16"}}}}})
-	ref := func(bin, name string, conf []byte) func(int) call {
-		return func(it int) call {
-			return call{bin: b.bins[bin], command: "ADD", containerID: fmt.Sprintf("%s-%d", strings.ReplaceAll(name, " ", "-"), it),
-				ifName: "eth0", netns: n0.podPath(), stdin: conf}
-		}
-	}
-	b.pair(res, "host-local ADD", "reference", n0, ref("host-local", "host-local", hl), "10.128.")
+	b.pair(res, "host-local ADD", "reference", n0, b.refCall(n0, "host-local", "hl", b.hostLocalConf("host-local")), "10.128.")
 	for _, backend := range []string{"iptables", "nftables"} {
-		name := "portmap " + backend
-		b.pair(res, name+" ADD", "reference", n0, ref("portmap", name, b.portmapConf(n0, backend)), "10.64.0.3/10")
+		b.pair(res, "portmap "+backend+" ADD", "reference", n0, b.refCall(n0, "portmap", "pm-"+backend, b.portmapConf(n0, backend)), "10.64.0.3/10")
 	}
+}
+
+// refCall makes the ADD of a reference plugin at iteration it.
+func (b *bench) refCall(n0 *node, bin, tag string, conf []byte) func(int) call {
+	return func(it int) call {
+		return call{bin: b.bins[bin], command: "ADD", containerID: fmt.Sprintf("%s-%d", tag, it), ifName: "eth0", netns: n0.podPath(), stdin: conf}
+	}
+}
+
+// hostLocalConf is host-local on a /16, its state in dir on the tmpfs.
+func (b *bench) hostLocalConf(dir string) []byte {
+	conf, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "bench", "type": "host-local",
+		"ipam": map[string]any{"type": "host-local", "dataDir": filepath.Join(b.state, dir),
+			"ranges": [][]map[string]any{{{"subnet": "10.128.0.0/16"}}}}})
+	return conf
 }
 
 const floorRow = "exec floor (stdin to stdout)"

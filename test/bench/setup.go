@@ -93,53 +93,39 @@ func repoRoot() (string, error) {
 // do at least, read stdin and write stdout.
 const floorSrc = "package main\n\nimport (\"io\"; \"os\")\n\nfunc main() { io.Copy(os.Stdout, os.Stdin) }\n"
 
-// buildStep is one binary to build: where, with what environment and
-// arguments.
-type buildStep struct {
-	name, dir string
-	env       []string
-	args      []string
-}
-
 // build compiles every binary the same way: CGO_ENABLED=0, as the
 // containernetworking/plugins releases are built, so that no binary pays or
 // saves the dynamic loader against the others; external-ip-cgo is the one
 // exception, built as a plain `go build` does, to show what that costs.
 func (b *bench) build() error {
-	bin, src := filepath.Join(b.tmp, "bin"), filepath.Join(b.tmp, "floor.go")
-	if err := os.WriteFile(src, []byte(floorSrc), 0o644); err != nil {
+	bin, floor := filepath.Join(b.tmp, "bin"), filepath.Join(b.tmp, "floor.go")
+	if err := os.WriteFile(floor, []byte(floorSrc), 0o644); err != nil {
 		return err
 	}
-	for _, s := range b.buildSteps(bin, src) {
+	src := b.root
+	if b.opts.src != "" {
+		src = b.opts.src
+	}
+	static, install := []string{"CGO_ENABLED=0"}, []string{"CGO_ENABLED=0", "GOBIN=" + bin}
+	for _, s := range []struct {
+		name, dir string
+		env, args []string
+	}{
+		{"floor", b.tmp, static, []string{"build", "-o", filepath.Join(bin, "floor"), floor}},
+		{"host-local", b.tmp, install, []string{"install", hostLocalPkg}},
+		{"portmap", b.tmp, install, []string{"install", portmapPkg}},
+		{"external-ip", src, static, []string{"build", "-o", filepath.Join(bin, "external-ip"), "./plugins/external-ip"}},
+		{"external-ip-cgo", src, nil, []string{"build", "-o", filepath.Join(bin, "external-ip-cgo"), "./plugins/external-ip"}},
+	} {
 		logf("building %s", s.name)
 		cmd := exec.Command("go", s.args...)
-		cmd.Dir = s.dir
-		cmd.Env = append(os.Environ(), s.env...)
+		cmd.Dir, cmd.Env = s.dir, append(os.Environ(), s.env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building %s: %v\n%s", s.name, err, out)
 		}
 		b.bins[s.name] = filepath.Join(bin, s.name)
 	}
 	return nil
-}
-
-func (b *bench) buildSteps(bin, src string) []buildStep {
-	static := []string{"CGO_ENABLED=0"}
-	install := []string{"CGO_ENABLED=0", "GOBIN=" + bin}
-	eipSrc := b.root
-	if b.opts.src != "" {
-		eipSrc = b.opts.src
-	}
-	eip := func(name string, env []string) buildStep {
-		return buildStep{name, eipSrc, env, []string{"build", "-o", filepath.Join(bin, name), "./plugins/external-ip"}}
-	}
-	return []buildStep{
-		{"floor", b.tmp, static, []string{"build", "-o", filepath.Join(bin, "floor"), src}},
-		{"host-local", b.tmp, install, []string{"install", hostLocalPkg}},
-		{"portmap", b.tmp, install, []string{"install", portmapPkg}},
-		eip("external-ip", static),
-		eip("external-ip-cgo", nil),
-	}
 }
 
 // newNode makes a node namespace as test/netns does: uplink0 with
