@@ -307,3 +307,30 @@ func TestAFailedReAddAfterTheUplinkVanishedIsUndoneWithoutWedging(t *testing.T) 
 	f.add(attB, v6eth1)
 	assertState(t, f, holdings{attA: {v6eth1}, attB: {v6eth1}})
 }
+
+func TestABridgeOfOursThatGotPortsIsRefused(t *testing.T) {
+	f := newFixture(t)
+	f.k.addLink(t, testDevice, "bridge", HolderAlias(canonicalDir(f.opts.DataDir)), true)
+	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Ports = 1 })
+	host := f.k.snapshot(t)
+	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "1 ports") {
+		t.Fatalf("Add on our alias over a bridge with a port = %v, want ErrRefused naming the ports", err)
+	}
+	if f.k.snapshot(t) != host {
+		t.Errorf("the refused Add changed the host")
+	}
+}
+
+func TestADataDirTooLongForTheAliasIsNamedByItsHash(t *testing.T) {
+	long := "/" + strings.Repeat("d", 300)
+	alias := HolderAlias(long)
+	if len(alias) > maxAlias || !strings.HasPrefix(alias, ownerHash) {
+		t.Fatalf("HolderAlias of a %d-byte dataDir = %q (%d bytes), want a hash within %d", len(long), alias, len(alias), maxAlias)
+	}
+	f := newFixture(t)
+	f.k.addLink(t, testDevice, "dummy", alias, true)
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), alias) || !strings.Contains(err.Error(), f.opts.DataDir) {
+		t.Fatalf("Add beside a holder of a hashed dataDir = %v, want ErrRefused naming its alias and our dataDir", err)
+	}
+}
