@@ -33,7 +33,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(args) == 0 || (args[0] != "status" && args[0] != "repair") {
-		fmt.Fprintf(stderr, usage, config.DefaultDataDir)
+		fmt.Fprint(stderr, usageText())
 		return 2
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,19 +18,37 @@ import (
 	"github.com/external-ip/external-ip/pkg/install"
 )
 
-const nodeUsage = `usage: external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
+// nodeCommands are the commands a DaemonSet runs, as the usage lists them.
+const nodeCommands = `       external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
                            [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]] | [--check]
        external-ip uninstall [--bin-dir DIR] [--conf-dir DIR]
        external-ip version
+`
 
-install copies this binary into the CNI bin dir and chains the plugin entry
+const nodeHelp = `install copies this binary into the CNI bin dir and chains the plugin entry
 in FILE into the primary network config (the lexically first valid .conf,
 .conflist or .json in the conf dir, or NAME). It changes nothing when both
 are in place. --watch keeps them in place until SIGTERM; leaving does not
 uninstall. --check exits 0 only when both are in place.
 uninstall restores every config file install changed, byte for byte, and
-removes the binary it installed.
+removes the binary it installed. version prints the version and revision.
 `
+
+// nodeUsage is install's and uninstall's -h.
+var nodeUsage = "usage: " + strings.TrimLeft(nodeCommands, " ") + "\n" + nodeHelp
+
+// usageText is every command a person can run: the terminal's (cli.go's
+// usage) and the node's, under one "usage:", each group's help after.
+func usageText() string {
+	commands, help, _ := strings.Cut(fmt.Sprintf(usage, config.DefaultDataDir), "\n\n")
+	return commands + "\n" + nodeCommands + "\n" + help + "\n" + nodeHelp
+}
+
+// about is what the binary prints when run with no arguments and no
+// CNI_COMMAND: what it is, then the usage; skel adds the CNI versions.
+func about() string {
+	return "external-ip: holds and announces external IPs for containers\n\n" + strings.TrimSuffix(usageText(), "\n")
+}
 
 // runNodeCLI serves the commands a DaemonSet runs; ok is false for any
 // other command.

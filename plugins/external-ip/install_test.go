@@ -3,10 +3,56 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// TestMain lets a test run the binary's own main, as a person at the
+// terminal runs it: with EIP_RUN_MAIN set the test binary is external-ip.
+func TestMain(m *testing.M) {
+	if os.Getenv("EIP_RUN_MAIN") != "" {
+		os.Args = append([]string{"external-ip"}, strings.Fields(os.Getenv("EIP_RUN_MAIN_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runMain runs main with args and no CNI_COMMAND, returning its stderr.
+func runMain(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "EIP_RUN_MAIN=1", "EIP_RUN_MAIN_ARGS="+strings.Join(args, " "), "CNI_COMMAND=")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	cmd.Run() // a wrong command exits 2; what matters is what it says
+	return errb.String()
+}
+
+// A person who runs the binary bare, or with a command it does not know,
+// learns every command, the DaemonSet's too.
+func TestUsageListsEveryCommandWithNoArgumentsOrAWrongOne(t *testing.T) {
+	for name, stderr := range map[string]string{
+		"no arguments":          runMain(t),
+		"an unknown command":    runMain(t, "frobnicate"),
+		"runCLI with no args":   cliStderr(),
+		"runCLI with a bad one": cliStderr("frobnicate"),
+	} {
+		for _, cmd := range []string{"status", "repair", "install --plugin-config", "uninstall", "version"} {
+			if !strings.Contains(stderr, "external-ip "+cmd) {
+				t.Errorf("%s: the usage does not list %q:\n%s", name, cmd, stderr)
+			}
+		}
+	}
+}
+
+func cliStderr(args ...string) string {
+	var out, errb bytes.Buffer
+	runCLI(args, &out, &errb)
+	return errb.String()
+}
 
 const testConflist = `{"cniVersion": "1.0.0", "name": "pods", "plugins": [{"type": "bridge"}]}`
 

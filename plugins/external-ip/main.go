@@ -21,7 +21,7 @@ func main() {
 	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus,
-	}, supported, "external-ip: holds and announces external IPs for containers")
+	}, supported, about())
 }
 
 // supported starts at 0.3.0, where chaining and prevResult begin.
