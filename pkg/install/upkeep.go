@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,8 @@ type Upkeep struct {
 	RepairEvery     time.Duration // 0: never
 	LockTimeout     time.Duration
 	Log             *slog.Logger
+
+	beforeRound faultFunc // tests only: a release between report and round
 }
 
 // Run does each enabled job at its period until ctx ends.
@@ -80,20 +83,19 @@ func (u *Upkeep) devices() ([]string, error) {
 	return devs, nil
 }
 
-func (u *Upkeep) assigner(dev string) *assigner.Assigner {
-	return assigner.New(assigner.Options{Device: dev, DataDir: u.DataDir, LockTimeout: u.LockTimeout, Log: u.log()})
+// assigner works on dev. Re-announcing needs no nftables (nat nil);
+// repairing passes the host's, as `external-ip repair` does, or drift in
+// table inet external-ip would never be seen or fixed.
+func (u *Upkeep) assigner(dev string, nat assigner.NAT) *assigner.Assigner {
+	return assigner.New(assigner.Options{Device: dev, DataDir: u.DataDir, LockTimeout: u.LockTimeout, Log: u.log(), NAT: nat})
 }
 
 // eachDevice runs f with the report of every holder device with state; a
 // device that fails does not stop the others.
-func (u *Upkeep) eachDevice(f func(as *assigner.Assigner, rep *assigner.Report) error) error {
-	devs, err := u.devices()
-	if err != nil {
-		return err
-	}
+func (u *Upkeep) eachDevice(devs []string, nat assigner.NAT, f func(as *assigner.Assigner, rep *assigner.Report) error) error {
 	var errs []error
 	for _, dev := range devs {
-		as := u.assigner(dev)
+		as := u.assigner(dev, nat)
 		rep, err := as.Report()
 		if err == nil {
 			err = f(as, rep)
@@ -108,33 +110,63 @@ func (u *Upkeep) eachDevice(f func(as *assigner.Assigner, rep *assigner.Report) 
 // Reannounce sends one announcement round for every held IP on the uplink
 // it was announced on, read from the state as `external-ip status` reads it.
 func (u *Upkeep) Reannounce() error {
-	return u.eachDevice(func(_ *assigner.Assigner, rep *assigner.Report) error {
-		byUplink := map[string][]netip.Addr{}
-		for _, ip := range rep.IPs {
-			if ip.Uplink != "" && ip.OnDevice {
-				byUplink[ip.Uplink] = append(byUplink[ip.Uplink], ip.Addr)
-			}
-		}
+	devs, err := u.devices()
+	if err != nil {
+		return err
+	}
+	return u.eachDevice(devs, nil, func(as *assigner.Assigner, rep *assigner.Report) error {
 		var errs []error
-		for name, ips := range byUplink {
-			errs = append(errs, u.announce(name, ips))
+		for name, byHolder := range onHolderByUplink(rep) {
+			errs = append(errs, u.announce(as, name, byHolder))
 		}
 		return errors.Join(errs...)
 	})
 }
 
-func (u *Upkeep) announce(name string, ips []netip.Addr) error {
+// onHolderByUplink groups the IPs on the holder by uplink, then by their
+// first holder: the attachment whose hold is checked again at the round.
+func onHolderByUplink(rep *assigner.Report) map[string]map[assigner.Attachment][]netip.Addr {
+	out := map[string]map[assigner.Attachment][]netip.Addr{}
+	for _, ip := range rep.IPs {
+		if ip.Uplink == "" || !ip.OnDevice || len(ip.Holders) == 0 {
+			continue
+		}
+		if out[ip.Uplink] == nil {
+			out[ip.Uplink] = map[assigner.Attachment][]netip.Addr{}
+		}
+		out[ip.Uplink][ip.Holders[0]] = append(out[ip.Uplink][ip.Holders[0]], ip.Addr)
+	}
+	return out
+}
+
+// announce sends a round on uplink name for the IPs their holder still
+// holds. The report was read under a lock since released: a DEL may have
+// released an IP meanwhile, and once a release returns no round may
+// announce what it released (another node may take the IP). So each round
+// is sent under the state lock, for what is held then. An IP whose first
+// holder left while another still holds it waits for the next round.
+func (u *Upkeep) announce(as *assigner.Assigner, name string, byHolder map[assigner.Attachment][]netip.Addr) error {
+	u.beforeRound.at("round " + name)
 	up, err := uplink(name)
 	if err != nil {
 		return err
 	}
 	s := announce.NewSender(up)
-	err = s.Round(ips)
-	s.Close()
-	if err != nil {
-		return fmt.Errorf("re-announcing %v on %s: %w", ips, name, err)
+	defer s.Close()
+	var sent []netip.Addr
+	var errs []error
+	for att, ips := range byHolder {
+		errs = append(errs, as.WhileHeld(att, ips, func(held []netip.Addr) error {
+			sent = append(sent, held...)
+			return s.Round(held)
+		}))
 	}
-	u.log().Info("re-announced", "uplink", name, "ips", ips)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("re-announcing on %s: %w", name, err)
+	}
+	if len(sent) > 0 {
+		u.log().Info("re-announced", "uplink", name, "ips", sent)
+	}
 	return nil
 }
 
@@ -151,10 +183,19 @@ func uplink(name string) (announce.Uplink, error) {
 	return up, nil
 }
 
-// Repair repairs each device whose report shows drift, under the state
-// lock, and logs the drift it fixed. A device without drift is not touched.
+// Repair repairs, as `external-ip repair` does and under the state lock,
+// each device whose report shows drift, nftables included, and logs the
+// drift it fixed; a device without drift is not touched. A holder of
+// DataDir whose state directory was lost is repaired too: with no record
+// left, its addresses are held by nobody (the assigner logs what it
+// releases).
 func (u *Upkeep) Repair() error {
-	return u.eachDevice(func(as *assigner.Assigner, rep *assigner.Report) error {
+	devs, err := u.devices()
+	if err != nil {
+		return err
+	}
+	nat := assigner.HostNAT()
+	errs := []error{u.eachDevice(devs, nat, func(as *assigner.Assigner, rep *assigner.Report) error {
 		if len(rep.Drift) == 0 {
 			return nil
 		}
@@ -163,5 +204,15 @@ func (u *Upkeep) Repair() error {
 		}
 		u.log().Info("repaired drift", "device", rep.Device, "fixed", rep.Drift)
 		return nil
-	})
+	})}
+	held, err := assigner.Holders(u.DataDir)
+	for _, dev := range held {
+		if slices.Contains(devs, dev) {
+			continue
+		}
+		if err := u.assigner(dev, nat).Repair(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: repairing: %w", dev, err))
+		}
+	}
+	return errors.Join(append(errs, err)...)
 }

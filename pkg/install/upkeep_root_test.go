@@ -141,19 +141,7 @@ func TestRepairPutsBackAnAddressRemovedByHandAndLogsWhatItFixed(t *testing.T) {
 	}
 	run(t, "ip", "-n", u.nodeName, "addr", "del", u.ip.String()+"/32", "dev", "eip0")
 	u.do(t, up.Repair)
-	var on bool
-	u.do(t, func() error {
-		l, err := netlink.LinkByName("eip0")
-		if err != nil {
-			return err
-		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
-		for _, a := range addrs {
-			on = on || a.IP.String() == u.ip.String()
-		}
-		return err
-	})
-	if !on {
+	if !u.holderCarries(t) {
 		t.Errorf("%s is not back on eip0 after the repair", u.ip)
 	}
 	if line := logs.String(); !strings.Contains(line, "repaired drift") || !strings.Contains(line, u.ip.String()+": held but not on eip0") {
@@ -172,5 +160,82 @@ func TestUpkeepOnANodeWithNoStateDoesNothing(t *testing.T) {
 	}
 	if logs.String() != "" {
 		t.Errorf("logged with nothing to do:\n%s", logs)
+	}
+}
+
+// A DEL between the upkeep's reading of the state and its round must not
+// be followed by an announcement of what it released: another node may be
+// taking the IP.
+func TestReannounceSendsNothingForAnIPReleasedAfterTheStateWasRead(t *testing.T) {
+	u := newUpkeepNode(t)
+	count := u.arpCapture(t)
+	logs := &logBuffer{}
+	up := u.upkeep(logs)
+	up.beforeRound = func(string) {
+		att := assigner.Attachment{Network: "pods", ContainerID: "c1", IfName: "eth0"}
+		if err := assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second}).Del(att); err != nil {
+			t.Errorf("the DEL between report and round: %v", err)
+		}
+	}
+	u.do(t, up.Reannounce)
+	if n := count(time.Second); n != 0 {
+		t.Errorf("the LAN saw %d announcements of %s after its DEL had returned; want none", n, u.ip)
+	}
+	if strings.Contains(logs.String(), `"re-announced"`) {
+		t.Errorf("the upkeep says it re-announced a released IP:\n%s", logs)
+	}
+}
+
+// holderCarries says whether eip0 in the node carries ip, failing the test
+// when eip0 is missing or cannot be listed.
+func (u *upkeepNode) holderCarries(t *testing.T) bool {
+	t.Helper()
+	var on bool
+	u.do(t, func() error {
+		l, err := netlink.LinkByName("eip0")
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		for _, a := range addrs {
+			on = on || a.IP.String() == u.ip.String()
+		}
+		return err
+	})
+	return on
+}
+
+// With the state directory lost, nobody holds the holder's addresses:
+// `external-ip repair` releases them, and so must the upkeep.
+func TestRepairReleasesTheAddressesOfAHolderWhoseStateDirectoryWasLost(t *testing.T) {
+	u := newUpkeepNode(t)
+	if err := os.RemoveAll(filepath.Join(u.dataDir, "eip0")); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	u.do(t, u.upkeep(logs).Repair)
+	if u.holderCarries(t) {
+		t.Errorf("%s is still on eip0 after the upkeep's repair, though its state directory was lost:\n%s", u.ip, logs)
+	}
+}
+
+// Drift in the nftables table is drift `external-ip repair` fixes; the
+// upkeep's repair must see it and fix it too.
+func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
+	u := newUpkeepNode(t)
+	att := assigner.Attachment{Network: "pods", ContainerID: "c2", IfName: "eth0"}
+	ip := netip.MustParseAddr("192.0.2.51")
+	u.do(t, func() error {
+		_, err := assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second,
+			NAT: assigner.HostNAT(), Traffic: assigner.TrafficBoth, Container: []netip.Prefix{netip.MustParsePrefix("10.88.0.2/32")}}).
+			Add(att, []netip.Addr{ip}, assigner.Hooks{})
+		return err
+	})
+	run(t, "ip", "netns", "exec", u.nodeName, "nft", "delete", "table", "inet", "external-ip")
+	logs := &logBuffer{}
+	u.do(t, u.upkeep(logs).Repair)
+	out, err := exec.Command("ip", "netns", "exec", u.nodeName, "nft", "list", "table", "inet", "external-ip").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "10.88.0.2") {
+		t.Errorf("table inet external-ip after the upkeep's repair: %v\n%s\nlog:\n%s", err, out, logs)
 	}
 }
