@@ -90,3 +90,39 @@ func TestAnAddOnAFullFilesystemLeavesNothingBehind(t *testing.T) {
 		t.Error("no run ran out of room after adding an address, so no rollback of the kernel was tested")
 	}
 }
+
+// A re-ADD that runs out of room is undone in place: its undo puts back
+// files whose bytes never changed, which needs no room, so the attachment
+// keeps what it held and no journal is left for the next call to settle.
+func TestAReAddOnAFullFilesystemIsUndoneAtOnce(t *testing.T) {
+	mustRoot(t)
+	undone := false
+	for free := 3; free <= 6; free++ {
+		t.Run(fmt.Sprintf("%d pages free", free), func(t *testing.T) {
+			f := newFixture(t)
+			if err := os.MkdirAll(f.opts.DataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			fullfs.Mount(t, f.opts.DataDir, free)
+			if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); err != nil {
+				t.Fatalf("no room for the first ADD: %v", err)
+			}
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, Hooks{})
+			if err == nil {
+				assertState(t, f, holdings{attA: {v4a, v4b}})
+				return
+			}
+			undone = true
+			if !errors.Is(err, ErrState) || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "rolling back also failed") {
+				t.Errorf("re-ADD on a full filesystem = %q, want one line of ErrState, rolled back at once", err)
+			}
+			if readDisk(t, f.stateDir()).journal {
+				t.Error("the failed re-ADD left its journal for the next invocation")
+			}
+			assertState(t, f, holdings{attA: {v4a}})
+		})
+	}
+	if !undone {
+		t.Error("no re-ADD ran out of room: the test does not exercise the undo")
+	}
+}

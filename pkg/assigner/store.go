@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -249,14 +250,17 @@ func (s *store) readFile(w where, name string) ([]byte, error) {
 
 // writeJSON replaces a state file atomically: a crash leaves the old or the
 // new content, never a torn file. The temp file's name matches tmpPattern,
-// so that a crash's leftover is swept.
+// so that a crash's leftover is swept. A file that already holds these
+// bytes is left as it is: undoing an ADD then needs no room for what the
+// ADD never got to change, so it works on a full filesystem.
 func (s *store) writeJSON(w where, name string, v any) error {
 	path := s.path(w, name)
 	b, err := json.Marshal(v)
 	if err != nil {
 		return Errorf(ErrState, "encoding %s: %w", path, err)
 	}
-	if err := s.notSymlink(w, name); err != nil {
+	// readFile refuses a symlink or a non-regular file: never replaced.
+	if cur, err := s.readFile(w, name); err != nil || bytes.Equal(cur, b) {
 		return err
 	}
 	tmp, err := s.stage(name, b)
@@ -291,15 +295,6 @@ func (s *store) stage(name string, b []byte) (string, error) {
 		unix.Unlinkat(s.fd[inTmp], tmp, 0)
 	}
 	return tmp, err
-}
-
-// notSymlink refuses to replace a symlink: something planted it there.
-func (s *store) notSymlink(w where, name string) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(s.fd[w], name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return notFollowed(s.fd[w], name, s.path(w, name), "file")
-	}
-	return nil
 }
 
 // has says whether a state file exists; a symlink there is an error.
