@@ -130,9 +130,10 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 	}
 	if u.Binary == nil {
 		u.Binary = &binaryUndo{Preexisting: cur != nil}
-		if err := st.save(u); err != nil {
-			return false, err
-		}
+	}
+	u.Binary.writing(cur, want)
+	if err := st.save(u); err != nil {
+		return false, err
 	}
 	meta := fileMeta{Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
 	if err := writeAtomic(i.BinDir, BinaryName, want, meta, i.fault); err != nil {
@@ -283,12 +284,30 @@ func (i *Installer) Uninstall() error {
 		}
 	}
 	if u.Binary != nil && !u.Binary.Preexisting {
-		if err := removeFile(i.BinDir, BinaryName, i.fault); err != nil {
+		if err := i.removeBinary(u.Binary); err != nil {
 			return err
 		}
-		i.log().Info("removed the plugin binary", "path", filepath.Join(i.BinDir, BinaryName))
 	}
 	return st.remove()
+}
+
+// removeBinary removes the binary we installed, and leaves one that
+// someone else put in its place since: theirs, as a changed config is.
+func (i *Installer) removeBinary(b *binaryUndo) error {
+	path := filepath.Join(i.BinDir, BinaryName)
+	cur, _, err := readRegular(i.BinDir, BinaryName)
+	switch {
+	case err != nil || cur == nil:
+		return err
+	case !b.ours(cur):
+		i.log().Warn("binary replaced by someone else since we wrote it: left as it is", "path", path)
+		return nil
+	}
+	if err := removeFile(i.BinDir, BinaryName, i.fault); err != nil {
+		return err
+	}
+	i.log().Info("removed the plugin binary", "path", path)
+	return nil
 }
 
 func (i *Installer) restore(name string, f *fileUndo) error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // undoDir is our hidden directory in the conf dir (see doc.go for why there).
@@ -28,6 +29,25 @@ type binaryUndo struct {
 	// Preexisting: a binary was there before our first install (put there
 	// by hand or by a package); Uninstall leaves it in place.
 	Preexisting bool `json:"preexisting"`
+	// Wrote are the SHA-256 of the binaries of ours that may be in place:
+	// the one being written and, until the rename, the one it replaces.
+	// A binary that matches neither was put there by someone else since.
+	Wrote []string `json:"wrote,omitempty"`
+}
+
+// ours says whether current is a binary we wrote. An undo file from before
+// Wrote was kept knows no digest: its binary counts as ours.
+func (b *binaryUndo) ours(current []byte) bool {
+	return len(b.Wrote) == 0 || slices.Contains(b.Wrote, digest(current))
+}
+
+// writing notes want as ours before it replaces current.
+func (b *binaryUndo) writing(current, want []byte) {
+	wrote := []string{digest(want)}
+	if current != nil && b.ours(current) {
+		wrote = append(wrote, digest(current))
+	}
+	b.Wrote = wrote
 }
 
 // fileUndo is one conf dir file: what to put back and what we left there.

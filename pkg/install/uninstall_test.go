@@ -111,3 +111,25 @@ func TestUninstallLeavesAFileSomeoneElseReplacedWithoutOurEntry(t *testing.T) {
 		t.Errorf("uninstall overwrote a newer file of someone else's:\n%s", got)
 	}
 }
+
+// A binary someone else put in place of ours since we wrote it (a package,
+// an operator) is theirs, as a config file is: uninstall leaves it. One we
+// wrote in an upgrade is still ours.
+func TestUninstallLeavesABinarySomeoneElseReplacedOursWith(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	mustInstall(t, in)
+	writeFile(t, n.exe, "#!/bin/sh\n# the plugin binary, version 3\n", 0o755)
+	if res := mustInstall(t, in); !res.Binary {
+		t.Fatalf("the upgrade did not write the new binary: %s", describe(res))
+	}
+	bin := filepath.Join(n.bin, BinaryName)
+	writeFile(t, bin, "#!/bin/sh\n# someone else's external-ip\n", 0o755)
+	if err := in.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(bin); err != nil || !strings.Contains(string(b), "someone else's") {
+		t.Errorf("uninstall removed or changed a binary someone else put there (%q, %v)", b, err)
+	}
+}
