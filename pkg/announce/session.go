@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
@@ -47,6 +48,16 @@ type Session struct {
 	probed  []Conn // guarded by mu: probes run concurrently
 	senders []*Sender
 	targets [][]netip.Addr // per sender, its IPs
+	kept    []*os.File     // Keep's files, handed over with the probes'
+}
+
+// Keep gives Finish a file to hand to the first child it starts, beside
+// the probes' sockets, for a socket whose last close is slow (the NAT
+// table's: see nat.Table.File). Finish closes it in every case.
+func (s *Session) Keep(f *os.File) {
+	s.mu.Lock()
+	s.kept = append(s.kept, f)
+	s.mu.Unlock()
 }
 
 // NewSession returns a Session that has sent nothing yet.
@@ -138,9 +149,11 @@ func (s *Session) Finish(ok bool) error {
 	var signals []*os.File
 	defer func() {
 		s.closeProbes()
+		closeAll(s.kept)
+		s.kept = nil
 		closeAll(signals) // after every copy of ours is closed
 	}()
-	handed := !ok || len(s.probed) == 0
+	handed := !ok || len(s.probed)+len(s.kept) == 0
 	for i, snd := range s.senders {
 		if !ok || (s.o.Rounds < 2 && !snd.HasPacketSocket()) {
 			snd.Close()
@@ -218,7 +231,25 @@ func (s *Session) probeFiles() ([]*os.File, error) {
 		}
 		files = append(files, f)
 	}
+	for _, f := range s.kept {
+		d, err := dup(f)
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("handing over a kept file: %w", err)
+		}
+		files = append(files, d)
+	}
 	return files, nil
+}
+
+// dup is a copy of f that the child's inheritance may close.
+func dup(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 func (s *Session) closeProbes() {

@@ -349,3 +349,28 @@ func TestRunnerWaitsForTheHoldPipeToCloseBeforeItEnds(t *testing.T) {
 }
 
 var _ = net.HardwareAddr{}
+
+func TestSessionHandsAKeptFileToAChildAndClosesItsOwnCopy(t *testing.T) {
+	s, _, st := newTestSession(t, 1) // one IPv6 round: only the kept file needs a child
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s.Keep(w)
+	if err := s.Announce([]Target{{testIP6, eth0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(true); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.got) != 1 || len(st.got[0].files) != 2 || !st.got[0].plan.Hold {
+		t.Fatalf("started %v, want one holding child with the hold pipe and the kept file", st.got)
+	}
+	if _, err := w.Write([]byte("x")); err == nil {
+		t.Error("the session left the kept file open in the plugin")
+	}
+	if hungUp(t, r) {
+		t.Error("the kept file was not handed over: no copy of its write end is left")
+	}
+}

@@ -19,6 +19,8 @@ const (
 // NAT is what the assigner asks of the host's nftables table and
 // conntrack (package nat); tests give a fake.
 type NAT interface {
+	// Apply makes one attachment's change in one transaction.
+	Apply(ch nat.Change) error
 	SetIngress(ip netip.Addr, targets []netip.Addr) error
 	SetEgress(k nat.EgressKey, ip netip.Addr) error
 	DelEgress(k nat.EgressKey) error
@@ -141,67 +143,79 @@ func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error
 		return nil
 	}
 	a.step("nat")
-	var errs []error
-	errs = append(errs, a.steerOwn(now, was))
-	for _, ip := range touch {
-		errs = append(errs, a.steerIP(ip, was))
+	want, err := a.forgetLeaving(touch, was)
+	if want == nil && len(touch) > 0 {
+		return err
 	}
-	return errors.Join(errs...)
+	ch := ownChange(now, was)
+	for i, ip := range touch {
+		ch.Ingress[ip] = want[i]
+	}
+	return errors.Join(err, a.opts.NAT.Apply(ch))
 }
 
 func anySteering(ss []*steering) bool {
 	return slices.ContainsFunc(ss, func(s *steering) bool { return s != nil })
 }
 
-func (a *Assigner) steerOwn(now *steering, was []*steering) error {
-	n := a.opts.NAT
-	var errs []error
+// ownChange keeps the attachment's egress and hairpin rules as its record
+// has them now and removes those of what it was.
+func ownChange(now *steering, was []*steering) nat.Change {
+	ch := nat.Change{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}
 	for _, old := range was {
 		if old == nil {
 			continue
 		}
 		for _, r := range old.Egress {
 			if now == nil || !slices.ContainsFunc(now.Egress, func(e egressRule) bool { return e.Source == r.Source && e.Uplink == r.Uplink }) {
-				errs = append(errs, n.DelEgress(nat.EgressKey{Source: r.Source, Uplink: r.Uplink}))
+				ch.DelEgress = append(ch.DelEgress, nat.EgressKey{Source: r.Source, Uplink: r.Uplink})
 			}
 		}
 		for _, h := range old.Hairpin {
 			if now == nil || !slices.Contains(now.Hairpin, h) {
-				errs = append(errs, n.DelHairpin(nat.Hairpin{Source: h.Source, Target: h.Target}))
+				ch.DelHairpin = append(ch.DelHairpin, nat.Hairpin{Source: h.Source, Target: h.Target})
 			}
 		}
 	}
 	if now != nil {
 		for _, r := range now.Egress {
-			errs = append(errs, n.SetEgress(nat.EgressKey{Source: r.Source, Uplink: r.Uplink}, r.IP))
+			ch.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
 		}
 		for _, h := range now.Hairpin {
-			errs = append(errs, n.SetHairpin(nat.Hairpin{Source: h.Source, Target: h.Target}))
+			ch.Hairpin = append(ch.Hairpin, nat.Hairpin{Source: h.Source, Target: h.Target})
 		}
 	}
-	return errors.Join(errs...)
+	ch.DelEgress = slices.Compact(ch.DelEgress)
+	ch.DelHairpin = slices.Compact(ch.DelHairpin)
+	return ch
 }
 
-// steerIP sets ip's targets from its holders' records, and forgets the
-// flows of a target that left, or of the whole IP once nobody holds it.
-func (a *Assigner) steerIP(ip netip.Addr, was []*steering) error {
-	targets, held, err := a.targets(ip)
-	if err != nil {
-		return err
-	}
-	if err := a.opts.NAT.SetIngress(ip, targets); err != nil {
-		return err
-	}
-	if !held {
-		return a.opts.NAT.Forget(ip, netip.Addr{})
-	}
+// forgetLeaving reads each touched IP's targets from its holders' records
+// and forgets the flows of a target that left, or of the whole IP once
+// nobody holds it. It runs before any table change: closing the conntrack
+// socket right after an nf_tables commit would wait out the commit's RCU
+// grace period (10 to 20 ms). A leaving target is a container being torn
+// down, so a flow that reaches it in the instant between is one it would
+// not have answered anyway.
+func (a *Assigner) forgetLeaving(touch []netip.Addr, was []*steering) ([][]netip.Addr, error) {
+	want := make([][]netip.Addr, len(touch))
 	var errs []error
-	for _, old := range was {
-		if t, ok := old.target(ip); ok && !slices.Contains(targets, t) {
-			errs = append(errs, a.opts.NAT.Forget(ip, t))
+	for i, ip := range touch {
+		targets, held, err := a.targets(ip)
+		if err != nil {
+			return nil, err
+		}
+		want[i] = targets
+		if !held {
+			errs = append(errs, a.opts.NAT.Forget(ip, netip.Addr{}))
+		}
+		for _, old := range was {
+			if t, ok := old.target(ip); held && ok && !slices.Contains(targets, t) {
+				errs = append(errs, a.opts.NAT.Forget(ip, t))
+			}
 		}
 	}
-	return errors.Join(errs...)
+	return want, errors.Join(errs...)
 }
 
 // targets reads ip's holders from its index and each holder's target from

@@ -2,6 +2,7 @@ package assigner
 
 import (
 	"net/netip"
+	"os"
 
 	"github.com/external-ip/external-ip/pkg/nat"
 )
@@ -9,13 +10,33 @@ import (
 // HostNAT returns the NAT of the host's nftables and conntrack. The
 // netlink connection is opened on first use, so that an invocation that
 // steers nothing never opens one.
-func HostNAT() NAT { return &hostNAT{} }
+func HostNAT() *HostTable { return &HostTable{} }
 
-type hostNAT struct {
+// HostTable is the NAT of the host: table inet external-ip and conntrack.
+type HostTable struct {
 	t *nat.Table
 }
 
-func (h *hostNAT) table() (*nat.Table, error) {
+// File duplicates the table's netlink socket for a process that outlives
+// this one (see nat.Table.File); nil when the table was never opened.
+func (h *HostTable) File() (*os.File, error) {
+	if h.t == nil {
+		return nil, nil
+	}
+	return h.t.File()
+}
+
+// Close closes the table's netlink socket, if it was opened.
+func (h *HostTable) Close() error {
+	if h.t == nil {
+		return nil
+	}
+	err := h.t.Close()
+	h.t = nil
+	return err
+}
+
+func (h *HostTable) table() (*nat.Table, error) {
 	if h.t == nil {
 		t, err := nat.Open()
 		if err != nil {
@@ -34,7 +55,7 @@ func kernelErr(err error) error {
 	return Errorf(ErrHost, "%w", err)
 }
 
-func (h *hostNAT) do(f func(*nat.Table) error) error {
+func (h *HostTable) do(f func(*nat.Table) error) error {
 	t, err := h.table()
 	if err != nil {
 		return err
@@ -42,30 +63,30 @@ func (h *hostNAT) do(f func(*nat.Table) error) error {
 	return kernelErr(f(t))
 }
 
-func (h *hostNAT) SetIngress(ip netip.Addr, targets []netip.Addr) error {
+func (h *HostTable) SetIngress(ip netip.Addr, targets []netip.Addr) error {
 	return h.do(func(t *nat.Table) error { return t.SetIngress(ip, targets) })
 }
 
-func (h *hostNAT) SetEgress(k nat.EgressKey, ip netip.Addr) error {
+func (h *HostTable) SetEgress(k nat.EgressKey, ip netip.Addr) error {
 	return h.do(func(t *nat.Table) error { return t.SetEgress(k, ip) })
 }
 
-func (h *hostNAT) DelEgress(k nat.EgressKey) error {
+func (h *HostTable) DelEgress(k nat.EgressKey) error {
 	return h.do(func(t *nat.Table) error { return t.DelEgress(k) })
 }
 
-func (h *hostNAT) SetHairpin(hp nat.Hairpin) error {
+func (h *HostTable) SetHairpin(hp nat.Hairpin) error {
 	return h.do(func(t *nat.Table) error { return t.SetHairpin(hp) })
 }
 
-func (h *hostNAT) DelHairpin(hp nat.Hairpin) error {
+func (h *HostTable) DelHairpin(hp nat.Hairpin) error {
 	return h.do(func(t *nat.Table) error { return t.DelHairpin(hp) })
 }
 
-func (h *hostNAT) Ensure() error { return h.do(func(t *nat.Table) error { return t.Ensure() }) }
+func (h *HostTable) Ensure() error { return h.do(func(t *nat.Table) error { return t.Ensure() }) }
 
 // Probe's failure is what STATUS reports (code 50), so it stays unwrapped.
-func (h *hostNAT) Probe() error {
+func (h *HostTable) Probe() error {
 	t, err := h.table()
 	if err != nil {
 		return err
@@ -73,7 +94,7 @@ func (h *hostNAT) Probe() error {
 	return t.Probe()
 }
 
-func (h *hostNAT) Read() (*nat.State, error) {
+func (h *HostTable) Read() (*nat.State, error) {
 	t, err := h.table()
 	if err != nil {
 		return nil, err
@@ -82,7 +103,7 @@ func (h *hostNAT) Read() (*nat.State, error) {
 	return st, kernelErr(err)
 }
 
-func (h *hostNAT) Forget(ip, target netip.Addr) error {
+func (h *HostTable) Forget(ip, target netip.Addr) error {
 	var err error
 	if target.IsValid() {
 		_, err = nat.ForgetTarget(ip, target)
@@ -90,4 +111,8 @@ func (h *hostNAT) Forget(ip, target netip.Addr) error {
 		_, err = nat.ForgetIP(ip)
 	}
 	return kernelErr(err)
+}
+
+func (h *HostTable) Apply(ch nat.Change) error {
+	return h.do(func(t *nat.Table) error { return t.Apply(ch) })
 }

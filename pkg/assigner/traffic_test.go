@@ -52,6 +52,25 @@ func (n *fakeNAT) DelHairpin(h nat.Hairpin) error {
 	return nil
 }
 
+func (n *fakeNAT) Apply(ch nat.Change) error {
+	for ip, targets := range ch.Ingress {
+		n.SetIngress(ip, targets)
+	}
+	for _, k := range ch.DelEgress {
+		n.DelEgress(k)
+	}
+	for k, ip := range ch.Egress {
+		n.SetEgress(k, ip)
+	}
+	for _, h := range ch.DelHairpin {
+		n.DelHairpin(h)
+	}
+	for _, h := range ch.Hairpin {
+		n.SetHairpin(h)
+	}
+	return nil
+}
+
 func (n *fakeNAT) Read() (*nat.State, error) { st := n.st; return &st, nil }
 func (n *fakeNAT) Ensure() error             { n.st.Present = true; return nil }
 func (n *fakeNAT) Probe() error              { return n.probeErr }

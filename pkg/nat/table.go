@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // TableName is our table's name, in the inet family.
@@ -33,17 +36,42 @@ const (
 // Table is our nftables table over one netlink connection.
 type Table struct {
 	c     *nftables.Conn
+	nl    *netlink.Conn // c's socket, for File
 	table *nftables.Table
 }
 
 // Open connects to nf_tables in the current network namespace. It changes
 // nothing: the table is made by the first change that needs it.
 func Open() (*Table, error) {
-	c, err := nftables.New(nftables.AsLasting())
+	t := &Table{table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}
+	keep := func(c *netlink.Conn) error { t.nl = c; return nil }
+	c, err := nftables.New(nftables.AsLasting(), nftables.WithSockOptions(keep))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to nf_tables: %w", err)
 	}
-	return &Table{c: c, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}, nil
+	t.c = c
+	return t, nil
+}
+
+// File is a duplicate of the table's netlink socket. The kernel's release
+// of a netfilter netlink socket waits, while a commit's clean-up is still
+// pending (for about an RCU grace period, 10 to 20 ms, after every change),
+// and so does the exit of the process that holds its last reference: a
+// caller on a latency budget hands this copy to a process that outlives it.
+func (t *Table) File() (*os.File, error) {
+	rc, err := t.nl.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("duplicating the nf_tables socket: %w", derr)
+	}
+	return os.NewFile(uintptr(fd), "nf_tables"), nil
 }
 
 // Close releases the netlink connection.

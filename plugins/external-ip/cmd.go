@@ -26,6 +26,8 @@ type invocation struct {
 	// logTo is where log lines go, for the detached announcer too.
 	logTo *announce.PlanLog
 	done  func()
+	// nat is the NAT table, whose socket goes to a detached child at the end.
+	nat *assigner.HostTable
 }
 
 func start(args *skel.CmdArgs) (*invocation, error) {
@@ -38,13 +40,15 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	if err != nil {
 		return nil, cniError(err, nil)
 	}
+	nat := assigner.HostNAT()
 	as := assigner.New(assigner.Options{
 		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
 		LockTimeout: conf.LockTimeout, Log: log,
-		NAT: assigner.HostNAT(), Traffic: string(conf.Traffic), Container: conf.ContainerAddrs(),
+		NAT: nat, Traffic: string(conf.Traffic), Container: conf.ContainerAddrs(),
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
-	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: done}, nil
+	finish := func() { handOverNAT(nat, log); done() }
+	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: finish, nat: nat}, nil
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
@@ -77,6 +81,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	s := session(inv)
 	_, err = inv.as.Add(inv.att, addrs(reqs), callbacks(s, inv.conf))
+	keepNAT(s, inv.nat, inv.log)
 	if herr := s.Finish(err == nil); herr != nil {
 		inv.log.Warn("sockets or later rounds not handed over", "error", herr)
 	}

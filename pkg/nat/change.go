@@ -1,0 +1,94 @@
+package nat
+
+import (
+	"errors"
+	"github.com/google/nftables"
+	"net/netip"
+	"slices"
+)
+
+// Change is every table change of one attachment's change, sent as one
+// nf_tables transaction: each commit costs a round trip and a generation,
+// so one ADD or DEL should make one.
+type Change struct {
+	// Ingress sets each listed IP's targets; an empty list removes it.
+	Ingress map[netip.Addr][]netip.Addr
+	// Egress sets each listed source's external IP; DelEgress removes.
+	Egress    map[EgressKey]netip.Addr
+	DelEgress []EgressKey
+	// Hairpin adds, DelHairpin removes.
+	Hairpin    []Hairpin
+	DelHairpin []Hairpin
+}
+
+// Apply makes the change in one transaction. When that transaction is
+// refused (the table is missing, a removed element is already gone, an
+// egress element has another value), it makes the table if it is missing
+// and applies the change one idempotent step at a time.
+func (t *Table) Apply(ch Change) error {
+	if err := t.stage(ch); err != nil {
+		return err
+	}
+	if err := t.c.Flush(); err == nil {
+		return nil
+	}
+	return t.applyEach(ch)
+}
+
+func (t *Table) stage(ch Change) error {
+	for _, ip := range sortedKeys(ch.Ingress) {
+		if err := t.buildIngress(ip, ch.Ingress[ip]); err != nil {
+			return err
+		}
+	}
+	for k, ip := range ch.Egress {
+		if err := t.c.SetAddElements(t.set(familyOf(ip).snat), []nftables.SetElement{egressElement(k, ip)}); err != nil {
+			return err
+		}
+	}
+	for _, k := range ch.DelEgress {
+		if err := t.c.SetDeleteElements(t.set(familyOf(k.Source).snat), []nftables.SetElement{egressElement(k, k.Source)}); err != nil {
+			return err
+		}
+	}
+	for _, h := range ch.Hairpin {
+		if err := t.c.SetAddElements(t.set(familyOf(h.Target).hp), hairpinElement(h)); err != nil {
+			return err
+		}
+	}
+	for _, h := range ch.DelHairpin {
+		if err := t.c.SetDeleteElements(t.set(familyOf(h.Target).hp), hairpinElement(h)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Table) applyEach(ch Change) error {
+	var errs []error
+	for _, ip := range sortedKeys(ch.Ingress) {
+		errs = append(errs, t.SetIngress(ip, ch.Ingress[ip]))
+	}
+	for _, k := range ch.DelEgress {
+		errs = append(errs, t.DelEgress(k))
+	}
+	for k, ip := range ch.Egress {
+		errs = append(errs, t.SetEgress(k, ip))
+	}
+	for _, h := range ch.DelHairpin {
+		errs = append(errs, t.DelHairpin(h))
+	}
+	for _, h := range ch.Hairpin {
+		errs = append(errs, t.SetHairpin(h))
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[netip.Addr]V) []netip.Addr {
+	out := make([]netip.Addr, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
