@@ -4,12 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/test/fullfs"
 )
 
 // The lock is dataDir's own inode: removing the device's lock file, or its
@@ -344,5 +348,64 @@ func TestAStateSubdirectoryOthersCouldWriteIsRefusedAndNotSwept(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// STATUS changes nothing: on a fresh node it makes no state directory, and
+// where the state exists it leaves nothing new in it.
+func TestReadyMakesNoStateDirectoryAndLeavesNothingInOne(t *testing.T) {
+	f := newFixture(t)
+	f.k.addNet("0.0.0.0/0", eth1Index, false)
+	if err := f.assigner().Ready(true, false); err != nil {
+		t.Fatalf("Ready on a fresh node = %v, want success", err)
+	}
+	if _, err := os.Lstat(f.opts.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Ready made the dataDir %s (%v); STATUS must change nothing", f.opts.DataDir, err)
+	}
+	f.add(attA, v4a)
+	if err := os.Remove(filepath.Join(f.stateDir(), "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, f.opts.DataDir)
+	if err := f.assigner().Ready(true, false); err != nil {
+		t.Fatalf("Ready beside held state = %v, want success", err)
+	}
+	if after := tree(t, f.opts.DataDir); !maps.Equal(before, after) {
+		t.Errorf("Ready changed the state directory:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// What STATUS must still find without making anything: a state filesystem
+// that is read-only, or full.
+func TestReadyFindsAStateFilesystemAnAddCouldNotWrite(t *testing.T) {
+	mustRoot(t)
+	for name, setup := range map[string]func(t *testing.T, f *fixture){
+		"read-only, no dataDir yet": func(t *testing.T, f *fixture) {
+			base := filepath.Dir(f.opts.DataDir)
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=64k,mode=0755", "tmpfs", base).CombinedOutput(); err != nil {
+				t.Fatalf("mount: %v: %s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("umount", base).Run() })
+		},
+		"full, with the state there": func(t *testing.T, f *fixture) {
+			if err := os.MkdirAll(f.opts.DataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			fullfs.Mount(t, f.opts.DataDir, 3)
+			f.add(attA, v4a)
+			fill := filepath.Join(f.opts.DataDir, "filler2")
+			for i := 0; os.WriteFile(fmt.Sprintf("%s.%d", fill, i), []byte("x"), 0o600) == nil; i++ {
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.k.addNet("0.0.0.0/0", eth1Index, false)
+			setup(t, f)
+			err := f.assigner().Ready(true, false)
+			if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "not writable") {
+				t.Errorf("Ready = %v, want ErrState saying the state directory is not writable", err)
+			}
+		})
 	}
 }

@@ -404,22 +404,47 @@ func (s *store) list(w where) ([]string, error) {
 	return names, nil
 }
 
-// writable proves that an ADD could write the state: it makes the
-// directories, as ADD would, and stages and removes one file.
+// writable proves that an ADD could write the state, and leaves nothing
+// behind (STATUS changes nothing): where the device's tmp/ exists it stages
+// and removes one file there, which also finds a full filesystem; where it
+// does not, the deepest directory that exists on the way to it must be
+// writable, as an ADD would create the rest under it.
 func (s *store) writable() error {
 	defer s.close()
-	found, err := s.openData(true)
-	if err == nil && found {
-		_, err = s.openInside(true)
-	}
+	existing, err := s.openExisting()
 	if err != nil {
 		return err
+	}
+	if s.fd[inTmp] < 0 {
+		if err := unix.Access(existing, unix.W_OK); err != nil {
+			return Errorf(ErrState, "state directory %s: is not writable: %s: %w", s.dir, existing, err)
+		}
+		return nil
 	}
 	tmp, err := s.stage("status", []byte("{}"))
 	if err != nil {
 		return Errorf(ErrState, "state directory %s: is not writable: %w", s.dir, err)
 	}
 	return s.remove(inTmp, tmp)
+}
+
+// openExisting opens, making nothing, as much of dataDir/device/tmp as
+// exists, each level checked as a lock would check it, and names the
+// deepest directory that exists.
+func (s *store) openExisting() (string, error) {
+	found, err := s.openData(false)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		_, existing, err := resolve(s.dataDir)
+		return existing, err
+	}
+	if s.fd[top], err = s.openDir(s.fd[data], s.device, s.dir, false); err != nil || s.fd[top] < 0 {
+		return s.resolved, err
+	}
+	s.fd[inTmp], err = s.openDir(s.fd[top], subdirs[inTmp], s.path(inTmp, ""), false)
+	return filepath.Join(s.resolved, s.device), err
 }
 
 // withHolder returns holders with key added or removed, sorted, and whether
