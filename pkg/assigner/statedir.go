@@ -72,20 +72,29 @@ func (s *store) prepare(create bool) (string, error) {
 	if isSystemDir(resolved) {
 		return "", s.refuseDataDir("is the system directory %s", resolved)
 	}
-	for p := existing; ; p = filepath.Dir(p) {
+	if err := s.trustPath(existing); err != nil || !create || existing == resolved {
+		return resolved, err
+	}
+	s.beforeMkdir.at(existing)
+	if err := os.MkdirAll(resolved, dirMode); err != nil {
+		return "", Errorf(ErrState, "creating dataDir %s: %w", resolved, err)
+	}
+	// A directory on the way that another user made first, between the
+	// check and MkdirAll (under a sticky /tmp, say), is theirs: checked
+	// again now that the whole path exists.
+	return resolved, s.trustPath(resolved)
+}
+
+// trustPath checks path and each of its ancestors (trustAncestor).
+func (s *store) trustPath(path string) error {
+	for p := path; ; p = filepath.Dir(p) {
 		if err := s.trustAncestor(p); err != nil {
-			return "", err
+			return err
 		}
 		if p == "/" {
-			break
+			return nil
 		}
 	}
-	if create && existing != resolved {
-		if err := os.MkdirAll(resolved, dirMode); err != nil {
-			return "", Errorf(ErrState, "creating dataDir %s: %w", resolved, err)
-		}
-	}
-	return resolved, nil
 }
 
 // trustAncestor refuses a directory on the way to the state that another

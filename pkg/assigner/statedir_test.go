@@ -409,3 +409,33 @@ func TestReadyFindsAStateFilesystemAnAddCouldNotWrite(t *testing.T) {
 		})
 	}
 }
+
+// Under a sticky world-writable directory (accepted, as /tmp is) another
+// user may make the missing directory on the way to dataDir between the
+// check and its creation: the state must not then be kept in their tree.
+func TestADirectoryAnotherUserMakesOnTheWayFirstIsRefused(t *testing.T) {
+	mustRoot(t)
+	f := newFixture(t)
+	base := t.TempDir()
+	if err := os.Chmod(base, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(base, "x")
+	f.opts.DataDir = filepath.Join(theirs, "data")
+	a := f.assigner()
+	a.st.beforeMkdir = func(string) {
+		if err := errors.Join(os.Mkdir(theirs, 0o755), os.Chown(theirs, nobody, nobody)); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := a.Add(attA, []netip.Addr{v4a}, Hooks{})
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), theirs) {
+		t.Errorf("Add = %v, want ErrRefused naming %s, which another user made", err, theirs)
+	}
+	if names := dirNames(t, f.opts.DataDir); len(names) > 0 {
+		t.Errorf("state was kept under %s, another user's directory: %v", theirs, names)
+	}
+	if l := f.k.link(t, testDevice); l != nil {
+		t.Errorf("the refused Add made holder %s", l.Name)
+	}
+}

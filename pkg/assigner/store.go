@@ -131,6 +131,18 @@ type store struct {
 	dir             string // dataDir/device, to name things in messages
 	resolved        string // dataDir with its symlinks followed
 	fd              [nwhere]int
+	// beforeMkdir is called before the missing part of dataDir is made;
+	// tests make a directory there first, as another user could.
+	beforeMkdir stepFunc
+}
+
+// stepFunc is a test's hook at a named point; nil does nothing.
+type stepFunc func(point string)
+
+func (f stepFunc) at(point string) {
+	if f != nil {
+		f(point)
+	}
 }
 
 // where is a directory of the state: the handles the store holds.
