@@ -150,7 +150,7 @@ func readRegular(dir, name string) ([]byte, *fileMeta, error) {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: is not a regular file (%s); refusing to replace it", path, fi.Mode().Type())
+		return nil, nil, fmt.Errorf("%s: is %s, not a regular file; refusing to replace it", path, kindOf(fi.Mode()))
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
@@ -173,4 +173,38 @@ func lockDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
 	}
 	return func() { d.Close() }, nil
+}
+
+// joinLine is errors.Join on one line: a message of ours is one line, in
+// the probe's output, the command's and the log's, however many things
+// failed at once.
+func joinLine(errs ...error) error {
+	if err := errors.Join(errs...); err != nil {
+		return lineError{err}
+	}
+	return nil
+}
+
+type lineError struct{ err error }
+
+func (e lineError) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", "; ") }
+func (e lineError) Unwrap() error { return e.err }
+
+// kindOf names what a file that is not a regular one is, for a refusal.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "of another kind"
 }

@@ -74,7 +74,7 @@ func (i *Installer) Install() (Result, error) {
 		return res, err
 	}
 	defer unlock()
-	if err := errors.Join(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
+	if err := joinLine(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
 		return res, err
 	}
 	st := i.store()
@@ -94,7 +94,7 @@ func (i *Installer) Install() (Result, error) {
 	}
 	var berr error
 	if res.Binary, berr = i.installBinary(u, st); berr != nil || err != nil {
-		return res, errors.Join(berr, err)
+		return res, joinLine(berr, err)
 	}
 	res.Source, res.Primary = p.name, p.name
 	if len(ops) > 0 {
@@ -257,7 +257,7 @@ func (i *Installer) Uninstall() error {
 		return err
 	}
 	defer unlock()
-	if err := errors.Join(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
+	if err := joinLine(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
 		return err
 	}
 	st := i.store()

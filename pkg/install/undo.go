@@ -117,7 +117,7 @@ func (s undoStore) checkDir() error {
 	case err != nil:
 		return fmt.Errorf("undo directory %s: %w", s.dir, err)
 	case !fi.IsDir():
-		return fmt.Errorf("undo directory %s: is not a directory (%s); refusing to use it", s.dir, fi.Mode().Type())
+		return fmt.Errorf("undo directory %s: is %s, not a directory; refusing to use it", s.dir, kindOf(fi.Mode()))
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -104,7 +103,7 @@ func (u *Upkeep) eachDevice(devs []string, nat assigner.NAT, f func(as *assigner
 			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
 		}
 	}
-	return errors.Join(errs...)
+	return joinLine(errs...)
 }
 
 // Reannounce sends one announcement round for every held IP on the uplink
@@ -119,7 +118,7 @@ func (u *Upkeep) Reannounce() error {
 		for name, byHolder := range onHolderByUplink(rep) {
 			errs = append(errs, u.announce(as, name, byHolder))
 		}
-		return errors.Join(errs...)
+		return joinLine(errs...)
 	})
 }
 
@@ -161,7 +160,7 @@ func (u *Upkeep) announce(as *assigner.Assigner, name string, byHolder map[assig
 			return s.Round(held)
 		}))
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinLine(errs...); err != nil {
 		return fmt.Errorf("re-announcing on %s: %w", name, err)
 	}
 	if len(sent) > 0 {
@@ -214,5 +213,5 @@ func (u *Upkeep) Repair() error {
 			errs = append(errs, fmt.Errorf("%s: repairing: %w", dev, err))
 		}
 	}
-	return errors.Join(append(errs, err)...)
+	return joinLine(append(errs, err)...)
 }

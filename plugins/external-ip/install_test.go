@@ -117,3 +117,19 @@ func TestVersionPrintsTheLinkedVersionAndRevision(t *testing.T) {
 		t.Errorf("version: %d %q; want the -X values", code, out.String())
 	}
 }
+
+// Several failures at once (a directory where the binary goes, and no
+// primary) still make one line, as every message of ours is.
+func TestInstallSaysSeveralFailuresInOneLine(t *testing.T) {
+	root := t.TempDir()
+	bin, conf, entry := filepath.Join(root, "bin"), filepath.Join(root, "net.d"), filepath.Join(root, "entry.json")
+	os.MkdirAll(filepath.Join(bin, "external-ip"), 0o755)
+	os.Mkdir(conf, 0o755)
+	os.WriteFile(entry, []byte(`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`), 0o644)
+	var out, errb bytes.Buffer
+	code := runCLI([]string{"install", "--plugin-config", entry, "--bin-dir", bin, "--conf-dir", conf}, &out, &errb)
+	msg := strings.TrimSpace(errb.String())
+	if code == 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, bin+"/external-ip: is a directory") || !strings.Contains(msg, "no primary") {
+		t.Errorf("install with a directory for the binary and no primary: exit %d, stderr %q; want one line naming both", code, msg)
+	}
+}
