@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 )
@@ -71,7 +72,9 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 		return err
 	}
 	if r.local != dev {
-		return Errorf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device)
+		if on, err := a.onHolder(dev, ip); err != nil || !on {
+			return cmp.Or(err, Errorf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device))
+		}
 	}
 	if !ip.Is6() {
 		return nil
@@ -84,4 +87,12 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 		return Errorf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
 	}
 	return nil
+}
+
+// onHolder asks the holder's address list, only when the FIB said no: the
+// kernel puts an IPv6 address's local route in place from a work queue,
+// a moment after the address, so a CHECK right after ADD can ask too soon.
+func (a *Assigner) onHolder(dev int, ip netip.Addr) (bool, error) {
+	addrs, err := a.k.holderAddrs(dev)
+	return slices.Contains(addrs, ip), err
 }

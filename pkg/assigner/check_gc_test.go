@@ -37,6 +37,19 @@ func TestCheckPassesAfterAddAndChangesNothing(t *testing.T) {
 	}
 }
 
+func TestCheckPassesWhileTheKernelsIPv6LocalRouteTrailsTheAddress(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a, v6a)
+	f.k.routeLag = true
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Fatalf("Check right after Add, before the IPv6 local route is in the FIB: %v", err)
+	}
+	f.k.changeLink(t, testDevice, func(l *fakeLink) { delete(l.Addrs, v6a) })
+	if _, err := f.assigner().Check(attA); err == nil || !strings.Contains(err.Error(), "is not on holder") {
+		t.Errorf("Check with the IPv6 address gone: %v, want it named as not on the holder", err)
+	}
+}
+
 func TestCheckReportsDrift(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -27,6 +27,6 @@
 // it: a second dataDir on the same device is refused), never adopts a device
 // on the strength of a marker (the holder is made under a temporary name
 // and renamed once marked), and never lists addresses on the
-// ADD, DEL or CHECK path, because listing costs milliseconds per thousand
-// addresses. Sending announcements is package announce's job.
+// ADD or DEL path (CHECK only to confirm an IP the FIB does not yet show),
+// because listing costs milliseconds per thousand addresses. Sending announcements is package announce's job.
 package assigner

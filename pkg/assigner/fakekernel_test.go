@@ -79,6 +79,9 @@ type fakeKernel struct {
 	// after, when set, runs after each kernel request, outside the fake's
 	// lock: a test uses it to act between two requests of one invocation.
 	after func(method string)
+	// routeLag plays the kernel's IPv6 local route that trails the
+	// address: the FIB does not yet say an IPv6 address is local.
+	routeLag bool
 }
 
 var _ kernel = (*fakeKernel)(nil)
@@ -391,7 +394,7 @@ func (k *fakeKernel) lookup(ip netip.Addr) (route, error) {
 	var r route
 	err := k.call("lookup", ip, func(h *fakeHost) error {
 		for _, l := range h.Links {
-			if l.Addrs[ip] {
+			if l.Addrs[ip] && !(k.routeLag && ip.Is6()) {
 				r = route{local: l.Index, dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen())}
 				return nil
 			}

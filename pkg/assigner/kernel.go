@@ -52,7 +52,8 @@ type proxyEntry struct {
 
 // kernel is everything the assigner asks of the host. Each method is one
 // netlink request or sysctl access, never a listing of addresses, except
-// holderAddrs and proxyEntries which only GC and status call.
+// holderAddrs and proxyEntries which GC and status call (and CHECK, only to
+// confirm an IP that the FIB does not show as local yet).
 type kernel interface {
 	// lookupHolder describes the device called name; it changes nothing.
 	lookupHolder(name string) (holderLink, error)
