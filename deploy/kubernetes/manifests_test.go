@@ -1,5 +1,3 @@
-// Package kubernetes holds the manifests that deploy external-ip; its test
-// decodes each one strictly with the Kubernetes API types.
 package kubernetes
 
 import (
