@@ -49,9 +49,9 @@ func TestAWaiterOfAReplacedDataDirStartsOverOnTheNewOne(t *testing.T) {
 	release := holdLock(t, f, kernel)
 	done := make(chan error, 1)
 	go func() { _, err := f.assigner().Add(attC, []netip.Addr{v4c}, Hooks{}); done <- err }()
-	// The waiter is in flock once the old dataDir is held twice; give it
-	// time to open dataDir, bounded generously, then swap the directory.
-	time.Sleep(200 * time.Millisecond)
+	// Once the waiter has the old dataDir open, it locks that one: swap
+	// the directory then, so that it must notice and start over.
+	waitForOpen(t, f.opts.DataDir)
 	old := f.opts.DataDir + ".old"
 	if err := os.Rename(f.opts.DataDir, old); err != nil {
 		t.Fatal(err)
@@ -70,6 +70,24 @@ func TestAWaiterOfAReplacedDataDirStartsOverOnTheNewOne(t *testing.T) {
 	if d := readDisk(t, f.stateDir()); len(d.records) != 1 || d.records[attC.key()].ContainerID != attC.ContainerID {
 		t.Errorf("the waiter wrote %v into the new dataDir, want attC's record alone", d.records)
 	}
+}
+
+// waitForOpen waits, up to a generous bound, until this process has path
+// open.
+func waitForOpen(t *testing.T, path string) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(time.Millisecond) {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			if target, _ := os.Readlink("/proc/self/fd/" + fd.Name()); target == path {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s was not opened within 30s", path)
 }
 
 // outside is a directory beside dataDir with one file in it, to show that
