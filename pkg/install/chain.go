@@ -24,8 +24,13 @@ const minVersion = "0.3.0"
 
 // Entry is our plugin's entry for the primary's plugin list.
 type Entry struct {
-	fields map[string]json.RawMessage
+	fields  map[string]json.RawMessage
+	dataDir string
 }
+
+// DataDir is the state directory the entry gives the plugin: where the
+// node upkeep must look for what it holds.
+func (e *Entry) DataDir() string { return e.dataDir }
 
 // ParseEntry decodes and validates our entry (from the ConfigMap) as the
 // plugin will: an entry the plugin would refuse would fail every pod's ADD.
@@ -42,9 +47,11 @@ func ParseEntry(data []byte) (*Entry, error) {
 	delete(fields, "cniVersion")
 	e := &Entry{fields: fields}
 	probe := e.with(map[string]json.RawMessage{"cniVersion": json.RawMessage(`"1.0.0"`), "name": json.RawMessage(`"install-check"`)})
-	if _, err := config.Load(probe); err != nil {
+	c, err := config.Load(probe)
+	if err != nil {
 		return nil, fmt.Errorf("%w: plugin config: %w", ErrInvalid, err)
 	}
+	e.dataDir = c.DataDir
 	return e, nil
 }
 

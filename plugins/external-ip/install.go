@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,7 +100,7 @@ func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
 	fs.BoolVar(&f.check, "check", false, "exit 0 only when the binary and the chain are in place")
 	fs.DurationVar(&f.reannounce, "reannounce-every", 0, "with --watch: re-announce every held IP this often (0: never)")
 	fs.DurationVar(&f.repair, "repair-every", 0, "with --watch: repair drift this often (0: never)")
-	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir, "the plugin's dataDir, for --reannounce-every and --repair-every")
+	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir, "the plugin's dataDir, for --reannounce-every and --repair-every (default: the entry's)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -156,7 +157,26 @@ func (f *installFlags) installer(log *slog.Logger) (*install.Installer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--plugin-config %s: %w", f.pluginConfig, err)
 	}
+	if err := f.upkeepDataDir(entry); err != nil {
+		return nil, err
+	}
 	return &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Entry: entry, Primary: f.primary, Log: log}, nil
+}
+
+// upkeepDataDir makes the upkeep look where the plugin keeps its state:
+// the entry's dataDir, unless --data-dir names it. One that names another
+// would leave the upkeep finding nothing, and saying nothing.
+func (f *installFlags) upkeepDataDir(entry *install.Entry) error {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "data-dir" })
+	if !set {
+		f.dataDir = entry.DataDir()
+		return nil
+	}
+	if filepath.Clean(f.dataDir) != entry.DataDir() {
+		return fmt.Errorf("--data-dir: %q is not the plugin entry's dataDir %q", f.dataDir, entry.DataDir())
+	}
+	return nil
 }
 
 // runWatch keeps the chain, and runs the upkeep beside it, until SIGTERM

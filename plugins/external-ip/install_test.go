@@ -133,3 +133,27 @@ func TestInstallSaysSeveralFailuresInOneLine(t *testing.T) {
 		t.Errorf("install with a directory for the binary and no primary: exit %d, stderr %q; want one line naming both", code, msg)
 	}
 }
+
+// The upkeep looks for the state where the plugin keeps it: the entry's
+// dataDir by default, and a --data-dir naming another is refused rather
+// than left to find nothing.
+func TestTheUpkeepUsesTheEntrysDataDirAndRefusesAnother(t *testing.T) {
+	entry := filepath.Join(t.TempDir(), "entry.json")
+	os.WriteFile(entry, []byte(`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"], "dataDir": "/run/eip-test/state"}`), 0o644)
+	var errb bytes.Buffer
+	f, err := parseInstall([]string{"--plugin-config", entry, "--watch", "--repair-every", "1m"}, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.installer(nil); err != nil || f.dataDir != "/run/eip-test/state" {
+		t.Errorf("without --data-dir the upkeep looks in %q (%v), want the entry's /run/eip-test/state", f.dataDir, err)
+	}
+	f, err = parseInstall([]string{"--plugin-config", entry, "--watch", "--repair-every", "1m", "--data-dir", "/run/cni/external-ip"}, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.installer(nil)
+	if err == nil || !strings.Contains(err.Error(), `--data-dir: "/run/cni/external-ip"`) || !strings.Contains(err.Error(), "/run/eip-test/state") {
+		t.Errorf("--data-dir naming another directory than the entry's: %v; want a refusal naming both", err)
+	}
+}
