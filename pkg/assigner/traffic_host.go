@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 
@@ -14,26 +15,41 @@ func HostNAT() *HostTable { return &HostTable{} }
 
 // HostTable is the NAT of the host: table inet external-ip and conntrack.
 type HostTable struct {
-	t *nat.Table
+	t  *nat.Table
+	ct *nat.Conntrack
 }
 
-// File duplicates the table's netlink socket for a process that outlives
-// this one (see nat.Table.File); nil when the table was never opened.
-func (h *HostTable) File() (*os.File, error) {
-	if h.t == nil {
-		return nil, nil
+// Files duplicates the netlink sockets this invocation opened, for a
+// process that outlives it (see nat.Table.File); none when it opened none.
+func (h *HostTable) Files() ([]*os.File, error) {
+	var files []*os.File
+	add := func(f *os.File, err error) error {
+		if f != nil {
+			files = append(files, f)
+		}
+		return err
 	}
-	return h.t.File()
+	var errs []error
+	if h.t != nil {
+		errs = append(errs, add(h.t.File()))
+	}
+	if h.ct != nil {
+		errs = append(errs, add(h.ct.File()))
+	}
+	return files, errors.Join(errs...)
 }
 
-// Close closes the table's netlink socket, if it was opened.
+// Close closes the sockets that were opened.
 func (h *HostTable) Close() error {
-	if h.t == nil {
-		return nil
+	var errs []error
+	if h.t != nil {
+		errs = append(errs, h.t.Close())
 	}
-	err := h.t.Close()
-	h.t = nil
-	return err
+	if h.ct != nil {
+		errs = append(errs, h.ct.Close())
+	}
+	h.t, h.ct = nil, nil
+	return errors.Join(errs...)
 }
 
 func (h *HostTable) table() (*nat.Table, error) {
@@ -104,11 +120,18 @@ func (h *HostTable) Read() (*nat.State, error) {
 }
 
 func (h *HostTable) Forget(ip, target netip.Addr) error {
+	if h.ct == nil {
+		ct, err := nat.OpenConntrack()
+		if err != nil {
+			return kernelErr(err)
+		}
+		h.ct = ct
+	}
 	var err error
 	if target.IsValid() {
-		_, err = nat.ForgetTarget(ip, target)
+		_, err = h.ct.ForgetTarget(ip, target)
 	} else {
-		_, err = nat.ForgetIP(ip)
+		_, err = h.ct.ForgetIP(ip)
 	}
 	return kernelErr(err)
 }

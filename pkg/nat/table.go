@@ -58,8 +58,11 @@ func Open() (*Table, error) {
 // pending (for about an RCU grace period, 10 to 20 ms, after every change),
 // and so does the exit of the process that holds its last reference: a
 // caller on a latency budget hands this copy to a process that outlives it.
-func (t *Table) File() (*os.File, error) {
-	rc, err := t.nl.SyscallConn()
+func (t *Table) File() (*os.File, error) { return dupConn(t.nl, "nf_tables") }
+
+// dupConn duplicates c's socket as a file.
+func dupConn(c *netlink.Conn, name string) (*os.File, error) {
+	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +72,9 @@ func (t *Table) File() (*os.File, error) {
 		return nil, err
 	}
 	if derr != nil {
-		return nil, fmt.Errorf("duplicating the nf_tables socket: %w", derr)
+		return nil, fmt.Errorf("duplicating the %s socket: %w", name, derr)
 	}
-	return os.NewFile(uintptr(fd), "nf_tables"), nil
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 // Close releases the netlink connection.

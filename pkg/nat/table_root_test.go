@@ -228,7 +228,7 @@ func TestProbeChangesNothing(t *testing.T) {
 	})
 }
 
-func flow(src, dst, replySrc, replyDst netip.Addr, sport uint16) *netlink.ConntrackFlow {
+func ctFlow(src, dst, replySrc, replyDst netip.Addr, sport uint16) *netlink.ConntrackFlow {
 	fam := uint8(unix.AF_INET)
 	if src.Is6() {
 		fam = unix.AF_INET6
@@ -246,21 +246,24 @@ func TestForgetTargetDeletesOnlyTheLeavingTargetsEntries(t *testing.T) {
 		client := netip.MustParseAddr("198.51.100.7")
 		other := netip.MustParseAddr("198.51.100.8")
 		for i, f := range []*netlink.ConntrackFlow{
-			flow(client, ext4, ctrA, client, 1000), // to A via the external IP
-			flow(client, ext4, ctrB, client, 1001), // to B via the external IP
-			flow(client, ctrA, ctrA, client, 1002), // straight to A, not ours
-			flow(ctrA, other, other, ext4, 1003),   // A's egress from the external IP
+			ctFlow(client, ext4, ctrA, client, 1000), // to A via the external IP
+			ctFlow(client, ext4, ctrB, client, 1001), // to B via the external IP
+			ctFlow(client, ctrA, ctrA, client, 1002), // straight to A, not ours
+			ctFlow(ctrA, other, other, ext4, 1003),   // A's egress from the external IP
 		} {
 			if err := netlink.ConntrackCreate(netlink.ConntrackTable, unix.AF_INET, f); err != nil {
 				t.Fatalf("creating flow %d: %v", i, err)
 			}
 		}
-		n, err := ForgetTarget(ext4, ctrA)
+		ct, err := OpenConntrack()
+		must(t, err)
+		defer ct.Close()
+		n, err := ct.ForgetTarget(ext4, ctrA)
 		must(t, err)
 		if n != 1 {
 			t.Errorf("ForgetTarget deleted %d entries, want the one DNATed to %s", n, ctrA)
 		}
-		n, err = ForgetIP(ext4)
+		n, err = ct.ForgetIP(ext4)
 		must(t, err)
 		if n != 2 {
 			t.Errorf("ForgetIP deleted %d entries, want B's and the egress one", n)

@@ -8,31 +8,32 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 )
 
-// keepNAT hands the nf_tables socket to the announcing session, whose
+// keepNAT hands the netfilter sockets to the announcing session, whose
 // detached child ADD starts anyway, instead of a child of its own: our copy
 // is closed here, before the session lets its child close the last.
 func keepNAT(s *announce.Session, nat *assigner.HostTable, log *slog.Logger) {
-	f, err := nat.File()
+	files, err := nat.Files()
 	if err != nil {
-		log.Warn("nf_tables socket closed in the plugin", "error", err)
+		log.Warn("netfilter socket closed in the plugin", "error", err)
 	}
-	if f != nil {
+	for _, f := range files {
 		s.Keep(f)
 	}
 	nat.Close()
 }
 
-// handOverNAT gives the nf_tables socket, if this invocation opened one, to
-// a detached child that closes it after we have exited: the kernel's
-// release of that socket waits out the last commit's RCU grace period (10
-// to 20 ms), which the runtime would otherwise wait for on every ADD and
-// DEL that steers. The child is the announcer binary holding a pipe: it
-// exits once our copies are closed, sending nothing.
+// handOverNAT gives the netfilter sockets (nf_tables', conntrack's) that
+// this invocation opened to a detached child that closes them after we
+// have exited: the kernel's release of such a socket waits out the last
+// nf_tables commit's RCU grace period (10 to 20 ms), which the runtime
+// would otherwise wait for on every DEL and GC that steers. The child is
+// the announcer binary holding a pipe: it exits once our copies are
+// closed, sending nothing.
 func handOverNAT(nat *assigner.HostTable, log *slog.Logger) {
-	f, err := nat.File()
-	if f == nil {
+	files, err := nat.Files()
+	if len(files) == 0 {
 		if err != nil {
-			log.Warn("nf_tables socket closed in the plugin", "error", err)
+			log.Warn("netfilter sockets closed in the plugin", "error", err)
 		}
 		nat.Close()
 		return
@@ -40,9 +41,11 @@ func handOverNAT(nat *assigner.HostTable, log *slog.Logger) {
 	r, w, err := os.Pipe()
 	exe, xerr := os.Executable()
 	if err == nil && xerr == nil {
-		err = announce.Detach(exe, announce.Plan{Hold: true}, r, f) // closes r and f
+		err = announce.Detach(exe, announce.Plan{Hold: true}, append([]*os.File{r}, files...)...) // closes them
 	} else {
-		f.Close()
+		for _, f := range files {
+			f.Close()
+		}
 	}
 	nat.Close()
 	if w != nil {
