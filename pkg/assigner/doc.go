@@ -29,4 +29,10 @@
 // and renamed once marked), and never lists addresses on the
 // ADD or DEL path (CHECK only to confirm an IP the FIB does not yet show),
 // because listing costs milliseconds per thousand addresses. Sending announcements is package announce's job.
+//
+// It also decides each external IP's steering (traffic*.go): its ingress
+// targets (the holders' container addresses), each holder's egress source
+// and hairpin rule, kept in the record with the container's addresses and
+// carried out as the journal's "nat" step through the NAT interface;
+// package nat only writes the nftables table and conntrack.
 package assigner

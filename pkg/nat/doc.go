@@ -7,10 +7,12 @@
 //
 //	prerouting   nat hook, priority dstnat-10: fib daddr type local ip daddr vmap @in4 (and ip6)
 //	output       nat hook, priority dstnat-10: the same, for the node's own connections
-//	postrouting  nat hook, priority srcnat-10: hairpin masquerade, then
+//	postrouting  nat hook, priority srcnat-10:
+//	             ct status dnat ip saddr . ip daddr @hp4 masquerade (hairpin), then
 //	             snat ip to ip saddr . oifname map @snat4 (and ip6)
 //	to-<ip>      one regular chain per external IP with ingress targets:
-//	             dnat ip to <target>, or numgen inc mod N map { 0 : a, 1 : b, ... }
+//	             dnat ip to <target>, or numgen inc mod N map @sp-<ip>
+//	sp-<ip>      the spread map of an IP with several targets: 0 : a, 1 : b, ...
 //
 // Every map is keyed by external IP or by container address, so that a
 // change costs the same with 1 or 1,000 attachments: an external IP's
@@ -20,6 +22,6 @@
 // postrouting) where the bridge plugin's ipMasq and kube-proxy masquerade.
 //
 // The package also deletes conntrack entries that point at a target that
-// left. It decides nothing: which IP goes to which container is the
+// left, over a ctnetlink socket of its own. It decides nothing: which IP goes to which container is the
 // caller's (package assigner's) decision.
 package nat
