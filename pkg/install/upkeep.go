@@ -90,7 +90,8 @@ func (u *Upkeep) assigner(dev string, nat assigner.NAT) *assigner.Assigner {
 }
 
 // eachDevice runs f with the report of every holder device with state; a
-// device that fails does not stop the others.
+// device that fails does not stop the others. Each Assigner is closed after
+// its round: this process lives as long as the node.
 func (u *Upkeep) eachDevice(devs []string, nat assigner.NAT, f func(as *assigner.Assigner, rep *assigner.Report) error) error {
 	var errs []error
 	for _, dev := range devs {
@@ -99,6 +100,7 @@ func (u *Upkeep) eachDevice(devs []string, nat assigner.NAT, f func(as *assigner
 		if err == nil {
 			err = f(as, rep)
 		}
+		as.Close()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
 		}
@@ -194,6 +196,7 @@ func (u *Upkeep) Repair() error {
 		return err
 	}
 	nat := assigner.HostNAT()
+	defer nat.Close()
 	errs := []error{u.eachDevice(devs, nat, func(as *assigner.Assigner, rep *assigner.Report) error {
 		if len(rep.Drift) == 0 {
 			return nil
@@ -209,9 +212,11 @@ func (u *Upkeep) Repair() error {
 		if slices.Contains(devs, dev) {
 			continue
 		}
-		if err := u.assigner(dev, nat).Repair(); err != nil {
+		as := u.assigner(dev, nat)
+		if err := as.Repair(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: repairing: %w", dev, err))
 		}
+		as.Close()
 	}
 	return joinLine(append(errs, err)...)
 }

@@ -1,6 +1,7 @@
 package install
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -237,5 +238,31 @@ func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
 	out, err := exec.Command("ip", "netns", "exec", u.nodeName, "nft", "list", "table", "inet", "external-ip").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "10.88.0.2") {
 		t.Errorf("table inet external-ip after the upkeep's repair: %v\n%s\nlog:\n%s", err, out, logs)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// The upkeep runs for the life of the node: a round must not keep a
+// socket (netlink, nftables) open, or the process runs out of descriptors.
+func TestUpkeepRoundsLeaveNoDescriptorOpen(t *testing.T) {
+	u := newUpkeepNode(t)
+	up := u.upkeep(&logBuffer{})
+	round := func() error { return errors.Join(up.Reannounce(), up.Repair()) }
+	u.do(t, round) // the first round may open what the runtime keeps
+	before := openFDs(t)
+	for range 10 {
+		u.do(t, round)
+	}
+	if after := openFDs(t); after > before+2 {
+		t.Errorf("10 upkeep rounds left %d more descriptors open (%d, then %d)", after-before, before, after)
 	}
 }
