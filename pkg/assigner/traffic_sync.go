@@ -152,10 +152,8 @@ func (a *Assigner) checkNAT(rec *record) error {
 	if !st.Present || len(st.Broken) > 0 {
 		return Errorf(ErrDrift, "nftables table inet %s: %s", nat.TableName, brokenText(st))
 	}
-	for _, ip := range rec.IPs {
-		if t, ok := s.target(ip); ok && !slices.Contains(st.Ingress[ip], t) {
-			return Errorf(ErrDrift, "%s: no ingress rule to %s in table inet %s (it steers to %v)", ip, t, nat.TableName, st.Ingress[ip])
-		}
+	if err := a.checkIngress(rec, st); err != nil {
+		return err
 	}
 	for _, r := range s.Egress {
 		if got := st.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}]; got != r.IP {
@@ -165,6 +163,32 @@ func (a *Assigner) checkNAT(rec *record) error {
 	for _, h := range s.Hairpin {
 		if !slices.Contains(st.Hairpin, nat.Hairpin{Source: h.Source, Target: h.Target}) {
 			return Errorf(ErrDrift, "%s: no hairpin rule from %s in table inet %s", h.Target, h.Source, nat.TableName)
+		}
+	}
+	return nil
+}
+
+// checkIngress fails when an IP of rec does not steer to rec's target, or
+// also steers to a target that none of the IP's holders has: a share of
+// the new flows would go elsewhere.
+func (a *Assigner) checkIngress(rec *record, st *nat.State) error {
+	for _, ip := range rec.IPs {
+		t, ok := rec.Steering.target(ip)
+		if !ok {
+			continue
+		}
+		got := st.Ingress[ip]
+		if !slices.Contains(got, t) {
+			return Errorf(ErrDrift, "%s: no ingress rule to %s in table inet %s (it steers to %v)", ip, t, nat.TableName, got)
+		}
+		want, _, err := a.targets(ip)
+		if err != nil {
+			return err
+		}
+		for _, g := range got {
+			if !slices.Contains(want, g) {
+				return Errorf(ErrDrift, "%s: ingress rule also steers to %s, which no holder has, in table inet %s", ip, g, nat.TableName)
+			}
 		}
 	}
 	return nil

@@ -187,3 +187,22 @@ func TestCheckFailsWhenTheTableLostARule(t *testing.T) {
 		t.Errorf("CHECK after repair: %v", err)
 	}
 }
+
+// A spread that still names the attachment's target but also one no
+// holder has sends a share of new flows elsewhere: that too is drift.
+func TestCheckFailsWhenTheSpreadAlsoPointsAtATargetNoHolderHas(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	n.st.Ingress[v4a] = []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}
+	_, err := f.assigner().Check(attA)
+	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), ctrB4.Addr().String()) {
+		t.Fatalf("CHECK with a stray target in the spread: %v, want drift naming %s", err, ctrB4.Addr())
+	}
+	if err := f.assigner().Repair(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {
+		t.Errorf("repair left the spread at %v", got)
+	}
+}
