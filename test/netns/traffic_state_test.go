@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -168,4 +169,23 @@ func TestRepairRemovesTheRulesOfAGoneAttachment(t *testing.T) {
 	if !strings.Contains(out, "dnat ip to 10.1.0.5") {
 		t.Fatalf("repair lost a's rule:\n%s", out)
 	}
+}
+
+// STATUS runs the real nf_tables probe: the plugin, started without
+// CAP_NET_ADMIN (setpriv drops it from the bounding and inheritable sets,
+// so the exec'd binary cannot hold it), can make no nf_tables change and
+// must say so with code 50. With traffic "none" the same process is ready:
+// the failure is the probe's, not another check's.
+func TestStatusFailsWithCode50WhenNftablesCannotBeUsed(t *testing.T) {
+	h := newHost(t)
+	wrapper := filepath.Join(t.TempDir(), "external-ip-no-net-admin")
+	script := "#!/bin/sh\nexec setpriv --bounding-set -net_admin --inh-caps -net_admin " + pluginBin + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0", "traffic": "both"})
+	h.runWith(wrapper, call{command: "STATUS", conf: conf}).mustFail(t, "STATUS without CAP_NET_ADMIN", 50, "nf_tables")
+	none := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0", "traffic": "none"})
+	h.runWith(wrapper, call{command: "STATUS", conf: none}).mustOK(t, "STATUS without CAP_NET_ADMIN, traffic none")
+	h.run(call{command: "STATUS", conf: conf}).mustOK(t, "STATUS with CAP_NET_ADMIN")
 }
