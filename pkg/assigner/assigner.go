@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -105,7 +104,7 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	if err := a.probe(ips, routes, h.Probe); err != nil {
 		return nil, err
 	}
-	l, err := a.st.lockState(true, a.opts.LockTimeout)
+	l, err := a.st.lockState(makeAll, a.opts.LockTimeout)
 	if err != nil {
 		return nil, oneLine(err)
 	}
@@ -277,7 +276,11 @@ func (a *Assigner) withState(f func() error) error { return a.underLock(false, f
 
 // underLock is withState, making the state directory first if create.
 func (a *Assigner) underLock(create bool, f func() error) error {
-	l, err := a.st.lockState(create, a.opts.LockTimeout)
+	mode := makeParts
+	if create {
+		mode = makeAll
+	}
+	l, err := a.st.lockState(mode, a.opts.LockTimeout)
 	if err != nil || l == nil {
 		return oneLine(err)
 	}
@@ -288,14 +291,11 @@ func (a *Assigner) underLock(create bool, f func() error) error {
 	return oneLine(f())
 }
 
-// lock takes the lock of a state directory that exists, for the readers
-// (CHECK, status) that looked first.
-func (a *Assigner) lock() (*lockFile, error) {
-	l, err := a.st.lockState(false, a.opts.LockTimeout)
-	if err == nil && l == nil {
-		err = Errorf(ErrState, "state directory %s: vanished while being opened", a.st.dir)
-	}
-	return l, err
+// lockToRead takes the lock without making anything, for the readers
+// (CHECK, status, the announcer's re-check). nil: the state directory, or
+// one of its parts, is missing, so there is no state to read.
+func (a *Assigner) lockToRead() (*lockFile, error) {
+	return a.st.lockState(readOnly, a.opts.LockTimeout)
 }
 
 // commit carries out a release: begun, applied, its journal dropped.
@@ -359,13 +359,6 @@ func union(a, b []netip.Addr) []netip.Addr {
 		}
 	}
 	return out
-}
-
-// fileExists looks by path, without following a last symlink; only the
-// checks made before the state is opened use it.
-func fileExists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }
 
 // oneLine keeps an error's kinds but puts its message on one line:

@@ -10,15 +10,19 @@ import (
 // is missing or down, or when one of att's IPs is not on the holder or, for
 // IPv6, has no proxy entry on its uplink. It returns the IPs att holds.
 func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
-	if !a.st.exists() {
-		return nil, Errorf(ErrDrift, "attachment %s: no record (state directory %s does not exist)", att, a.st.dir)
-	}
-	l, err := a.lock()
+	l, err := a.lockToRead()
 	if err != nil {
 		return nil, err
 	}
+	if l == nil {
+		return nil, Errorf(ErrDrift, "attachment %s: no record (state directory %s does not exist or is incomplete)", att, a.st.dir)
+	}
 	defer l.unlock()
-	if fileExists(a.st.journalPath()) {
+	pending, err := a.st.has(top, journalName)
+	if err != nil {
+		return nil, err
+	}
+	if pending {
 		return nil, Errorf(ErrDrift, "an interrupted change is pending in %s; the next ADD, DEL or GC finishes it", a.st.journalPath())
 	}
 	key := att.key()

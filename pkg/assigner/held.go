@@ -12,24 +12,40 @@ import (
 // waits for the round; so once a release returns, no later round announces
 // what it released. With a change pending (a journal) the holders are not
 // known: the round is not sent, with an error, and the announcer never
-// replays another invocation's change.
+// replays another invocation's change. It changes nothing: a state
+// directory with a part missing holds nothing.
 func (a *Assigner) WhileHeld(att Attachment, ips []netip.Addr, f func(held []netip.Addr) error) error {
-	l, err := a.st.lockState(false, a.opts.LockTimeout)
+	key := att.key()
+	return a.whileIndexed(ips, func(e ipEntry) bool { return slices.Contains(e.Holders, key) }, f)
+}
+
+// WhileHeldOn is WhileHeld for the node's upkeep, which re-announces an IP
+// for all its holders: it runs f with those of ips that any attachment
+// still holds on uplink, so that an IP whose first holder left keeps its
+// rounds while another holds it, and one moved to another uplink is not
+// announced on this one.
+func (a *Assigner) WhileHeldOn(uplink string, ips []netip.Addr, f func(held []netip.Addr) error) error {
+	return a.whileIndexed(ips, func(e ipEntry) bool { return len(e.Holders) > 0 && e.Uplink == uplink }, f)
+}
+
+// whileIndexed runs f under the lock with those of ips whose index entry
+// keep accepts, and not at all when none is.
+func (a *Assigner) whileIndexed(ips []netip.Addr, keep func(ipEntry) bool, f func(held []netip.Addr) error) error {
+	l, err := a.lockToRead()
 	if err != nil || l == nil {
 		return err // no state directory: nothing is held
 	}
 	defer l.unlock()
-	if fileExists(a.st.journalPath()) {
-		return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", a.st.journalPath())
+	if pending, err := a.st.has(top, journalName); err != nil || pending {
+		return a.pendingError(err)
 	}
-	key := att.key()
 	var held []netip.Addr
 	for _, ip := range ips {
 		e, err := a.st.readIP(ip)
 		if err != nil {
 			return err
 		}
-		if slices.Contains(e.Holders, key) {
+		if keep(e) {
 			held = append(held, ip)
 		}
 	}
@@ -37,4 +53,13 @@ func (a *Assigner) WhileHeld(att Attachment, ips []netip.Addr, f func(held []net
 		return nil
 	}
 	return f(held)
+}
+
+// pendingError is why no round is sent: the journal could not be looked
+// at, or a change is pending.
+func (a *Assigner) pendingError(err error) error {
+	if err != nil {
+		return err
+	}
+	return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", a.st.journalPath())
 }

@@ -37,16 +37,18 @@ type IPReport struct {
 // Report reads the state and the holder; it changes nothing.
 func (a *Assigner) Report() (*Report, error) {
 	rep := &Report{Device: a.opts.Device, StateDir: a.st.dir, IPs: []IPReport{}, Drift: []string{}}
-	if !a.st.exists() {
-		rep.Holder, _ = a.holderState()
-		return rep, nil
-	}
-	l, err := a.lock()
+	l, err := a.lockToRead()
 	if err != nil {
 		return nil, err
 	}
+	if l == nil { // no state, or not all of it: nothing is held
+		rep.Holder, _ = a.holderState()
+		return rep, nil
+	}
 	defer l.unlock()
-	rep.Pending = fileExists(a.st.journalPath())
+	if rep.Pending, err = a.st.has(top, journalName); err != nil {
+		return nil, err
+	}
 	if rep.Pending {
 		rep.Drift = append(rep.Drift, "an interrupted change is pending in "+a.st.journalPath()+"; the next ADD, DEL or GC settles it (an ADD is rolled back, a release finished)")
 	}

@@ -159,23 +159,34 @@ func (s *store) openData(create bool) (bool, error) {
 
 // openInside opens the device's directory and its subdirectories relative
 // to dataDir's handle, never through a symlink. found is false when the
-// device has no state directory and none is to be made.
-func (s *store) openInside(create bool) (bool, error) {
-	root, err := s.openDir(s.fd[data], s.device, s.dir, create)
+// device has no state directory and none is to be made, or, to read, when
+// one of its parts is missing: a reader makes nothing.
+func (s *store) openInside(mode access) (bool, error) {
+	root, err := s.openDir(s.fd[data], s.device, s.dir, mode == makeAll)
 	if err != nil || root < 0 {
-		return false, err
+		return false, s.missing(mode == makeAll, err, s.dir)
 	}
 	s.fd[top] = root
 	for _, w := range []where{inTmp, inAtt, inIP} {
-		// The device's directory exists: its subdirectories are made
-		// whoever comes, as they are ours.
-		fd, err := s.openDir(root, subdirs[w], s.path(w, ""), true)
-		if err != nil {
-			return false, err
+		// The device's directory exists: a writer makes its
+		// subdirectories whoever comes, as they are ours.
+		fd, err := s.openDir(root, subdirs[w], s.path(w, ""), mode != readOnly)
+		if err != nil || fd < 0 {
+			return false, s.missing(mode != readOnly, err, s.path(w, ""))
 		}
 		s.fd[w] = fd
 	}
 	return true, nil
+}
+
+// missing is what a part of the state that is not there means: no state
+// to one that does not make it, and to one that has just made it, that
+// someone removed it meanwhile (never a lock without its state).
+func (s *store) missing(made bool, err error, path string) error {
+	if err != nil || !made {
+		return err
+	}
+	return Errorf(ErrState, "state directory %s: vanished while being opened", path)
 }
 
 // openDir opens the directory name under parent, making it if asked; -1
@@ -214,13 +225,28 @@ func notFollowed(dir int, name, path, kind string) error {
 	return Errorf(ErrState, "state %s %s is not a %s; remove it", kind, path, kind)
 }
 
+// access is how much of the state directory an invocation may make.
+type access int
+
+const (
+	// readOnly makes nothing: status, CHECK and the announcer's re-check
+	// only read, and a missing part of the state means there is none.
+	readOnly access = iota
+	// makeParts makes the device directory's own parts (tmp/, att/, ip/,
+	// lock) but neither dataDir nor the device directory: DEL and GC
+	// write only where state exists.
+	makeParts
+	// makeAll makes whatever is missing: ADD.
+	makeAll
+)
+
 // lockState opens the state directory and takes its lock, retrying while
 // the dataDir it locked is no longer the one at its path. A nil lock and
 // no error: there is no state and none is to be made.
-func (s *store) lockState(create bool, timeout time.Duration) (*lockFile, error) {
+func (s *store) lockState(mode access, timeout time.Duration) (*lockFile, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		l, retry, err := s.tryLock(create, deadline, timeout)
+		l, retry, err := s.tryLock(mode, deadline, timeout)
 		if !retry {
 			return l, err
 		}
@@ -231,13 +257,13 @@ func (s *store) lockState(create bool, timeout time.Duration) (*lockFile, error)
 	}
 }
 
-func (s *store) tryLock(create bool, deadline time.Time, timeout time.Duration) (l *lockFile, retry bool, err error) {
+func (s *store) tryLock(mode access, deadline time.Time, timeout time.Duration) (l *lockFile, retry bool, err error) {
 	defer func() {
 		if l == nil && !retry {
 			s.close()
 		}
 	}()
-	found, err := s.openData(create)
+	found, err := s.openData(mode == makeAll)
 	if err != nil || !found {
 		return nil, false, err
 	}
@@ -249,10 +275,10 @@ func (s *store) tryLock(create bool, deadline time.Time, timeout time.Duration) 
 	if same, err := stillAt(s.fd[data], s.resolved); err != nil || !same {
 		return nil, true, nil
 	}
-	if found, err = s.openInside(create); err != nil || !found {
+	if found, err = s.openInside(mode); err != nil || !found {
 		return nil, false, err
 	}
-	if err := s.lockLegacy(deadline, timeout); err != nil {
+	if found, err = s.lockLegacy(mode, deadline, timeout); err != nil || !found {
 		return nil, false, err
 	}
 	return &lockFile{st: s}, false, nil
@@ -260,18 +286,24 @@ func (s *store) tryLock(create bool, deadline time.Time, timeout time.Duration) 
 
 // lockLegacy also takes the device's lock file, which binaries from before
 // the dataDir lock take instead: an upgrade's old and new invocations still
-// exclude each other.
-func (s *store) lockLegacy(deadline time.Time, timeout time.Duration) error {
+// exclude each other. A reader does not make it: found is false without it.
+func (s *store) lockLegacy(mode access, deadline time.Time, timeout time.Duration) (bool, error) {
 	path := s.path(top, lockName)
-	fd, err := unix.Openat(s.fd[top], lockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
-	if errors.Is(err, unix.ELOOP) {
-		return notFollowed(s.fd[top], lockName, path, "file")
+	flags := unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if mode == readOnly {
+		flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC // flock needs no write access
 	}
-	if err != nil {
-		return Errorf(ErrState, "opening lock %s: %w", path, err)
+	fd, err := unix.Openat(s.fd[top], lockName, flags, fileMode)
+	switch {
+	case errors.Is(err, unix.ENOENT) && mode == readOnly:
+		return false, nil
+	case errors.Is(err, unix.ELOOP):
+		return false, notFollowed(s.fd[top], lockName, path, "file")
+	case err != nil:
+		return false, Errorf(ErrState, "opening lock %s: %w", path, err)
 	}
 	s.fd[lock] = fd
-	return flockWithin(fd, path, deadline, timeout)
+	return true, flockWithin(fd, path, deadline, timeout)
 }
 
 // close closes every handle the store holds, which drops its locks.

@@ -457,3 +457,80 @@ func TestADirectoryAnotherUserMakesOnTheWayFirstIsRefused(t *testing.T) {
 		t.Errorf("the refused Add made holder %s", l.Name)
 	}
 }
+
+// readers are the invocations that only read the state: each must change
+// nothing in it.
+var readers = map[string]func(a *Assigner) error{
+	"Report": func(a *Assigner) error { _, err := a.Report(); return err },
+	"WhileHeld": func(a *Assigner) error {
+		return a.WhileHeld(attA, []netip.Addr{v4a}, func([]netip.Addr) error { return nil })
+	},
+	"WhileHeldOn": func(a *Assigner) error {
+		return a.WhileHeldOn("eth0", []netip.Addr{v4a}, func([]netip.Addr) error { return nil })
+	},
+	"Check": func(a *Assigner) error { _, err := a.Check(attA); return err },
+}
+
+// status, CHECK and the announcer's re-check make nothing: a state
+// directory with a part missing is one with no state, which they report
+// as such, and they leave it as they found it.
+func TestTheReadersMakeNothingInAnIncompleteStateDirectory(t *testing.T) {
+	for _, part := range []string{"tmp", "att", "ip", "lock"} {
+		for name, read := range readers {
+			t.Run(part+"/"+name, func(t *testing.T) {
+				f := newFixture(t)
+				f.add(attA, v4a)
+				if err := os.RemoveAll(filepath.Join(f.stateDir(), part)); err != nil {
+					t.Fatal(err)
+				}
+				before := tree(t, f.opts.DataDir)
+				err := read(f.assigner())
+				if after := tree(t, f.opts.DataDir); !maps.Equal(before, after) {
+					t.Errorf("%s without %s changed the state directory:\nbefore %v\nafter  %v", name, part, before, after)
+				}
+				if want := name == "Check"; errors.Is(err, ErrDrift) != want || (!want && err != nil) {
+					t.Errorf("%s without %s = %v; want no state (Check: ErrDrift, others nil)", name, part, err)
+				}
+			})
+		}
+	}
+}
+
+// What each reader makes of a missing part: no IP held, no round sent.
+func TestAReaderTakesAMissingPartAsNoState(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a)
+	if err := os.Remove(filepath.Join(f.stateDir(), "lock")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.assigner().Report()
+	if err != nil || len(rep.IPs) != 0 || rep.Holder != "up" {
+		t.Errorf("Report without the lock = %+v, %v; want no IP held, the holder up", rep, err)
+	}
+	sent := func([]netip.Addr) error { t.Error("a round was sent without the lock"); return nil }
+	if err := f.assigner().WhileHeld(attA, []netip.Addr{v4a}, sent); err != nil {
+		t.Errorf("WhileHeld without the lock = %v, want nil", err)
+	}
+}
+
+// The readers look for the journal through the device directory's handle,
+// as every other file: a symlink there is refused, never taken for a
+// pending change.
+func TestTheReadersRefuseASymlinkedJournal(t *testing.T) {
+	for name, read := range readers {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.add(attA, v4a)
+			dir, unchanged := outside(t, f)
+			journal := filepath.Join(f.stateDir(), "journal")
+			if err := os.Symlink(filepath.Join(dir, "journal.12345"), journal); err != nil {
+				t.Fatal(err)
+			}
+			err := read(f.assigner())
+			if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), journal) || !strings.Contains(err.Error(), "symlink") {
+				t.Errorf("%s with the journal a symlink = %v, want ErrState naming %s as a symlink", name, err, journal)
+			}
+			unchanged()
+		})
+	}
+}
