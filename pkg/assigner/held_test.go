@@ -51,3 +51,30 @@ func TestWhileHeldSendsNothingWhileAChangeIsPendingOrWithoutState(t *testing.T) 
 		t.Errorf("WhileHeld with a journal pending = %v, want ErrState", err)
 	}
 }
+
+// The upkeep's re-check: an IP is sent while any attachment holds it on
+// the uplink asked, whichever holders left.
+func TestWhileHeldOnSendsWhatAnyAttachmentStillHoldsOnThatUplink(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a)
+	f.add(attB, v4a, v4b)
+	heldOn := func(uplink string) []netip.Addr {
+		t.Helper()
+		var got []netip.Addr
+		if err := f.assigner().WhileHeldOn(uplink, []netip.Addr{v4a, v4b}, func(held []netip.Addr) error { got = held; return nil }); err != nil {
+			t.Fatalf("WhileHeldOn(%s) = %v", uplink, err)
+		}
+		return got
+	}
+	f.del(attA)
+	if got := heldOn("eth0"); !slices.Equal(got, []netip.Addr{v4a, v4b}) {
+		t.Errorf("WhileHeldOn(eth0) after attA left = %v, want [%s %s], which attB still holds", got, v4a, v4b)
+	}
+	if got := heldOn("eth1"); got != nil {
+		t.Errorf("WhileHeldOn(eth1) = %v, want nothing: the IPs are announced on eth0", got)
+	}
+	f.del(attB)
+	if got := heldOn("eth0"); got != nil {
+		t.Errorf("WhileHeldOn(eth0) after every holder left = %v, want nothing", got)
+	}
+}

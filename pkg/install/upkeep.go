@@ -117,36 +117,33 @@ func (u *Upkeep) Reannounce() error {
 	}
 	return u.eachDevice(devs, nil, func(as *assigner.Assigner, rep *assigner.Report) error {
 		var errs []error
-		for name, byHolder := range onHolderByUplink(rep) {
-			errs = append(errs, u.announce(as, name, byHolder))
+		for name, ips := range onHolderByUplink(rep) {
+			errs = append(errs, u.announce(as, name, ips))
 		}
 		return joinLine(errs...)
 	})
 }
 
-// onHolderByUplink groups the IPs on the holder by uplink, then by their
-// first holder: the attachment whose hold is checked again at the round.
-func onHolderByUplink(rep *assigner.Report) map[string]map[assigner.Attachment][]netip.Addr {
-	out := map[string]map[assigner.Attachment][]netip.Addr{}
+// onHolderByUplink groups the IPs on the holder by the uplink they were
+// announced on.
+func onHolderByUplink(rep *assigner.Report) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
 	for _, ip := range rep.IPs {
-		if ip.Uplink == "" || !ip.OnDevice || len(ip.Holders) == 0 {
-			continue
+		if ip.Uplink != "" && ip.OnDevice && len(ip.Holders) > 0 {
+			out[ip.Uplink] = append(out[ip.Uplink], ip.Addr)
 		}
-		if out[ip.Uplink] == nil {
-			out[ip.Uplink] = map[assigner.Attachment][]netip.Addr{}
-		}
-		out[ip.Uplink][ip.Holders[0]] = append(out[ip.Uplink][ip.Holders[0]], ip.Addr)
 	}
 	return out
 }
 
-// announce sends a round on uplink name for the IPs their holder still
-// holds. The report was read under a lock since released: a DEL may have
-// released an IP meanwhile, and once a release returns no round may
-// announce what it released (another node may take the IP). So each round
-// is sent under the state lock, for what is held then. An IP whose first
-// holder left while another still holds it waits for the next round.
-func (u *Upkeep) announce(as *assigner.Assigner, name string, byHolder map[assigner.Attachment][]netip.Addr) error {
+// announce sends a round on uplink name for the IPs still held there. The
+// report was read under a lock since released: a DEL may have released an
+// IP meanwhile, and once a release returns no round may announce what it
+// released (another node may take the IP). So the round is sent under the
+// state lock, for the IPs whose index then lists any holder on this
+// uplink: one whose first holder left while another holds it keeps its
+// round.
+func (u *Upkeep) announce(as *assigner.Assigner, name string, ips []netip.Addr) error {
 	u.beforeRound.at("round " + name)
 	up, err := uplink(name)
 	if err != nil {
@@ -155,14 +152,11 @@ func (u *Upkeep) announce(as *assigner.Assigner, name string, byHolder map[assig
 	s := announce.NewSender(up)
 	defer s.Close()
 	var sent []netip.Addr
-	var errs []error
-	for att, ips := range byHolder {
-		errs = append(errs, as.WhileHeld(att, ips, func(held []netip.Addr) error {
-			sent = append(sent, held...)
-			return s.Round(held)
-		}))
-	}
-	if err := joinLine(errs...); err != nil {
+	err = as.WhileHeldOn(name, ips, func(held []netip.Addr) error {
+		sent = held
+		return s.Round(held)
+	})
+	if err != nil {
 		return fmt.Errorf("re-announcing on %s: %w", name, err)
 	}
 	if len(sent) > 0 {

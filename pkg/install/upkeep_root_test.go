@@ -187,6 +187,42 @@ func TestReannounceSendsNothingForAnIPReleasedAfterTheStateWasRead(t *testing.T)
 	}
 }
 
+// An IP is re-announced while any attachment holds it: its first holder
+// leaving between the upkeep's reading of the state and its round must not
+// cost the IP its round while another still holds it.
+func TestReannounceKeepsTheRoundOfAnIPWhoseFirstHolderLeftWhileAnotherHoldsIt(t *testing.T) {
+	u := newUpkeepNode(t)
+	as := assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second})
+	t.Cleanup(as.Close)
+	var first assigner.Attachment
+	u.do(t, func() error {
+		_, err := as.Add(assigner.Attachment{Network: "pods", ContainerID: "c2", IfName: "eth0"}, []netip.Addr{u.ip}, assigner.Hooks{})
+		if err != nil {
+			return err
+		}
+		rep, err := as.Report()
+		if err == nil && (len(rep.IPs) != 1 || len(rep.IPs[0].Holders) != 2) {
+			err = fmt.Errorf("the report before the round shows %+v, want %s with 2 holders", rep.IPs, u.ip)
+		}
+		if err == nil {
+			first = rep.IPs[0].Holders[0]
+		}
+		return err
+	})
+	count := u.arpCapture(t)
+	logs := &logBuffer{}
+	up := u.upkeep(logs)
+	up.beforeRound = func(string) {
+		if err := as.Del(first); err != nil {
+			t.Errorf("the DEL of the first holder between report and round: %v", err)
+		}
+	}
+	u.do(t, up.Reannounce)
+	if n := count(2 * time.Second); n != 2 {
+		t.Errorf("the LAN saw %d announcements of %s, still held by its second holder; want one round, a request and a reply\n%s", n, u.ip, logs)
+	}
+}
+
 // holderCarries says whether eip0 in the node carries ip, failing the test
 // when eip0 is missing or cannot be listed.
 func (u *upkeepNode) holderCarries(t *testing.T) bool {
