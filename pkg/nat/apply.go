@@ -49,12 +49,19 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	}
 	t.c.FlushSet(m)
 	el := []nftables.SetElement{{Key: ip.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: ch.Name}}}
+	ext := []nftables.SetElement{{Key: ip.AsSlice()}}
 	if err := t.c.SetAddElements(t.set(f.in), el); err != nil {
+		return err
+	}
+	if err := t.c.SetAddElements(t.set(f.ext), ext); err != nil {
 		return err
 	}
 	switch len(targets) {
 	case 0:
 		if err := t.c.SetDeleteElements(t.set(f.in), el); err != nil {
+			return err
+		}
+		if err := t.c.SetDeleteElements(t.set(f.ext), ext); err != nil {
 			return err
 		}
 		t.c.DelChain(ch)

@@ -8,11 +8,13 @@
 //	prerouting   nat hook, priority dstnat-10: fib daddr type local ip daddr vmap @in4 (and ip6)
 //	output       nat hook, priority dstnat-10: the same, for the node's own connections
 //	postrouting  nat hook, priority srcnat-10:
-//	             ct status dnat ip saddr . ip daddr @hp4 masquerade (hairpin), then
-//	             snat ip to ip saddr . oifname map @snat4 (and ip6)
+//	             snat ip to ip saddr . oifname map @snat4 (and ip6), then
+//	             ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4
+//	             masquerade (hairpin of flows to our IPs only; sent raw, see rawRules)
 //	to-<ip>      one regular chain per external IP with ingress targets:
 //	             dnat ip to <target>, or numgen inc mod N map @sp-<ip>
 //	sp-<ip>      the spread map of an IP with several targets: 0 : a, 1 : b, ...
+//	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
 // Every map is keyed by external IP or by container address, so that a
 // change costs the same with 1 or 1,000 attachments: an external IP's

@@ -7,6 +7,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,11 +21,12 @@ type family struct {
 	saddr, daddr uint32 // offsets in the network header
 	keyType      nftables.SetDatatype
 	in, snat, hp string // map and set names
+	ext          string // the set of external IPs with ingress, for the hairpin rule
 }
 
 var (
-	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4"}
-	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6"}
+	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4"}
+	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6"}
 )
 
 func familyOf(ip netip.Addr) family {
@@ -39,6 +41,8 @@ func familyOf(ip netip.Addr) family {
 const (
 	// ipsDstNAT is IPS_DST_NAT of ct status (linux/netfilter/nf_conntrack_common.h).
 	ipsDstNAT = 0x20
+	// ctDirOriginal is IP_CT_DIR_ORIGINAL: ct original daddr.
+	ctDirOriginal = 0
 
 	reg1   = 1
 	reg2   = 2
@@ -73,14 +77,19 @@ func ingressRule(f family) []expr.Any {
 	)
 }
 
-// hairpinRule: ct status dnat ip saddr . ip daddr @hp4 masquerade, the set
-// holding (container subnet . target). A flow we DNATed to a target from
-// its own subnet (the container itself, or a neighbour on its bridge
-// reaching its external IP) would be answered past us, straight over the
-// link; masquerading makes the answer come back through the node. The
-// subnet, as portmap's hairpin rule has it, rather than the interface the
-// flow came in on: with br_netfilter the IP hooks see the bridge port.
-func hairpinRule(f family) []expr.Any {
+// hairpinRule: ct status dnat ip saddr . ip daddr @hp4 ct original ip
+// daddr @ext4 masquerade, the set hp4 holding (container subnet . target).
+// A flow we DNATed to a target from its own subnet (the container itself,
+// or a neighbour on its bridge reaching its external IP) would be answered
+// past us, straight over the link; masquerading makes the answer come back
+// through the node. The subnet, as portmap's hairpin rule has it, rather
+// than the interface the flow came in on: with br_netfilter the IP hooks
+// see the bridge port. The flow's original destination must be one of our
+// external IPs (set ext4): a flow another program (kube-proxy, portmap)
+// DNATed to the same target is not ours, and its target must keep seeing
+// the client's own address. The rule is sent raw (rawRule), for the ct
+// expression the library cannot express.
+func hairpinRule(f family) [][]byte {
 	e := []expr.Any{
 		&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1},
 		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4,
@@ -88,12 +97,46 @@ func hairpinRule(f family) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: native32(0)},
 	}
 	e = append(e, matchFamily(f)...)
-	return append(e,
+	e = append(e,
 		loadAddr(f, f.saddr, reg1),
 		loadAddr(f, f.daddr, f.second()),
 		&expr.Lookup{SourceRegister: reg1, SetName: f.hp},
-		&expr.Masq{},
 	)
+	raw := marshalAll(e)
+	raw = append(raw, ctOriginalDaddr(f, reg1))
+	return append(raw, marshalAll([]expr.Any{
+		&expr.Lookup{SourceRegister: reg1, SetName: f.ext},
+		&expr.Masq{},
+	})...)
+}
+
+// ctOriginalDaddr is `ct original ip daddr` (ip6): NFT_CT_DST_IP(6) with
+// its direction. The library (v0.3.0) sends a direction only with the
+// family-less NFT_CT_DST, which nft cannot list in an inet table (it
+// aborts), and the kernel refuses NFT_CT_DST_IP without one.
+func ctOriginalDaddr(f family, reg uint32) []byte {
+	key := uint32(unix.NFT_CT_DST_IP)
+	if f.addrLen == 16 {
+		key = unix.NFT_CT_DST_IP6
+	}
+	data, _ := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_CT_KEY, Data: binary.BigEndian.AppendUint32(nil, key)},
+		{Type: unix.NFTA_CT_DREG, Data: binary.BigEndian.AppendUint32(nil, reg)},
+		{Type: unix.NFTA_CT_DIRECTION, Data: []byte{ctDirOriginal}},
+	})
+	b, _ := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_EXPR_NAME, Data: []byte("ct\x00")},
+		{Type: unix.NLA_F_NESTED | unix.NFTA_EXPR_DATA, Data: data},
+	})
+	return b
+}
+
+func marshalAll(es []expr.Any) [][]byte {
+	out := make([][]byte, len(es))
+	for i, e := range es {
+		out[i], _ = expr.Marshal(unix.NFPROTO_INET, e) // our own well-formed expressions
+	}
+	return out
 }
 
 // second is the register of a concatenation's second field, after an

@@ -73,23 +73,48 @@ func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
 			st.Broken = append(st.Broken, "chain "+b.name+" missing or not hooked at its priority")
 			continue
 		}
-		rules, err := t.c.GetRules(t.table, c)
+		n, err := t.countRules(b.name)
 		if err != nil {
 			return fmt.Errorf("listing rules of chain %s: %w", b.name, err)
 		}
-		want := len(b.rules(ipv4)) + len(b.rules(ipv6))
-		if len(rules) != want {
-			st.Broken = append(st.Broken, fmt.Sprintf("chain %s has %d rules, not %d", b.name, len(rules), want))
+		want := b.count()
+		if n != want {
+			st.Broken = append(st.Broken, fmt.Sprintf("chain %s has %d rules, not %d", b.name, n, want))
 		}
 	}
 	return nil
 }
 
+// countRules counts a chain's rules with a dump of its own, without
+// decoding them: the library (v0.3.0) cannot decode the hairpin rule's
+// ct direction, which the kernel sends as one byte where it expects four.
+func (t *Table) countRules(chain string) (int, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	ae.String(unix.NFTA_RULE_CHAIN, chain)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return 0, err
+	}
+	msgs, err := t.nl.Execute(netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE), Flags: netlink.Request | netlink.Dump},
+		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	})
+	return len(msgs), err
+}
+
+// elements lists a map's elements; ok is false when the map is missing.
+// The library formats its listing errors with %v, so a missing map is
+// found by listing the table's sets, not by the listing's ENOENT.
 func (t *Table) elements(name string) ([]nftables.SetElement, bool, error) {
-	els, err := t.c.GetSetElements(t.set(name))
-	if isNotFound(err) {
+	sets, err := t.c.GetSets(t.table)
+	if err != nil {
+		return nil, false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
+	}
+	if !slices.ContainsFunc(sets, func(s *nftables.Set) bool { return s.Name == name }) {
 		return nil, false, nil
 	}
+	els, err := t.c.GetSetElements(t.set(name))
 	if err != nil {
 		return nil, false, fmt.Errorf("listing map %s: %w", name, err)
 	}
@@ -107,6 +132,13 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 		if !ok {
 			st.Broken = append(st.Broken, "map "+f.in+" missing")
 		}
+		ext, err := t.extIPs(f)
+		if err != nil {
+			return nil, err
+		}
+		if ext == nil { // a table made before the set was (Ensure adds it)
+			st.Broken = append(st.Broken, "set "+f.ext+" missing")
+		}
 		for _, el := range els {
 			ip, ok := netip.AddrFromSlice(el.Key)
 			chain := gotoChain(el.Val)
@@ -118,13 +150,30 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 			if err != nil {
 				return nil, err
 			}
-			if chain != ingressChain(ip) {
-				targets = nil // pointing at another IP's chain: not steering as we would
+			if chain != ingressChain(ip) || !ext[ip] {
+				// Pointing at another IP's chain, or left out of the hairpin
+				// rule's set: not steering as we would.
+				targets = nil
 			}
 			st.Ingress[ip] = targets
 		}
 	}
 	return pointed, nil
+}
+
+// extIPs reads the hairpin rule's set of external IPs.
+func (t *Table) extIPs(f family) (map[netip.Addr]bool, error) {
+	els, ok, err := t.elements(f.ext)
+	if err != nil || !ok {
+		return nil, err // nil: the set is missing
+	}
+	out := map[netip.Addr]bool{}
+	for _, el := range els {
+		if ip, ok := netip.AddrFromSlice(el.Key); ok {
+			out[ip] = true
+		}
+	}
+	return out, nil
 }
 
 // readTargets parses an ingress chain's one rule: an immediate address, or

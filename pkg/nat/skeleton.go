@@ -17,6 +17,7 @@ func (t *Table) sets() []*nftables.Set {
 				KeyType: nftables.MustConcatSetType(f.keyType, nftables.TypeIFName), DataType: f.keyType},
 			&nftables.Set{Table: t.table, Name: f.hp, Concatenation: true, Interval: true,
 				KeyType: nftables.MustConcatSetType(f.keyType, f.keyType)},
+			&nftables.Set{Table: t.table, Name: f.ext, KeyType: f.keyType},
 		)
 	}
 	return out
@@ -36,15 +37,17 @@ type baseChain struct {
 	hook     *nftables.ChainHook
 	priority int32
 	rules    func(family) [][]expr.Any
+	raw      func(family) [][]byte // one rule's marshalled expressions, appended by rawRules
 }
 
 func baseChains() []baseChain {
 	ingress := func(f family) [][]expr.Any { return [][]expr.Any{ingressRule(f)} }
 	return []baseChain{
-		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress},
-		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress},
+		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil},
+		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress, nil},
 		{chainPostrouting, nftables.ChainHookPostrouting, prioritySrcNAT,
-			func(f family) [][]expr.Any { return [][]expr.Any{hairpinRule(f), snatRule(f)} }},
+			func(f family) [][]expr.Any { return [][]expr.Any{snatRule(f)} },
+			func(f family) [][]byte { return hairpinRule(f) }},
 	}
 }
 
@@ -54,9 +57,12 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 		Hooknum: b.hook, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(b.priority)), Policy: &accept}
 }
 
-// Ensure makes the table, its maps and its base chains with their rules, in
-// one transaction. It is idempotent: the base chains are flushed and
-// refilled, the maps (and every external IP's steering) are kept.
+// Ensure makes the table, its maps and its base chains with their rules.
+// It is idempotent: the base chains are flushed and refilled, the maps
+// (and every external IP's steering) are kept. The hairpin rules follow in
+// a second transaction of our own (rawRules): until it commits, a hairpin
+// flow that starts is not masqueraded; a crash between leaves the chain a
+// rule short, which Read reports as broken and repair mends.
 func (t *Table) Ensure() error {
 	t.c.AddTable(t.table)
 	for _, s := range t.sets() {
@@ -75,6 +81,11 @@ func (t *Table) Ensure() error {
 	}
 	if err := t.c.Flush(); err != nil {
 		return fmt.Errorf("making table inet %s: %w", TableName, err)
+	}
+	for _, b := range baseChains() {
+		if err := t.rawRules(b); err != nil {
+			return fmt.Errorf("filling chain %s of table inet %s: %w", b.name, TableName, err)
+		}
 	}
 	return nil
 }

@@ -115,8 +115,9 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
 			"fib daddr type local ip daddr vmap @in4",
 			"fib daddr type local ip6 daddr vmap @in6",
-			"ct status dnat ip saddr . ip daddr @hp4 masquerade",
-			"ct status dnat ip6 saddr . ip6 daddr @hp6 masquerade",
+			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade",
+			"elements = { 192.0.2.10, 192.0.2.11 }",
 			"snat ip to ip saddr . oifname map @snat4",
 			"snat ip6 to ip6 saddr . oifname map @snat6",
 			"192.0.2.10 : goto to-192.0.2.10",
@@ -272,6 +273,52 @@ func TestForgetTargetDeletesOnlyTheLeavingTargetsEntries(t *testing.T) {
 		must(t, err)
 		if len(left) != 1 || left[0].Forward.SrcPort != 1002 {
 			t.Errorf("left %d entries, want only the flow straight to A: %v", len(left), left)
+		}
+	})
+}
+
+// An IP left out of the hairpin rule's set is not steered as we would (its
+// own container could not reach it): Read says it has no targets, and
+// SetIngress, as GC calls it, puts it back.
+func TestAnIPMissingFromTheHairpinSetReadsAsUnsteeredUntilSetAgain(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA}))
+		nft(t, netns, "delete", "element", "inet", TableName, "ext4", "{", ext4.String(), "}")
+		st, err := tb.Read()
+		must(t, err)
+		if len(st.Ingress[ext4]) != 0 {
+			t.Errorf("ingress of %s read back as %v with the IP out of ext4, want none", ext4, st.Ingress[ext4])
+		}
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA}))
+		if st, _ := tb.Read(); !slices.Equal(st.Ingress[ext4], []netip.Addr{ctrA}) {
+			t.Errorf("SetIngress left %s steering to %v", ext4, st.Ingress[ext4])
+		}
+		must(t, tb.SetIngress(ext4, nil))
+		if out := nft(t, netns, "list", "set", "inet", TableName, "ext4"); strings.Contains(out, ext4.String()) {
+			t.Errorf("removing %s's steering left it in ext4:\n%s", ext4, out)
+		}
+	})
+}
+
+// A table made by a release without the hairpin set, or missing a map
+// deleted by hand, reads as broken (not as an error), and Ensure (what GC
+// and repair run then) mends it.
+func TestATableMissingASetOrMapIsBrokenUntilEnsure(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
+		nft(t, netns, "delete", "set", "inet", TableName, "ext4")
+		nft(t, netns, "delete", "map", "inet", TableName, "snat4")
+		st, err := tb.Read()
+		must(t, err)
+		for _, name := range []string{"ext4", "snat4"} {
+			if !slices.ContainsFunc(st.Broken, func(b string) bool { return strings.Contains(b, name) }) {
+				t.Errorf("broken %v, want the missing %s named", st.Broken, name)
+			}
+		}
+		must(t, tb.Ensure())
+		if st, _ := tb.Read(); len(st.Broken) != 0 {
+			t.Errorf("Ensure left %v broken", st.Broken)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"net"
 	"strings"
 	"testing"
 )
@@ -180,4 +181,46 @@ func (w *world) pingAnsweredByContainer(t *testing.T, c *container, ext string) 
 	if out, err := w.h.try("ip netns exec %s ping -c 1 -W 1 %s", w.h.lan, ext); err == nil {
 		t.Fatalf("ping to %s was answered with the container ignoring pings: the node answered, not the container:\n%s", ext, out)
 	}
+}
+
+// A flow that another program DNATs to a steered container from its
+// bridge neighbour is not ours: our hairpin masquerade must leave it, so
+// the container sees the neighbour's own address (the conntrack entry's
+// reply goes to the neighbour, not to the bridge's address).
+func TestAForeignDNATToASteeredContainerIsNotMasqueradedByUs(t *testing.T) {
+	w := newWorld(t, "both")
+	a := w.add("a", extV4, extV6)
+	b := w.add("b")
+	vips := map[string]string{extV4: "198.51.100.7", extV6: "2001:db8:ff::7"}
+	w.h.inNode("nft add table inet eipt-foreign")
+	t.Cleanup(func() { w.h.try("ip netns exec %s nft delete table inet eipt-foreign", w.h.name) })
+	w.h.inNode("nft add chain inet eipt-foreign pre { type nat hook prerouting priority dstnat \\; }")
+	w.h.inNode("nft add rule inet eipt-foreign pre ip daddr %s udp dport %s dnat ip to %s", vips[extV4], svPort, a.v4)
+	w.h.inNode("nft add rule inet eipt-foreign pre ip6 daddr %s udp dport %s dnat ip6 to %s", vips[extV6], svPort, a.v6)
+	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		vip := vips[ext]
+		err := inNS(t, b.netns, func() error {
+			c, err := net.Dial("udp", net.JoinHostPort(vip, svPort))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte("hello"))
+			return err
+		})
+		if err != nil {
+			t.Fatalf("sending from b to %s: %v", vip, err)
+		}
+		out := w.h.inNode("conntrack -L -p udp --orig-dst %s", vip)
+		f := strings.Fields(out)
+		var dsts []string
+		for _, x := range f {
+			if d, ok := strings.CutPrefix(x, "dst="); ok {
+				dsts = append(dsts, d)
+			}
+		}
+		if len(dsts) != 2 || dsts[1] != addr(b) {
+			t.Fatalf("the foreign DNAT's entry replies to %v, want b's own %s (masqueraded by our table?):\n%s", dsts, addr(b), out)
+		}
+	})
 }
