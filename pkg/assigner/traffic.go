@@ -143,15 +143,18 @@ func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error
 		return nil
 	}
 	a.step("nat")
-	want, err := a.forgetLeaving(touch, was)
-	if want == nil && len(touch) > 0 {
+	want, leaving, err := a.leaving(touch, was)
+	if err != nil {
 		return err
 	}
 	ch := ownChange(now, was)
 	for i, ip := range touch {
 		ch.Ingress[ip] = want[i]
 	}
-	return errors.Join(err, a.opts.NAT.Apply(ch))
+	if err := a.opts.NAT.Apply(ch); err != nil {
+		return err // a replay forgets the leaving flows once it applies
+	}
+	return a.forget(leaving)
 }
 
 func anySteering(ss []*steering) bool {
@@ -190,32 +193,46 @@ func ownChange(now *steering, was []*steering) nat.Change {
 	return ch
 }
 
-// forgetLeaving reads each touched IP's targets from its holders' records
-// and forgets the flows of a target that left, or of the whole IP once
-// nobody holds it. It runs before any table change: closing the conntrack
-// socket right after an nf_tables commit would wait out the commit's RCU
-// grace period (10 to 20 ms). A leaving target is a container being torn
-// down, so a flow that reaches it in the instant between is one it would
-// not have answered anyway.
-func (a *Assigner) forgetLeaving(touch []netip.Addr, was []*steering) ([][]netip.Addr, error) {
+// gone is a target whose flows to ip are to be forgotten; with no target,
+// every flow of ip.
+type gone struct{ ip, target netip.Addr }
+
+// leaving reads each touched IP's targets from its holders' records, and
+// lists the targets that left and the IPs that nobody holds any more.
+// Their conntrack entries are deleted once the table no longer steers to
+// them (forget): deleted before, a new flow in between would be DNATed to
+// the leaving target again, and its entry, kept alive by the client's
+// retransmissions, would black-hole it for minutes. (Closing the conntrack
+// socket after an nf_tables commit waits out the commit's RCU grace
+// period; the plugin hands both sockets to a detached child, see
+// HostTable.Files.)
+func (a *Assigner) leaving(touch []netip.Addr, was []*steering) ([][]netip.Addr, []gone, error) {
 	want := make([][]netip.Addr, len(touch))
-	var errs []error
+	var out []gone
 	for i, ip := range touch {
 		targets, held, err := a.targets(ip)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		want[i] = targets
 		if !held {
-			errs = append(errs, a.opts.NAT.Forget(ip, netip.Addr{}))
+			out = append(out, gone{ip: ip})
 		}
 		for _, old := range was {
-			if t, ok := old.target(ip); held && ok && !slices.Contains(targets, t) {
-				errs = append(errs, a.opts.NAT.Forget(ip, t))
+			if t, ok := old.target(ip); held && ok && !slices.Contains(targets, t) && !slices.Contains(out, gone{ip, t}) {
+				out = append(out, gone{ip, t})
 			}
 		}
 	}
-	return want, errors.Join(errs...)
+	return want, out, nil
+}
+
+func (a *Assigner) forget(leaving []gone) error {
+	var errs []error
+	for _, g := range leaving {
+		errs = append(errs, a.opts.NAT.Forget(g.ip, g.target))
+	}
+	return errors.Join(errs...)
 }
 
 // targets reads ip's holders from its index and each holder's target from

@@ -16,6 +16,9 @@ type fakeNAT struct {
 	st       nat.State
 	forgot   []string
 	probeErr error
+	// stillSteered lists the forgotten targets that the table still
+	// steered to when they were forgotten.
+	stillSteered []string
 }
 
 func newFakeNAT() *fakeNAT {
@@ -77,6 +80,9 @@ func (n *fakeNAT) Probe() error              { return n.probeErr }
 
 func (n *fakeNAT) Forget(ip, target netip.Addr) error {
 	n.forgot = append(n.forgot, fmt.Sprintf("%s->%v", ip, target))
+	if _, steered := n.st.Ingress[ip]; steered && (!target.IsValid() || slices.Contains(n.st.Ingress[ip], target)) {
+		n.stillSteered = append(n.stillSteered, fmt.Sprintf("%s->%v", ip, target))
+	}
 	return nil
 }
 
@@ -204,5 +210,22 @@ func TestCheckFailsWhenTheSpreadAlsoPointsAtATargetNoHolderHas(t *testing.T) {
 	}
 	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {
 		t.Errorf("repair left the spread at %v", got)
+	}
+}
+
+// A leaving target's conntrack entries are deleted once the table no
+// longer steers to it: deleted before, a new flow in between would be
+// DNATed to it again and its entry, kept by the client's retransmissions,
+// would black-hole it for minutes.
+func TestALeavingTargetIsForgottenOnlyOnceTheTableNoLongerSteersToIt(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	f.steered(n, TrafficBoth, ctrB4)
+	f.add(attB, v4a)
+	f.del(attB)
+	f.del(attA)
+	if len(n.forgot) != 2 || len(n.stillSteered) != 0 {
+		t.Errorf("forgot %v, of which the table still steered to %v at the time, want none", n.forgot, n.stillSteered)
 	}
 }
