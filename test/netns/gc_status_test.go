@@ -206,3 +206,25 @@ func TestStatusCommandShowsHoldersAndDrift(t *testing.T) {
 		t.Fatalf("status does not report the address removed by hand:\n%s", out)
 	}
 }
+
+// status and CHECK only read: with a part of the state directory missing
+// there is no state to read, and neither makes the part again.
+func TestStatusAndCheckMakeNothingInAnIncompleteStateDirectory(t *testing.T) {
+	for _, part := range []string{"tmp", "att", "ip", "lock"} {
+		t.Run(part, func(t *testing.T) {
+			h := newHost(t)
+			h.addOn("net-a", "a", "192.0.2.10")
+			if err := os.RemoveAll(filepath.Join(h.dataDir, "eip0", part)); err != nil {
+				t.Fatal(err)
+			}
+			before := h.settledView()
+			if out := h.inNode("%s status --data-dir %s", pluginBin, h.dataDir); !strings.Contains(out, "no external IPs held") {
+				t.Errorf("status without %s:\n%s\nwant no external IPs held", part, out)
+			}
+			conf := h.netConf("1.1.0", map[string]any{"runtimeConfig": runtimeIPs("192.0.2.10")})
+			conf["name"] = "net-a"
+			h.run(call{command: "CHECK", containerID: "a", ifName: "eth0", netns: "/var/run/netns/a", conf: conf}).mustFail(t, "CHECK without "+part, 104, "no record")
+			h.mustBeUnchanged(t, "status and CHECK without "+part, before)
+		})
+	}
+}

@@ -163,3 +163,44 @@ func TestPlantedStateIsRefusedThroughTheBinary(t *testing.T) {
 		t.Error("the planted journal was replayed or the refused ADD assigned its IP")
 	}
 }
+
+// A DEL under a dataDir the safety rules refuse fails with code 7 as every
+// verb does: its records cannot be trusted, so it releases nothing. The
+// holder is marked for that dataDir, so its state cannot be moved to
+// another: the admin makes the dataDir safe where it is, runs `external-ip
+// repair`, and the DEL the runtime retries finishes.
+func TestADelUnderARefusedDataDirFailsWith7UntilTheDataDirIsMadeSafe(t *testing.T) {
+	h := newHost(t)
+	open := t.TempDir()
+	dataDir := filepath.Join(open, "state")
+	del := func(dataDir string) call {
+		conf := h.netConf("1.1.0", map[string]any{"dataDir": dataDir})
+		conf["name"] = "net-a"
+		return call{command: "DEL", containerID: "a", ifName: "eth0", conf: conf}
+	}
+	h.addOnDir(dataDir, "net-a", "a", "192.0.2.10").mustOK(t, "ADD under a safe dataDir")
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	before := h.view()
+	h.run(del(dataDir)).mustFail(t, "DEL once dataDir's parent is world-writable", 7, `dataDir: "`+dataDir+`"`, open)
+	h.mustBeUnchanged(t, "the refused DEL", before)
+	h.mustHold(t, "after the refused DEL", "eip0", "192.0.2.10/32")
+
+	moved := filepath.Join(h.dataDir, "moved")
+	if err := os.Rename(dataDir, moved); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.try("ip netns exec %s %s repair --data-dir %s", h.name, pluginBin, moved)
+	if err == nil || !strings.Contains(out, "holds the external IPs of dataDir "+dataDir) {
+		t.Errorf("repair of the state moved to another dataDir = %v:\n%s\nwant it refused: the holder is %s's", err, out, dataDir)
+	}
+	if err := errors.Join(os.Rename(moved, dataDir), os.Chmod(open, 0o755)); err != nil {
+		t.Fatal(err)
+	}
+	h.inNode("%s repair --data-dir %s", pluginBin, dataDir)
+	h.run(del(dataDir)).mustOK(t, "the retried DEL once dataDir is safe")
+	if h.holderHas("eip0", "192.0.2.10") {
+		t.Error("192.0.2.10 is still on eip0 after the retried DEL")
+	}
+}
