@@ -99,6 +99,9 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	if err != nil {
 		return nil, err
 	}
+	if err := a.screenContainer(); err != nil {
+		return nil, err
+	}
 	// Probing waits for the LAN, so it runs before the lock, which every
 	// other invocation on the node needs.
 	if err := a.probe(ips, routes, h.Probe); err != nil {

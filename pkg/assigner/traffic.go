@@ -82,6 +82,26 @@ func (a *Assigner) steers() bool {
 	return a.opts.NAT != nil && t != "" && t != TrafficNone
 }
 
+// screenContainer refuses steering when prevResult names, as the
+// container's, an address the node itself holds (a gateway address, the
+// node's own): the rules would DNAT the external IP to the node and SNAT
+// the node's own flows from that address to the external IP.
+func (a *Assigner) screenContainer() error {
+	if !a.steers() {
+		return nil
+	}
+	for _, c := range a.opts.Container {
+		r, err := a.k.lookup(c.Addr())
+		if err != nil {
+			return err
+		}
+		if r.local != 0 {
+			return Errorf(ErrRefused, "traffic: prevResult gives the container %s, an address of the node's own %s", c.Addr(), a.k.linkName(r.local))
+		}
+	}
+	return nil
+}
+
 // newSteering decides an ADD's rules: egress from each container address
 // through each uplink of its family's IPs, from the first such IP in
 // request order; and a hairpin rule per target, from its own subnet.

@@ -229,3 +229,19 @@ func TestALeavingTargetIsForgottenOnlyOnceTheTableNoLongerSteersToIt(t *testing.
 		t.Errorf("forgot %v, of which the table still steered to %v at the time, want none", n.forgot, n.stillSteered)
 	}
 }
+
+// A prevResult naming an address the node itself holds as the
+// container's would DNAT the external IP to the node and SNAT the node's
+// own flows from that address: ADD refuses it and changes nothing.
+func TestAContainerAddressTheNodeHoldsIsRefusedAndNothingChanges(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, netip.PrefixFrom(nodeIP, 24))
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), nodeIP.String()) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("ADD with the node's address as the container's: %v, want one line refusing %s", err, nodeIP)
+	}
+	if n.st.Present || len(n.st.Egress) != 0 {
+		t.Errorf("the refused ADD steered: %+v", n.st)
+	}
+	assertUntouched(t, f)
+}
