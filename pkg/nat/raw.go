@@ -2,18 +2,108 @@ package nat
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// count is how many rules Ensure puts in the chain.
-func (b baseChain) count() int {
-	n := len(b.rules(ipv4)) + len(b.rules(ipv6))
-	if b.raw != nil {
-		n += 2 // one per family
+// signatures are the rules Ensure puts in the chain, in order, each as
+// ruleSignature reads it.
+func (b baseChain) signatures() []string {
+	var out []string
+	for _, f := range []family{ipv4, ipv6} {
+		for _, r := range b.rules(f) {
+			out = append(out, ruleSignature(marshalAll(r)))
+		}
 	}
-	return n
+	if b.raw != nil {
+		for _, f := range []family{ipv4, ipv6} {
+			out = append(out, ruleSignature(b.raw(f)))
+		}
+	}
+	return out
+}
+
+// ruleSignature names a rule's expressions in order, each lookup with the
+// set it reads ("fib cmp meta cmp payload lookup:in4"): a rule edited by
+// hand, one missing its fib guard or reading another map, reads as
+// another. It parses marshalled expressions, ours or the kernel's dump.
+func ruleSignature(exprs [][]byte) string {
+	var parts []string
+	for _, e := range exprs {
+		ad, err := netlink.NewAttributeDecoder(e)
+		if err != nil {
+			return "?"
+		}
+		var name, set string
+		for ad.Next() {
+			switch ad.Type() {
+			case unix.NFTA_EXPR_NAME:
+				name = ad.String()
+			case unix.NFTA_EXPR_DATA:
+				ad.Nested(func(nd *netlink.AttributeDecoder) error {
+					for nd.Next() {
+						if name == "lookup" && nd.Type() == unix.NFTA_LOOKUP_SET {
+							set = ":" + nd.String()
+						}
+					}
+					return nil
+				})
+			}
+		}
+		parts = append(parts, name+set)
+	}
+	return strings.Join(parts, " ")
+}
+
+// dumpRules lists chain's rules, each as its marshalled expressions, with
+// a dump of our own: the library (v0.3.0) cannot decode the hairpin rule's
+// ct direction, which the kernel sends as one byte where it expects four.
+func (t *Table) dumpRules(chain string) ([][][]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	ae.String(unix.NFTA_RULE_CHAIN, chain)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := t.nl.Execute(netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE), Flags: netlink.Request | netlink.Dump},
+		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][][]byte, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, ruleExprs(m.Data))
+	}
+	return out, nil
+}
+
+// ruleExprs is the expressions of one NEWRULE message (after nfgenmsg).
+func ruleExprs(data []byte) [][]byte {
+	var exprs [][]byte
+	if len(data) < 4 {
+		return nil
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return nil
+	}
+	for ad.Next() {
+		if ad.Type() != unix.NFTA_RULE_EXPRESSIONS {
+			continue
+		}
+		ad.Nested(func(nd *netlink.AttributeDecoder) error {
+			for nd.Next() {
+				exprs = append(exprs, nd.Bytes())
+			}
+			return nil
+		})
+	}
+	return exprs
 }
 
 // rawRules appends b's raw rule of each family to its chain in one

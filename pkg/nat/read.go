@@ -73,34 +73,19 @@ func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
 			st.Broken = append(st.Broken, "chain "+b.name+" missing or not hooked at its priority")
 			continue
 		}
-		n, err := t.countRules(b.name)
+		rules, err := t.dumpRules(b.name)
 		if err != nil {
 			return fmt.Errorf("listing rules of chain %s: %w", b.name, err)
 		}
-		want := b.count()
-		if n != want {
-			st.Broken = append(st.Broken, fmt.Sprintf("chain %s has %d rules, not %d", b.name, n, want))
+		got := make([]string, len(rules))
+		for i, r := range rules {
+			got[i] = ruleSignature(r)
+		}
+		if want := b.signatures(); !slices.Equal(got, want) {
+			st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds rules %q, not %q", b.name, got, want))
 		}
 	}
 	return nil
-}
-
-// countRules counts a chain's rules with a dump of its own, without
-// decoding them: the library (v0.3.0) cannot decode the hairpin rule's
-// ct direction, which the kernel sends as one byte where it expects four.
-func (t *Table) countRules(chain string) (int, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, TableName)
-	ae.String(unix.NFTA_RULE_CHAIN, chain)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return 0, err
-	}
-	msgs, err := t.nl.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE), Flags: netlink.Request | netlink.Dump},
-		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
-	})
-	return len(msgs), err
 }
 
 // elements lists a map's elements; ok is false when the map is missing.

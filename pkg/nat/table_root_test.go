@@ -322,3 +322,34 @@ func TestATableMissingASetOrMapIsBrokenUntilEnsure(t *testing.T) {
 		}
 	})
 }
+
+// A base rule edited by hand, with as many rules as before, is broken:
+// here the ingress rule without its fib guard (it would steer an address
+// the node no longer holds) and the hairpin rule reading another set.
+func TestABaseRuleEditedByHandIsBrokenUntilEnsure(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		nft(t, netns, "flush", "chain", "inet", TableName, chainPrerouting)
+		nft(t, netns, "add", "rule", "inet", TableName, chainPrerouting, "ip", "daddr", "vmap", "@in4")
+		nft(t, netns, "add", "rule", "inet", TableName, chainPrerouting, "ip6", "daddr", "vmap", "@in6")
+		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
+		nft(t, netns, "add", "rule", "inet", TableName, chainPostrouting, "snat", "ip", "to", "ip", "saddr", ".", "oifname", "map", "@snat4")
+		nft(t, netns, "add", "rule", "inet", TableName, chainPostrouting, "snat", "ip6", "to", "ip6", "saddr", ".", "oifname", "map", "@snat6")
+		nft(t, netns, "add", "rule", "inet", TableName, chainPostrouting, "ct", "status", "dnat", "ip", "saddr", ".", "ip", "daddr", "@hp4", "masquerade")
+		nft(t, netns, "add", "rule", "inet", TableName, chainPostrouting, "ct", "status", "dnat", "ip6", "saddr", ".", "ip6", "daddr", "@hp6", "masquerade")
+		st, err := tb.Read()
+		must(t, err)
+		for _, chain := range []string{chainPrerouting, chainPostrouting} {
+			if !slices.ContainsFunc(st.Broken, func(b string) bool { return strings.HasPrefix(b, "chain "+chain+" ") }) {
+				t.Errorf("broken %v, want chain %s named", st.Broken, chain)
+			}
+		}
+		if len(st.Broken) != 2 || strings.Contains(strings.Join(st.Broken, ""), "\n") {
+			t.Errorf("broken %q, want the two edited chains, each on one line", st.Broken)
+		}
+		must(t, tb.Ensure())
+		if st, _ := tb.Read(); len(st.Broken) != 0 {
+			t.Errorf("Ensure left %v broken", st.Broken)
+		}
+	})
+}
