@@ -35,15 +35,13 @@ func (b *bench) subjects(n *node) []subject {
 }
 
 // profiles runs the hooks the flags ask for, after the iterations, printing
-// each tool's summary and keeping its raw output under -out's profile/.
+// each tool's summary and keeping its raw output in a directory of its own
+// that outlives the run (perf data does not belong in docs/).
 func (b *bench) profiles(n *node) error {
 	if !b.opts.strace && !b.opts.perf && !b.opts.inittrace {
 		return nil
 	}
-	dir := filepath.Join(b.tmp, "profile")
-	if b.opts.out != "" {
-		dir = filepath.Join(b.opts.out, "profile")
-	}
+	dir := filepath.Join(os.TempDir(), "eip-bench-profile-"+b.id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
