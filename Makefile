@@ -23,7 +23,7 @@ IMAGE    ?= localhost/external-ip:latest
 all: build
 
 # Static, as the containernetworking/plugins releases are: a dynamically
-# linked binary costs about 1.3 ms more at every start (docs/benchmark.md).
+# linked binary costs 1.3 to 1.9 ms more at every start (docs/benchmark.md).
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.buildVersion=$(VERSION) -X main.buildRevision=$(REVISION)" -o $(PLUGIN) ./plugins/external-ip
 
