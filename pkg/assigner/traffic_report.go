@@ -26,19 +26,7 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
 	if !st.Present || len(st.Broken) > 0 {
 		drift("nftables table inet %s: %s", nat.TableName, brokenText(st))
 	}
-	for i := range rep.IPs {
-		ir := &rep.IPs[i]
-		ir.Targets = st.Ingress[ir.Addr]
-		for k, ip := range st.Egress {
-			if ip == ir.Addr {
-				ir.EgressFrom = append(ir.EgressFrom, k.Source)
-			}
-		}
-		slices.SortFunc(ir.EgressFrom, netip.Addr.Compare)
-		if !slices.Equal(w.ingress[ir.Addr], ir.Targets) {
-			drift("%s: ingress steers to %v, the records to %v", ir.Addr, ir.Targets, w.ingress[ir.Addr])
-		}
-	}
+	reportTargets(rep, st, w, drift)
 	for ip, targets := range st.Ingress {
 		if _, ok := w.ingress[ip]; !ok && a.ownsIP(ip) {
 			drift("%s: ingress rule to %v held by no record", ip, targets)
@@ -60,4 +48,22 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
 		}
 	}
 	return nil
+}
+
+// reportTargets fills in each reported IP's targets and egress sources,
+// and names an IP whose targets are not its records'.
+func reportTargets(rep *Report, st *nat.State, w natWant, drift func(string, ...any)) {
+	for i := range rep.IPs {
+		ir := &rep.IPs[i]
+		ir.Targets = st.Ingress[ir.Addr]
+		for k, ip := range st.Egress {
+			if ip == ir.Addr {
+				ir.EgressFrom = append(ir.EgressFrom, k.Source)
+			}
+		}
+		slices.SortFunc(ir.EgressFrom, netip.Addr.Compare)
+		if !slices.Equal(w.ingress[ir.Addr], ir.Targets) {
+			drift("%s: ingress steers to %v, the records to %v", ir.Addr, ir.Targets, w.ingress[ir.Addr])
+		}
+	}
 }

@@ -95,12 +95,18 @@ func (f *fixture) steered(n *fakeNAT, traffic string, container ...netip.Prefix)
 	f.opts.NAT, f.opts.Traffic, f.opts.Container = n, traffic, container
 }
 
-func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
+// twoHolders is a fixture whose a (ctrA4) and b (ctrB4) both hold v4a.
+func twoHolders(t *testing.T) (*fixture, *fakeNAT) {
 	f, n := newFixture(t), newFakeNAT()
 	f.steered(n, TrafficBoth, ctrA4)
 	f.add(attA, v4a)
 	f.steered(n, TrafficBoth, ctrB4)
 	f.add(attB, v4a)
+	return f, n
+}
+
+func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
+	f, n := twoHolders(t)
 	if got := n.st.Ingress[v4a]; len(got) != 2 || !slices.Contains(got, ctrA4.Addr()) || !slices.Contains(got, ctrB4.Addr()) {
 		t.Fatalf("%s steers to %v, want both holders", v4a, got)
 	}
@@ -218,11 +224,7 @@ func TestCheckFailsWhenTheSpreadAlsoPointsAtATargetNoHolderHas(t *testing.T) {
 // DNATed to it again and its entry, kept by the client's retransmissions,
 // would black-hole it for minutes.
 func TestALeavingTargetIsForgottenOnlyOnceTheTableNoLongerSteersToIt(t *testing.T) {
-	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, TrafficBoth, ctrA4)
-	f.add(attA, v4a)
-	f.steered(n, TrafficBoth, ctrB4)
-	f.add(attB, v4a)
+	f, n := twoHolders(t)
 	f.del(attB)
 	f.del(attA)
 	if len(n.forgot) != 2 || len(n.stillSteered) != 0 {
