@@ -58,6 +58,14 @@ func (s *steering) ingress() bool {
 	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficIngress)
 }
 
+// egressOf is s's egress rules; none for no steering.
+func (s *steering) egressOf() []egressRule {
+	if s == nil {
+		return nil
+	}
+	return s.Egress
+}
+
 func (s *steering) egress() bool {
 	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficEgress)
 }
@@ -110,18 +118,13 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 		return nil
 	}
 	s := &steering{Traffic: a.opts.Traffic, Container: a.opts.Container}
-	if s.egress() {
-		seen := map[nat.EgressKey]bool{}
-		for _, p := range placed {
-			for _, c := range s.Container {
-				k := nat.EgressKey{Source: c.Addr(), Uplink: p.Uplink.Name}
-				if c.Addr().Is4() == p.Addr.Is4() && p.Uplink.Name != "" && !seen[k] {
-					seen[k] = true
-					s.Egress = append(s.Egress, egressRule{Source: c.Addr(), Uplink: p.Uplink.Name, IP: p.Addr})
-				}
-			}
-		}
+	uplinks := map[netip.Addr]string{}
+	var order []netip.Addr
+	for _, p := range placed {
+		uplinks[p.Addr] = p.Uplink.Name
+		order = append(order, p.Addr)
 	}
+	s.Egress = s.egressVia(order, uplinks)
 	if s.ingress() {
 		for _, ip := range ips {
 			if t, ok := s.target(ip); ok && !slices.ContainsFunc(s.Hairpin, func(h hairpinRule) bool { return h.Target == t }) {
@@ -130,6 +133,26 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 		}
 	}
 	return s
+}
+
+// egressVia is s's egress: from each container address through the
+// uplink of each IP of its family, from the first such IP in ips' order.
+func (s *steering) egressVia(ips []netip.Addr, uplinks map[netip.Addr]string) []egressRule {
+	if !s.egress() {
+		return nil
+	}
+	var out []egressRule
+	seen := map[nat.EgressKey]bool{}
+	for _, ip := range ips {
+		for _, c := range s.Container {
+			k := nat.EgressKey{Source: c.Addr(), Uplink: uplinks[ip]}
+			if c.Addr().Is4() == ip.Is4() && k.Uplink != "" && !seen[k] {
+				seen[k] = true
+				out = append(out, egressRule{Source: k.Source, Uplink: k.Uplink, IP: ip})
+			}
+		}
+	}
+	return out
 }
 
 func (s *steering) prefixOf(a netip.Addr) netip.Prefix {

@@ -3,6 +3,7 @@ package assigner
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -47,6 +48,33 @@ func wantNAT(recs map[string]*record) natWant {
 		}
 	}
 	return w
+}
+
+// followUplinks moves each record's egress rules to the uplinks its IPs
+// leave by now, as the index has them (GC re-homes an IP whose uplink
+// vanished): the table, CHECK and DEL then go by the uplink the flows take.
+func (a *Assigner) followUplinks(recs map[string]*record) error {
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(recs)) {
+		r := recs[key]
+		if len(r.Steering.egressOf()) == 0 {
+			continue
+		}
+		uplinks := map[netip.Addr]string{}
+		for _, ip := range r.IPs {
+			e, err := a.st.readIP(ip)
+			if err != nil {
+				return err
+			}
+			uplinks[ip] = e.Uplink
+		}
+		if eg := r.Steering.egressVia(r.IPs, uplinks); !slices.Equal(eg, r.Steering.Egress) {
+			a.log.Info("egress follows a re-homed IP", "attachment", key, "egress", eg)
+			r.Steering.Egress = eg
+			errs = append(errs, a.st.writeJSON(inAtt, recordName(key), r))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reconcileNAT makes the table match the records both ways: missing rules

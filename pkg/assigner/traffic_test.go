@@ -247,3 +247,31 @@ func TestAContainerAddressTheNodeHoldsIsRefusedAndNothingChanges(t *testing.T) {
 	}
 	assertUntouched(t, f)
 }
+
+// When GC re-homes an IP whose uplink vanished, the egress of its holders
+// follows it: the record and the table send the container's flows from
+// the IP through the uplink it now leaves by, and CHECK agrees.
+func TestGCMovesTheEgressOfAReHomedIPToItsNewUplink(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4other) // via eth1
+	if n.st.Egress[nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth1"}] != v4other {
+		t.Fatalf("setup: egress %v, want via eth1", n.st.Egress)
+	}
+	f.k.dropUplink("eth1")
+	viaEth0(f)
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[nat.EgressKey]netip.Addr{{Source: ctrA4.Addr(), Uplink: "eth0"}: v4other}
+	if fmt.Sprint(n.st.Egress) != fmt.Sprint(want) {
+		t.Errorf("after GC egress is %v, want %v", n.st.Egress, want)
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK after GC: %v", err)
+	}
+	f.del(attA)
+	if len(n.st.Egress) != 0 {
+		t.Errorf("DEL left egress %v", n.st.Egress)
+	}
+}
