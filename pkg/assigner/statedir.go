@@ -160,7 +160,7 @@ func (s *store) openData(create bool) (bool, error) {
 // openInside opens the device's directory and its subdirectories relative
 // to dataDir's handle, never through a symlink. found is false when the
 // device has no state directory and none is to be made, or, to read, when
-// one of its parts is missing: a reader makes nothing.
+// att/ or ip/ is missing: a reader makes nothing, and needs no tmp/.
 func (s *store) openInside(mode access) (bool, error) {
 	root, err := s.openDir(s.fd[data], s.device, s.dir, mode == makeAll)
 	if err != nil || root < 0 {
@@ -171,6 +171,9 @@ func (s *store) openInside(mode access) (bool, error) {
 		// The device's directory exists: a writer makes its
 		// subdirectories whoever comes, as they are ours.
 		fd, err := s.openDir(root, subdirs[w], s.path(w, ""), mode != readOnly)
+		if fd < 0 && err == nil && mode == readOnly && w == inTmp {
+			continue // a reader stages nothing: the records are still there
+		}
 		if err != nil || fd < 0 {
 			return false, s.missing(mode != readOnly, err, s.path(w, ""))
 		}
@@ -230,7 +233,8 @@ type access int
 
 const (
 	// readOnly makes nothing: status, CHECK and the announcer's re-check
-	// only read, and a missing part of the state means there is none.
+	// only read; a missing att/ or ip/ means there is no state, while a
+	// missing tmp/ or lock file hides no record.
 	readOnly access = iota
 	// makeParts makes the device directory's own parts (tmp/, att/, ip/,
 	// lock) but neither dataDir nor the device directory: DEL and GC
@@ -286,7 +290,7 @@ func (s *store) tryLock(mode access, deadline time.Time, timeout time.Duration) 
 
 // lockLegacy also takes the device's lock file, which binaries from before
 // the dataDir lock take instead: an upgrade's old and new invocations still
-// exclude each other. A reader does not make it: found is false without it.
+// exclude each other. A reader does not make it, and reads without it.
 func (s *store) lockLegacy(mode access, deadline time.Time, timeout time.Duration) (bool, error) {
 	path := s.path(top, lockName)
 	flags := unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
@@ -296,7 +300,9 @@ func (s *store) lockLegacy(mode access, deadline time.Time, timeout time.Duratio
 	fd, err := unix.Openat(s.fd[top], lockName, flags, fileMode)
 	switch {
 	case errors.Is(err, unix.ENOENT) && mode == readOnly:
-		return false, nil
+		// The dataDir lock is held; without its file an older binary,
+		// which would make it, is not running: the records still count.
+		return true, nil
 	case errors.Is(err, unix.ELOOP):
 		return false, notFollowed(s.fd[top], lockName, path, "file")
 	case err != nil:
