@@ -106,10 +106,10 @@ func ruleExprs(data []byte) [][]byte {
 	return exprs
 }
 
-// rawRules appends b's raw rule of each family to its chain in one
-// transaction sent over the table's socket, as the library would send it:
-// a batch of NEWRULE messages, each acknowledged.
-func (t *Table) rawRules(b baseChain) error {
+// fillChain flushes b's chain and fills it with its rules, the library's
+// and the raw ones, in one transaction sent over the table's socket as the
+// library would send it: a batch of messages, each acknowledged.
+func (t *Table) fillChain(b baseChain) error {
 	if b.raw == nil {
 		return nil
 	}
@@ -117,7 +117,12 @@ func (t *Table) rawRules(b baseChain) error {
 		return netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: netlink.Request},
 			Data: binary.BigEndian.AppendUint16([]byte{unix.AF_UNSPEC, unix.NFNETLINK_V0}, unix.NFNL_SUBSYS_NFTABLES)}
 	}
-	msgs := []netlink.Message{batch(unix.NFNL_MSG_BATCH_BEGIN)}
+	msgs := []netlink.Message{batch(unix.NFNL_MSG_BATCH_BEGIN), flushRules(b.name)}
+	for _, f := range []family{ipv4, ipv6} {
+		for _, r := range b.rules(f) {
+			msgs = append(msgs, newRule(b.name, marshalAll(r)))
+		}
+	}
 	for _, f := range []family{ipv4, ipv6} {
 		msgs = append(msgs, newRule(b.name, b.raw(f)))
 	}
@@ -149,6 +154,19 @@ func newRule(chain string, exprs [][]byte) netlink.Message {
 	return netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE),
 			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Append},
+		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	}
+}
+
+// flushRules is NFT_MSG_DELRULE with no handle: every rule of chain.
+func flushRules(chain string) netlink.Message {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	ae.String(unix.NFTA_RULE_CHAIN, chain)
+	attrs, _ := ae.Encode()
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_DELRULE),
+			Flags: netlink.Request | netlink.Acknowledge},
 		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
 	}
 }

@@ -59,10 +59,11 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 
 // Ensure makes the table, its maps and its base chains with their rules.
 // It is idempotent: the base chains are flushed and refilled, the maps
-// (and every external IP's steering) are kept. The hairpin rules follow in
-// a second transaction of our own (rawRules): until it commits, a hairpin
-// flow that starts is not masqueraded; a crash between leaves the chain a
-// rule short, which Read reports as broken and repair mends.
+// (and every external IP's steering) are kept. The chain with a raw rule
+// (postrouting) is flushed and refilled in a second transaction of our own
+// (fillChain), so that each chain still changes at once; a crash between
+// leaves a new table's postrouting empty, which Read reports as broken and
+// repair mends.
 func (t *Table) Ensure() error {
 	t.c.AddTable(t.table)
 	for _, s := range t.sets() {
@@ -72,6 +73,9 @@ func (t *Table) Ensure() error {
 	}
 	for _, b := range baseChains() {
 		ch := t.c.AddChain(t.chain(b))
+		if b.raw != nil {
+			continue // fillChain's
+		}
 		t.c.FlushChain(ch)
 		for _, f := range []family{ipv4, ipv6} {
 			for _, e := range b.rules(f) {
@@ -83,7 +87,7 @@ func (t *Table) Ensure() error {
 		return fmt.Errorf("making table inet %s: %w", TableName, err)
 	}
 	for _, b := range baseChains() {
-		if err := t.rawRules(b); err != nil {
+		if err := t.fillChain(b); err != nil {
 			return fmt.Errorf("filling chain %s of table inet %s: %w", b.name, TableName, err)
 		}
 	}

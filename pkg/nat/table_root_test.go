@@ -353,3 +353,46 @@ func TestABaseRuleEditedByHandIsBrokenUntilEnsure(t *testing.T) {
 		}
 	})
 }
+
+// Two invocations of two networks (each under its own lock, each its own
+// process) may mend the table at once: each base chain still ends with its
+// rules once, not with a rule of each. The test runs itself twice as those
+// processes (EIP_NAT_ENSURE_IN names the namespace).
+func TestConcurrentEnsuresLeaveEachBaseChainWhole(t *testing.T) {
+	if path := os.Getenv("EIP_NAT_ENSURE_IN"); path != "" {
+		must(t, ns.WithNetNSPath(path, func(ns.NetNS) error { return ensureTimes(100) }))
+		return
+	}
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		var procs []*exec.Cmd
+		for range 2 {
+			c := exec.Command(os.Args[0], "-test.run=^TestConcurrentEnsuresLeaveEachBaseChainWhole$", "-test.count=1")
+			c.Env = append(os.Environ(), "EIP_NAT_ENSURE_IN=/var/run/netns/"+netns)
+			must(t, c.Start())
+			procs = append(procs, c)
+		}
+		for _, c := range procs {
+			must(t, c.Wait())
+		}
+		st, err := tb.Read()
+		must(t, err)
+		if len(st.Broken) != 0 {
+			t.Errorf("after concurrent Ensures: %v", st.Broken)
+		}
+	})
+}
+
+func ensureTimes(n int) error {
+	tb, err := Open()
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	for range n {
+		if err := tb.Ensure(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
