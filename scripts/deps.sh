@@ -16,6 +16,8 @@ have iptables || need+=(iptables)
 have nft || need+=(nftables)
 # The demo's servers and clients.
 have nc || need+=(netcat-openbsd)
+# test/netns lists the conntrack entries steering leaves (and must not).
+have conntrack || need+=(conntrack)
 # test/netns counts the plugin's netlink requests with strace.
 have strace || need+=(strace)
 
