@@ -13,7 +13,7 @@
 // The undo file lives in a hidden directory of the conf dir, not in the
 // plugin's state dir: the conf dir is what it undoes and, unlike the state
 // dir (tmpfs, gone at reboot), it persists as long as the changes do.
-// Runtimes list only the conf dir's files (libcni.ConfFiles skips
+// Runtimes list only the conf dir's files (libcni's ConfFiles skips
 // directories), so they never read it. Every change is recorded there
 // before it is made, so Uninstall restores the conf dir byte for byte (mode,
 // owner and mtime too) and removes the binary after a kill at any instant.

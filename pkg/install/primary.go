@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/containernetworking/cni/libcni"
 )
 
 // ErrNoPrimary: the conf dir holds no valid network config to chain into
@@ -31,13 +29,9 @@ type primary struct {
 // A single-plugin file we already turned into NAME.conflist is found under
 // that name when named asks for NAME.conf.
 func findPrimary(dir, named string) (*primary, error) {
-	files, err := libcni.ConfFiles(dir, confExts)
+	names, err := confFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = filepath.Base(f)
 	}
 	slices.Sort(names)
 	var skipped []string
@@ -78,22 +72,12 @@ func loadPrimary(dir, name string) (*primary, error) {
 		return nil, fmt.Errorf("%s: vanished", name)
 	}
 	p := &primary{name: name, data: data, meta: *meta, list: filepath.Ext(name) == ".conflist"}
+	check := checkPluginConf
 	if p.list {
-		l, err := libcni.NetworkConfFromBytes(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if len(l.Plugins) == 0 {
-			return nil, fmt.Errorf("%s: no plugins in the file", name)
-		}
-		return p, nil
+		check = checkConfList
 	}
-	c, err := libcni.NetworkPluginConfFromBytes(data)
-	if err != nil {
+	if err := check(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if c.Network.Type == "" {
-		return nil, fmt.Errorf("%s: no plugin type", name)
 	}
 	return p, nil
 }
