@@ -3,12 +3,14 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
 )
 
@@ -66,20 +68,28 @@ type Config struct {
 }
 
 type netConf struct {
-	types.PluginConf
-	Device        string          `json:"device"`
-	Uplink        string          `json:"uplink"`
-	ExternalIPs   json.RawMessage `json:"externalIPs"`
-	AllowedRanges []string        `json:"allowedRanges"`
-	PodAnnotation *string         `json:"podAnnotation"`
-	Announce      *announceRaw    `json:"announce"`
-	ConflictProbe json.RawMessage `json:"conflictProbe"`
-	DataDir       string          `json:"dataDir"`
-	LogFile       string          `json:"logFile"`
-	LogLevel      string          `json:"logLevel"`
-	LockTimeout   json.RawMessage `json:"lockTimeout"`
-	Traffic       json.RawMessage `json:"traffic"`
-	RuntimeConfig struct {
+	// The keys of types.PluginConf that we read, not the struct itself:
+	// decoding its DNS, IPAM and capability fields, and prevResult into a
+	// map that version.ParsePrevResult then marshals and decodes again, took
+	// most of the 0.2 ms that Load cost in a fresh process (encoding/json
+	// builds each struct type's field table at first use).
+	CNIVersion       string               `json:"cniVersion"`
+	Name             string               `json:"name"`
+	RawPrevResult    json.RawMessage      `json:"prevResult"`
+	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments"`
+	Device           string               `json:"device"`
+	Uplink           string               `json:"uplink"`
+	ExternalIPs      json.RawMessage      `json:"externalIPs"`
+	AllowedRanges    []string             `json:"allowedRanges"`
+	PodAnnotation    *string              `json:"podAnnotation"`
+	Announce         *announceRaw         `json:"announce"`
+	ConflictProbe    json.RawMessage      `json:"conflictProbe"`
+	DataDir          string               `json:"dataDir"`
+	LogFile          string               `json:"logFile"`
+	LogLevel         string               `json:"logLevel"`
+	LockTimeout      json.RawMessage      `json:"lockTimeout"`
+	Traffic          json.RawMessage      `json:"traffic"`
+	RuntimeConfig    struct {
 		ExternalIPs    json.RawMessage   `json:"externalIPs"`
 		PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
 	} `json:"runtimeConfig"`
@@ -116,13 +126,44 @@ func Load(stdin []byte) (*Config, error) {
 			return nil, err
 		}
 	}
-	if raw.RawPrevResult != nil {
-		if err := version.ParsePrevResult(&raw.PluginConf); err != nil {
-			return nil, decodef("prevResult: %v", err)
-		}
-		c.PrevResult = raw.PrevResult
+	prev, err := parsePrevResult(raw.CNIVersion, raw.RawPrevResult)
+	if err != nil {
+		return nil, decodef("prevResult: %v", err)
 	}
+	c.PrevResult = prev
 	return c, nil
+}
+
+// parsePrevResult decodes the main plugin's result as
+// version.ParsePrevResult does, from the raw bytes: a result that names no
+// cniVersion of its own takes the config's.
+func parsePrevResult(cniVersion string, raw json.RawMessage) (types.Result, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, fmt.Errorf("could not parse prevResult: %s is not an object", raw)
+	}
+	var v struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("could not parse prevResult: %w", err)
+	}
+	if v.CNIVersion == "" {
+		// Rare (results before 1.0.0 may omit it): the library's way.
+		conf := &types.PluginConf{CNIVersion: cniVersion}
+		if err := json.Unmarshal(raw, &conf.RawPrevResult); err != nil {
+			return nil, err
+		}
+		err := version.ParsePrevResult(conf)
+		return conf.PrevResult, err
+	}
+	res, err := create.Create(cniVersion, raw)
+	if err != nil {
+		return nil, fmt.Errorf("could not parse prevResult: %w", err)
+	}
+	return res, nil
 }
 
 func (c *Config) setNames(raw *netConf) error {

@@ -1,0 +1,60 @@
+package config_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/external-ip/external-ip/pkg/config"
+)
+
+// Load decodes prevResult from its bytes instead of through
+// version.ParsePrevResult's map; both must give the same result, error or
+// not, for every shape a runtime or a careless user may pass.
+func TestLoadDecodesPrevResultAsTheLibraryDoes(t *testing.T) {
+	for _, tt := range []struct{ name, confVersion, prev string }{
+		{"1.0.0", "1.0.0", prevResult100},
+		{"no version of its own", "1.0.0", `{"ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`},
+		{"no version, 0.4.0 config", "0.4.0", `{"ips":[{"version":"4","address":"10.0.0.5/24"}]}`},
+		{"older than the config", "1.0.0", `{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.5/24"}]}`},
+		{"empty object", "1.0.0", `{}`},
+		{"ips not a list", "1.0.0", `{"cniVersion":"1.0.0","ips":"10.0.0.5/24"}`},
+		{"bad address", "1.0.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5"}]}`},
+		{"unknown version", "1.0.0", `{"cniVersion":"9.9.9"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want, wantErr := libraryPrevResult(t, tt.confVersion, tt.prev)
+			c, err := config.Load(netConf(t, map[string]any{"cniVersion": tt.confVersion, "prevResult": json.RawMessage(tt.prev)}))
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("Load: %v; the library: %v", err, wantErr)
+			}
+			if err != nil {
+				checkErr(t, err, config.ErrDecode, "prevResult:")
+				return
+			}
+			if !reflect.DeepEqual(c.PrevResult, want) {
+				t.Errorf("PrevResult = %#v, the library's = %#v", c.PrevResult, want)
+			}
+		})
+	}
+}
+
+func libraryPrevResult(t *testing.T, confVersion, prev string) (types.Result, error) {
+	t.Helper()
+	conf := &types.PluginConf{CNIVersion: confVersion}
+	if err := json.Unmarshal([]byte(prev), &conf.RawPrevResult); err != nil {
+		t.Fatalf("test prevResult %s: %v", prev, err)
+	}
+	err := version.ParsePrevResult(conf)
+	return conf.PrevResult, err
+}
+
+func TestLoadRefusesAPrevResultThatIsNotAnObject(t *testing.T) {
+	for _, prev := range []string{`5`, `"x"`, `[]`, `true`} {
+		_, err := config.Load(netConf(t, map[string]any{"prevResult": json.RawMessage(prev)}))
+		checkErr(t, err, config.ErrDecode, "prevResult:")
+	}
+}
