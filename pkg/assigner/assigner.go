@@ -145,6 +145,12 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 		return nil, err
 	}
 	a.log.Info("added", "attachment", att.String(), "ips", ips)
+	// The ADD is done and stays: failing now would tell the runtime it
+	// failed while its record holds the IPs.
+	// The stale rules are drift that CHECK reports and GC mends.
+	if err := a.followReHomed(key, placed, uplinks); err != nil {
+		a.log.Warn("egress of the other holders not moved to the re-homed uplink; the next GC moves it", "error", oneLine(err))
+	}
 	return placed, nil
 }
 
