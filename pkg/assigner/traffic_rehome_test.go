@@ -1,8 +1,13 @@
 package assigner
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
@@ -46,5 +51,38 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersEgressWithoutAGC(t *testing.T) 
 		if _, err := f.assigner().Check(att); err != nil {
 			t.Errorf("CHECK of %s after the re-homing ADD: %v", att, err)
 		}
+	}
+}
+
+// A record whose egress names an uplink its IP no longer leaves by (an
+// invocation re-homed the IP and stopped before moving the rule) is drift
+// even though the table still has the rule: no flow leaves by that uplink.
+func TestCheckFailsWhenAnEgressRuleNamesAnUplinkTheIPNoLongerLeavesBy(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4other) // via eth1
+	index := filepath.Join(f.stateDir(), "ip", v4other.String()+".json")
+	var e ipEntry
+	decodeFile(t, index, &e)
+	e.Uplink = "eth0"
+	data, _ := json.Marshal(e)
+	if err := os.WriteFile(index, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.assigner().Check(attA)
+	msg := fmt.Sprint(err)
+	if !errors.Is(err, ErrDrift) || strings.Contains(msg, "\n") {
+		t.Fatalf("CHECK with the egress via eth1 and the IP via eth0: %v, want one line of drift", err)
+	}
+	for _, s := range []string{ctrA4.Addr().String(), v4other.String(), "eth1", "eth0"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("CHECK's drift %q does not name %s", msg, s)
+		}
+	}
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK after GC moved the egress: %v", err)
 	}
 }

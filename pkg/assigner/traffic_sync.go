@@ -183,14 +183,32 @@ func (a *Assigner) checkNAT(rec *record) error {
 	if err := a.checkIngress(rec, st); err != nil {
 		return err
 	}
-	for _, r := range s.Egress {
-		if got := st.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}]; got != r.IP {
-			return Errorf(ErrDrift, "%s: egress via %s is not from %s in table inet %s (it is %v)", r.Source, r.Uplink, r.IP, nat.TableName, got)
-		}
+	if err := a.checkEgress(rec, st); err != nil {
+		return err
 	}
 	for _, h := range s.Hairpin {
 		if !slices.Contains(st.Hairpin, nat.Hairpin{Source: h.Source, Target: h.Target}) {
 			return Errorf(ErrDrift, "%s: no hairpin rule from %s in table inet %s", h.Target, h.Source, nat.TableName)
+		}
+	}
+	return nil
+}
+
+// checkEgress fails when an egress rule of rec is not in the table, or
+// names an uplink its IP no longer leaves by (re-homed since): the flows
+// take the new uplink, which the rule does not match.
+func (a *Assigner) checkEgress(rec *record, st *nat.State) error {
+	for _, r := range rec.Steering.Egress {
+		e, err := a.st.readIP(r.IP)
+		if err != nil {
+			return err
+		}
+		// An index with no uplink (lost, not yet recovered) tells nothing.
+		if e.Uplink != "" && e.Uplink != r.Uplink {
+			return Errorf(ErrDrift, "%s: egress rule from %s names uplink %s, but %s now leaves via %s", r.Source, r.IP, r.Uplink, r.IP, e.Uplink)
+		}
+		if got := st.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}]; got != r.IP {
+			return Errorf(ErrDrift, "%s: egress via %s is not from %s in table inet %s (it is %v)", r.Source, r.Uplink, r.IP, nat.TableName, got)
 		}
 	}
 	return nil
