@@ -100,13 +100,47 @@ func (a *Assigner) reconcileNAT(recs map[string]*record) error {
 			errs = append(errs, a.opts.NAT.SetIngress(ip, targets))
 		}
 	}
-	for _, ip := range append(keys(st.Ingress), st.Stray...) {
-		if _, ok := w.ingress[ip]; !ok && a.ownsIP(ip) {
-			a.log.Info("stray ingress rule removed", "ip", ip)
-			errs = append(errs, a.opts.NAT.SetIngress(ip, nil), a.opts.NAT.Forget(ip, netip.Addr{}))
+	errs = append(errs, a.dropStrayIngress(st, w, recs), a.reconcileEgress(st, w), a.reconcileHairpins(st, w))
+	return errors.Join(errs...)
+}
+
+// dropStrayIngress removes the ingress rules of our IPs that no record
+// steers, then forgets the flows they DNATed (once the table no longer
+// steers to them, as steer does).
+func (a *Assigner) dropStrayIngress(st *nat.State, w natWant, recs map[string]*record) error {
+	held := map[netip.Addr]bool{}
+	for _, r := range recs {
+		for _, ip := range r.IPs {
+			held[ip] = true
 		}
 	}
-	errs = append(errs, a.reconcileEgress(st, w), a.reconcileHairpins(st, w))
+	var errs []error
+	for _, ip := range union(keys(st.Ingress), st.Stray) {
+		if _, ok := w.ingress[ip]; ok || !a.ownsIP(ip) {
+			continue
+		}
+		a.log.Info("stray ingress rule removed", "ip", ip)
+		targets := st.Ingress[ip] // read first: a State need not be a copy
+		if err := a.opts.NAT.SetIngress(ip, nil); err != nil {
+			errs = append(errs, err) // still steered: the next GC forgets
+			continue
+		}
+		errs = append(errs, a.forgetStray(ip, targets, held[ip]))
+	}
+	return errors.Join(errs...)
+}
+
+// forgetStray forgets the flows to ip DNATed to the stray rule's targets.
+// Only an IP no record holds loses every flow: one held for egress alone
+// carries the container's flows SNATed from it, which must live on.
+func (a *Assigner) forgetStray(ip netip.Addr, targets []netip.Addr, held bool) error {
+	if !held {
+		return a.opts.NAT.Forget(ip, netip.Addr{})
+	}
+	var errs []error
+	for _, t := range targets {
+		errs = append(errs, a.opts.NAT.Forget(ip, t))
+	}
 	return errors.Join(errs...)
 }
 
