@@ -403,17 +403,46 @@ func (s *store) sweepTmp() error {
 
 // list names the entries of one of the state's directories.
 func (s *store) list(w where) ([]string, error) {
+	var names []string
+	err := s.scan(w, func(batch []string) bool { names = append(names, batch...); return true })
+	return names, err
+}
+
+// anyIndexed tells whether any IP has an index entry, reading no more of
+// ip/ than it needs to.
+func (s *store) anyIndexed() (bool, error) {
+	found := false
+	err := s.scan(inIP, func(batch []string) bool {
+		found = slices.ContainsFunc(batch, func(n string) bool {
+			_, err := netip.ParseAddr(strings.TrimSuffix(n, ".json"))
+			return err == nil
+		})
+		return !found
+	})
+	return found, err
+}
+
+// scan passes the entries of a state directory to f in batches until f
+// returns false.
+func (s *store) scan(w where, f func([]string) bool) error {
 	fd, err := unix.Openat(s.fd[w], ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, Errorf(ErrState, "reading state directory %s: %w", s.path(w, ""), err)
+		return Errorf(ErrState, "reading state directory %s: %w", s.path(w, ""), err)
 	}
-	f := os.NewFile(uintptr(fd), s.path(w, ""))
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, Errorf(ErrState, "reading state directory %s: %w", s.path(w, ""), err)
+	dir := os.NewFile(uintptr(fd), s.path(w, ""))
+	defer dir.Close()
+	for {
+		names, err := dir.Readdirnames(64)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return Errorf(ErrState, "reading state directory %s: %w", s.path(w, ""), err)
+		}
+		if !f(names) {
+			return nil
+		}
 	}
-	return names, nil
 }
 
 // writable proves that an ADD could write the state, and leaves nothing

@@ -24,8 +24,8 @@ type NAT interface {
 	SetIngress(ip netip.Addr, targets []netip.Addr) error
 	SetEgress(k nat.EgressKey, ip netip.Addr) error
 	DelEgress(k nat.EgressKey) error
-	SetHairpin(h nat.Hairpin) error
-	DelHairpin(h nat.Hairpin) error
+	SetHairpin(subnet netip.Prefix) error
+	DelHairpin(subnet netip.Prefix) error
 	Read() (*nat.State, error)
 	Ensure() error
 	Probe() error
@@ -191,6 +191,9 @@ func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error
 		return err
 	}
 	ch := ownChange(now, was)
+	if err := a.keepSharedHairpins(&ch); err != nil {
+		return err
+	}
 	for i, ip := range touch {
 		ch.Ingress[ip] = want[i]
 	}
@@ -200,12 +203,29 @@ func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error
 	return a.forget(leaving)
 }
 
+// keepSharedHairpins drops the hairpin subnets ch would remove while the
+// node still holds an IP: another attachment may be on the subnet, and
+// finding out would read every record. A subnet left behind steers
+// nothing (no flow is DNATed into it) until GC removes it.
+func (a *Assigner) keepSharedHairpins(ch *nat.Change) error {
+	if len(ch.DelHairpin) == 0 {
+		return nil
+	}
+	held, err := a.st.anyIndexed()
+	if held {
+		ch.DelHairpin = nil
+	}
+	return err
+}
+
 func anySteering(ss []*steering) bool {
 	return slices.ContainsFunc(ss, func(s *steering) bool { return s != nil })
 }
 
-// ownChange keeps the attachment's egress and hairpin rules as its record
-// has them now and removes those of what it was.
+// ownChange keeps the attachment's egress rules as its record has them
+// now and removes those of what it was. Hairpin subnets are shared by
+// every attachment on the subnet and only ever added here; steer removes
+// them when the node holds nothing more, and GC when no record has them.
 func ownChange(now *steering, was []*steering) nat.Change {
 	ch := nat.Change{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}
 	for _, old := range was {
@@ -218,9 +238,7 @@ func ownChange(now *steering, was []*steering) nat.Change {
 			}
 		}
 		for _, h := range old.Hairpin {
-			if now == nil || !slices.Contains(now.Hairpin, h) {
-				ch.DelHairpin = append(ch.DelHairpin, nat.Hairpin{Source: h.Source, Target: h.Target})
-			}
+			ch.DelHairpin = append(ch.DelHairpin, h.Source.Masked())
 		}
 	}
 	if now != nil {
@@ -228,11 +246,11 @@ func ownChange(now *steering, was []*steering) nat.Change {
 			ch.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
 		}
 		for _, h := range now.Hairpin {
-			ch.Hairpin = append(ch.Hairpin, nat.Hairpin{Source: h.Source, Target: h.Target})
+			ch.Hairpin = append(ch.Hairpin, h.Source.Masked())
 		}
 	}
 	ch.DelEgress = slices.Compact(ch.DelEgress)
-	ch.DelHairpin = slices.Compact(ch.DelHairpin)
+	ch.DelHairpin = slices.DeleteFunc(slices.Compact(ch.DelHairpin), func(p netip.Prefix) bool { return slices.Contains(ch.Hairpin, p) })
 	return ch
 }
 

@@ -91,12 +91,12 @@ func (h *HostTable) DelEgress(k nat.EgressKey) error {
 	return h.do(func(t *nat.Table) error { return t.DelEgress(k) })
 }
 
-func (h *HostTable) SetHairpin(hp nat.Hairpin) error {
-	return h.do(func(t *nat.Table) error { return t.SetHairpin(hp) })
+func (h *HostTable) SetHairpin(subnet netip.Prefix) error {
+	return h.do(func(t *nat.Table) error { return t.SetHairpin(subnet) })
 }
 
-func (h *HostTable) DelHairpin(hp nat.Hairpin) error {
-	return h.do(func(t *nat.Table) error { return t.DelHairpin(hp) })
+func (h *HostTable) DelHairpin(subnet netip.Prefix) error {
+	return h.do(func(t *nat.Table) error { return t.DelHairpin(subnet) })
 }
 
 func (h *HostTable) Ensure() error { return h.do(func(t *nat.Table) error { return t.Ensure() }) }

@@ -42,9 +42,9 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
 			drift("%s: egress via %s from %s held by no record", k.Source, k.Uplink, ip)
 		}
 	}
-	for h := range w.hairpin {
-		if !slices.Contains(st.Hairpin, h) {
-			drift("%s: no hairpin rule from %s", h.Target, h.Source)
+	for p := range w.hairpin {
+		if !slices.Contains(st.Hairpin, p) {
+			drift("%s: no hairpin rule for the subnet", p)
 		}
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 type natWant struct {
 	ingress map[netip.Addr][]netip.Addr
 	egress  map[nat.EgressKey]netip.Addr
-	hairpin map[nat.Hairpin]bool
+	hairpin map[netip.Prefix]bool // container subnets
 }
 
 func (w natWant) empty() bool {
@@ -24,7 +24,7 @@ func (w natWant) empty() bool {
 // wantNAT derives the table from every record, targets in the order of
 // their holders' keys, as steerIP orders them from the index.
 func wantNAT(recs map[string]*record) natWant {
-	w := natWant{ingress: map[netip.Addr][]netip.Addr{}, egress: map[nat.EgressKey]netip.Addr{}, hairpin: map[nat.Hairpin]bool{}}
+	w := natWant{ingress: map[netip.Addr][]netip.Addr{}, egress: map[nat.EgressKey]netip.Addr{}, hairpin: map[netip.Prefix]bool{}}
 	ks := make([]string, 0, len(recs))
 	for k := range recs {
 		ks = append(ks, k)
@@ -44,7 +44,7 @@ func wantNAT(recs map[string]*record) natWant {
 			w.egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
 		}
 		for _, h := range s.Hairpin {
-			w.hairpin[nat.Hairpin{Source: h.Source, Target: h.Target}] = true
+			w.hairpin[h.Source.Masked()] = true
 		}
 	}
 	return w
@@ -160,31 +160,26 @@ func (a *Assigner) reconcileEgress(st *nat.State, w natWant) error {
 	return errors.Join(errs...)
 }
 
-// reconcileHairpins adds the missing hairpin elements and removes those
-// that no ingress rule of the table steers to any more.
+// reconcileHairpins adds the missing hairpin subnets and removes those
+// that no record has and into which the table steers no flow (another
+// holder device's IPs may).
 func (a *Assigner) reconcileHairpins(st *nat.State, w natWant) error {
 	var errs []error
-	for h := range w.hairpin {
-		if !slices.Contains(st.Hairpin, h) {
-			errs = append(errs, a.opts.NAT.SetHairpin(h))
+	for p := range w.hairpin {
+		if !slices.Contains(st.Hairpin, p) {
+			errs = append(errs, a.opts.NAT.SetHairpin(p))
 		}
 	}
-	steered := map[netip.Addr]bool{}
+	var steered []netip.Addr
 	for ip, targets := range st.Ingress {
 		if _, mine := w.ingress[ip]; !mine && !a.ownsIP(ip) { // another device's
-			for _, t := range targets {
-				steered[t] = true
-			}
+			steered = append(steered, targets...)
 		}
 	}
-	for _, targets := range w.ingress {
-		for _, t := range targets {
-			steered[t] = true
-		}
-	}
-	for _, h := range st.Hairpin {
-		if !w.hairpin[h] && !steered[h.Target] {
-			errs = append(errs, a.opts.NAT.DelHairpin(h))
+	for _, p := range st.Hairpin {
+		if !w.hairpin[p] && !slices.ContainsFunc(steered, p.Contains) {
+			a.log.Info("stray hairpin subnet removed", "subnet", p)
+			errs = append(errs, a.opts.NAT.DelHairpin(p))
 		}
 	}
 	return errors.Join(errs...)
@@ -221,8 +216,8 @@ func (a *Assigner) checkNAT(rec *record) error {
 		return err
 	}
 	for _, h := range s.Hairpin {
-		if !slices.Contains(st.Hairpin, nat.Hairpin{Source: h.Source, Target: h.Target}) {
-			return Errorf(ErrDrift, "%s: no hairpin rule from %s in table inet %s", h.Target, h.Source, nat.TableName)
+		if !slices.Contains(st.Hairpin, h.Source.Masked()) {
+			return Errorf(ErrDrift, "%s: no hairpin rule for its subnet %s in table inet %s", h.Target, h.Source.Masked(), nat.TableName)
 		}
 	}
 	return nil

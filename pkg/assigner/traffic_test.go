@@ -43,15 +43,15 @@ func (n *fakeNAT) SetEgress(k nat.EgressKey, ip netip.Addr) error {
 
 func (n *fakeNAT) DelEgress(k nat.EgressKey) error { delete(n.st.Egress, k); return nil }
 
-func (n *fakeNAT) SetHairpin(h nat.Hairpin) error {
+func (n *fakeNAT) SetHairpin(h netip.Prefix) error {
 	if !slices.Contains(n.st.Hairpin, h) {
 		n.st.Hairpin = append(n.st.Hairpin, h)
 	}
 	return nil
 }
 
-func (n *fakeNAT) DelHairpin(h nat.Hairpin) error {
-	n.st.Hairpin = slices.DeleteFunc(n.st.Hairpin, func(x nat.Hairpin) bool { return x == h })
+func (n *fakeNAT) DelHairpin(h netip.Prefix) error {
+	n.st.Hairpin = slices.DeleteFunc(n.st.Hairpin, func(x netip.Prefix) bool { return x == h })
 	return nil
 }
 
@@ -150,8 +150,30 @@ func TestAReAddWithTrafficNoneRemovesTheEarlierRules(t *testing.T) {
 	f.add(attA, v4a)
 	f.steered(n, TrafficNone, ctrA4)
 	f.add(attA, v4a)
-	if len(n.st.Ingress)+len(n.st.Egress)+len(n.st.Hairpin) != 0 {
+	if len(n.st.Ingress)+len(n.st.Egress) != 0 {
 		t.Errorf("re-ADD with traffic none left %+v", n.st)
+	}
+	// The hairpin subnet is shared: it stays while the node holds an IP
+	// (it steers nothing) and GC removes it once no record has it.
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.st.Hairpin) != 0 {
+		t.Errorf("GC left the hairpin subnets %v that no record has", n.st.Hairpin)
+	}
+}
+
+// Attachments on one subnet share its hairpin element: one ADD's change
+// does not grow with the attachments, and a DEL leaves the element to
+// the others.
+func TestAttachmentsOnOneSubnetShareItsHairpinElement(t *testing.T) {
+	f, n := twoHolders(t)
+	if want := []netip.Prefix{ctrA4.Masked()}; !slices.Equal(n.st.Hairpin, want) {
+		t.Fatalf("two holders on %s made hairpin elements %v, want %v", ctrA4.Masked(), n.st.Hairpin, want)
+	}
+	f.del(attB)
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK of a after b's DEL: %v", err)
 	}
 }
 

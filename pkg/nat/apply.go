@@ -3,6 +3,7 @@ package nat
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -12,13 +13,6 @@ import (
 type EgressKey struct {
 	Source netip.Addr
 	Uplink string
-}
-
-// Hairpin names one hairpin rule: flows DNATed to Target from Source, the
-// target's own subnet, are masqueraded.
-type Hairpin struct {
-	Source netip.Prefix
-	Target netip.Addr
 }
 
 // SetIngress makes new flows to ip go to targets, spread in turn over them
@@ -117,14 +111,18 @@ func (t *Table) DelEgress(k EgressKey) error {
 	return nil
 }
 
-// hairpinElement is the interval element (first . target) - (last . target)
-// of the subnet, as nft stores 10.88.0.0/24 . 10.88.0.2.
-func hairpinElement(h Hairpin) []nftables.SetElement {
-	p := h.Source.Masked()
+// hairpinElement is the subnet's interval element (first . first) -
+// (last . last), as nft stores 10.88.0.0/24 . 10.88.0.0/24: a flow from
+// the subnet DNATed to an address in the same subnet. One element per
+// container subnet, not per attachment: the set's backend (pipapo, the
+// kernel's for concatenated intervals) rebuilds the whole set on each
+// change, which per attachment made every ADD and DEL cost O(attachments).
+func hairpinElement(subnet netip.Prefix) []nftables.SetElement {
+	p := subnet.Masked()
 	first, last := p.Addr().AsSlice(), lastAddr(p).AsSlice()
 	return []nftables.SetElement{{
-		Key:    append(first, h.Target.AsSlice()...),
-		KeyEnd: append(last, h.Target.AsSlice()...),
+		Key:    append(slices.Clone(first), first...),
+		KeyEnd: append(slices.Clone(last), last...),
 	}}
 }
 
@@ -148,23 +146,23 @@ func prefixOf(first, last netip.Addr) (netip.Prefix, bool) {
 	return netip.Prefix{}, false
 }
 
-// SetHairpin adds h's hairpin element; one already there is no error.
-func (t *Table) SetHairpin(h Hairpin) error {
-	s := t.set(familyOf(h.Target).hp)
-	if err := t.flush(func() error { return t.c.SetAddElements(s, hairpinElement(h)) }); err != nil {
-		return fmt.Errorf("adding hairpin %s . %s to table inet %s: %w", h.Source, h.Target, TableName, err)
+// SetHairpin adds subnet's hairpin element; one already there is no error.
+func (t *Table) SetHairpin(subnet netip.Prefix) error {
+	s := t.set(familyOf(subnet.Addr()).hp)
+	if err := t.flush(func() error { return t.c.SetAddElements(s, hairpinElement(subnet)) }); err != nil {
+		return fmt.Errorf("adding hairpin subnet %s to table inet %s: %w", subnet, TableName, err)
 	}
 	return nil
 }
 
-// DelHairpin removes h's hairpin element; one already gone is no error.
-func (t *Table) DelHairpin(h Hairpin) error {
-	s := t.set(familyOf(h.Target).hp)
-	if err := t.c.SetDeleteElements(s, hairpinElement(h)); err != nil {
+// DelHairpin removes subnet's hairpin element; one already gone is no error.
+func (t *Table) DelHairpin(subnet netip.Prefix) error {
+	s := t.set(familyOf(subnet.Addr()).hp)
+	if err := t.c.SetDeleteElements(s, hairpinElement(subnet)); err != nil {
 		return err
 	}
 	if err := t.c.Flush(); err != nil && !isNotFound(err) {
-		return fmt.Errorf("removing hairpin %s . %s from table inet %s: %w", h.Source, h.Target, TableName, err)
+		return fmt.Errorf("removing hairpin subnet %s from table inet %s: %w", subnet, TableName, err)
 	}
 	return nil
 }

@@ -16,9 +16,9 @@ type Change struct {
 	// Egress sets each listed source's external IP; DelEgress removes.
 	Egress    map[EgressKey]netip.Addr
 	DelEgress []EgressKey
-	// Hairpin adds, DelHairpin removes.
-	Hairpin    []Hairpin
-	DelHairpin []Hairpin
+	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
+	Hairpin    []netip.Prefix
+	DelHairpin []netip.Prefix
 }
 
 // Apply makes the change in one transaction. When that transaction is
@@ -52,12 +52,12 @@ func (t *Table) stage(ch Change) error {
 		}
 	}
 	for _, h := range ch.Hairpin {
-		if err := t.c.SetAddElements(t.set(familyOf(h.Target).hp), hairpinElement(h)); err != nil {
+		if err := t.c.SetAddElements(t.set(familyOf(h.Addr()).hp), hairpinElement(h)); err != nil {
 			return err
 		}
 	}
 	for _, h := range ch.DelHairpin {
-		if err := t.c.SetDeleteElements(t.set(familyOf(h.Target).hp), hairpinElement(h)); err != nil {
+		if err := t.c.SetDeleteElements(t.set(familyOf(h.Addr()).hp), hairpinElement(h)); err != nil {
 			return err
 		}
 	}

@@ -14,10 +14,12 @@
 //	to-<ip>      one regular chain per external IP with ingress targets:
 //	             dnat ip to <target>, or numgen inc mod N map @sp-<ip>
 //	sp-<ip>      the spread map of an IP with several targets: 0 : a, 1 : b, ...
+//	hp4, hp6     the container subnets, each as subnet . subnet, for the hairpin rule
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
-// Every map is keyed by external IP or by container address, so that a
-// change costs the same with 1 or 1,000 attachments: an external IP's
+// Every map is keyed by external IP or by container address (the hairpin
+// set by container subnet), so that a change costs the same with 1 or
+// 1,000 attachments: an external IP's
 // change rewrites only its own chain and its one element. The chains run
 // before the standard NAT priorities because the first NAT binding of a
 // flow wins: ours must bind before iptables' nat chains (priority 100 in

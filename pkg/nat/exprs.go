@@ -78,17 +78,21 @@ func ingressRule(f family) []expr.Any {
 }
 
 // hairpinRule: ct status dnat ip saddr . ip daddr @hp4 ct original ip
-// daddr @ext4 masquerade, the set hp4 holding (container subnet . target).
-// A flow we DNATed to a target from its own subnet (the container itself,
-// or a neighbour on its bridge reaching its external IP) would be answered
-// past us, straight over the link; masquerading makes the answer come back
-// through the node. The subnet, as portmap's hairpin rule has it, rather
-// than the interface the flow came in on: with br_netfilter the IP hooks
-// see the bridge port. The flow's original destination must be one of our
-// external IPs (set ext4): a flow another program (kube-proxy, portmap)
-// DNATed to the same target is not ours, and its target must keep seeing
-// the client's own address. The rule is sent raw (rawRule), for the ct
-// expression the library cannot express.
+// daddr @ext4 masquerade, the set hp4 holding (subnet . subnet) for each
+// container subnet. A flow we DNATed to a target from the target's own
+// subnet (the container itself, or a neighbour on its bridge reaching its
+// external IP) would be answered past us, straight over the link;
+// masquerading makes the answer come back through the node. The subnet,
+// as portmap's hairpin rule has it, rather than the interface the flow
+// came in on: with br_netfilter the IP hooks see the bridge port. Keyed by
+// subnet, not by target: the set has a few elements on any node, so its
+// changes cost the same with 1 or 1,000 attachments; a flow from a subnet
+// to an address of another subnet is routed through the node anyway. The
+// flow's original destination must be one of our external IPs (set ext4):
+// a flow another program (kube-proxy, portmap) DNATed to the same subnet
+// is not ours, and its target must keep seeing the client's own address.
+// The rule is sent raw (rawRule), for the ct expression the library
+// cannot express.
 func hairpinRule(f family) [][]byte {
 	e := []expr.Any{
 		&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1},

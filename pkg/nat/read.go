@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -23,9 +24,10 @@ type State struct {
 	// Ingress maps each external IP to its targets in spread order.
 	Ingress map[netip.Addr][]netip.Addr
 	// Stray lists the external IPs whose ingress chain no element points at.
-	Stray   []netip.Addr
-	Egress  map[EgressKey]netip.Addr
-	Hairpin []Hairpin
+	Stray  []netip.Addr
+	Egress map[EgressKey]netip.Addr
+	// Hairpin lists the container subnets of the hairpin sets.
+	Hairpin []netip.Prefix
 }
 
 // Read lists our table. It is for CHECK, GC, repair and status: it costs a
@@ -234,20 +236,25 @@ func (t *Table) readHairpins(st *State) error {
 		if !ok {
 			st.Broken = append(st.Broken, "set "+f.hp+" missing")
 		}
-		n := int(f.addrLen)
 		for _, el := range els {
-			if len(el.Key) != 2*n || len(el.KeyEnd) != 2*n {
-				continue
-			}
-			first, _ := netip.AddrFromSlice(el.Key[:n])
-			last, _ := netip.AddrFromSlice(el.KeyEnd[:n])
-			target, _ := netip.AddrFromSlice(el.Key[n:])
-			if p, ok := prefixOf(first, last); ok {
-				st.Hairpin = append(st.Hairpin, Hairpin{Source: p, Target: target})
+			if p, ok := hairpinSubnet(el, int(f.addrLen)); ok {
+				st.Hairpin = append(st.Hairpin, p)
 			}
 		}
 	}
 	return nil
+}
+
+// hairpinSubnet reads back hairpinElement's subnet; ok is false for an
+// element it did not make (halves that differ, a range that is no prefix).
+func hairpinSubnet(el nftables.SetElement, n int) (netip.Prefix, bool) {
+	if len(el.Key) != 2*n || len(el.KeyEnd) != 2*n ||
+		!bytes.Equal(el.Key[:n], el.Key[n:]) || !bytes.Equal(el.KeyEnd[:n], el.KeyEnd[n:]) {
+		return netip.Prefix{}, false
+	}
+	first, _ := netip.AddrFromSlice(el.Key[:n])
+	last, _ := netip.AddrFromSlice(el.KeyEnd[:n])
+	return prefixOf(first, last)
 }
 
 // gotoChain parses a vmap element's data (NFTA_DATA_VERDICT, which the

@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -83,8 +84,8 @@ func steerAll(t *testing.T, tb *Table) {
 	must(t, tb.SetIngress(ext6, []netip.Addr{ctrB6, ctrA6}))
 	must(t, tb.SetEgress(EgressKey{ctrA, "uplink0"}, ext4))
 	must(t, tb.SetEgress(EgressKey{ctrA6, "uplink0"}, ext6))
-	must(t, tb.SetHairpin(Hairpin{sub4, ctrA}))
-	must(t, tb.SetHairpin(Hairpin{sub6, ctrA6}))
+	must(t, tb.SetHairpin(sub4))
+	must(t, tb.SetHairpin(sub6))
 }
 
 func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
@@ -99,7 +100,7 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 		if st.Egress[EgressKey{ctrA, "uplink0"}] != ext4 || st.Egress[EgressKey{ctrA6, "uplink0"}] != ext6 || len(st.Egress) != 2 {
 			t.Errorf("egress read back as %v", st.Egress)
 		}
-		if fmt.Sprint(st.Hairpin) != fmt.Sprint([]Hairpin{{sub4, ctrA}, {sub6, ctrA6}}) || len(st.Broken) != 0 || len(st.Stray) != 0 || !st.Present {
+		if fmt.Sprint(st.Hairpin) != fmt.Sprint([]netip.Prefix{sub4, sub6}) || len(st.Broken) != 0 || len(st.Stray) != 0 || !st.Present {
 			t.Errorf("read back hairpins %v, broken %v, stray %v, present %v", st.Hairpin, st.Broken, st.Stray, st.Present)
 		}
 		js := nft(t, netns, "-j", "list", "table", "inet", TableName)
@@ -127,8 +128,8 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
 			"elements = { 0x00000000 : fd00:88::6, 0x00000001 : fd00:88::5 }",
 			`10.88.0.5 . "uplink0" : 192.0.2.10`,
-			"10.88.0.0/24 . 10.88.0.5",
-			"fd00:88::/64 . fd00:88::5",
+			"10.88.0.0/24 . 10.88.0.0/24",
+			"fd00:88::/64 . fd00:88::/64",
 		} {
 			if !strings.Contains(text, line) {
 				t.Errorf("nft list table lacks %q:\n%s", line, text)
@@ -147,8 +148,8 @@ func TestEveryChangeIsIdempotentAndRemovalLeavesNothing(t *testing.T) {
 			must(t, tb.SetIngress(ext6, nil))
 			must(t, tb.DelEgress(EgressKey{ctrA, "uplink0"}))
 			must(t, tb.DelEgress(EgressKey{ctrA6, "uplink0"}))
-			must(t, tb.DelHairpin(Hairpin{sub4, ctrA}))
-			must(t, tb.DelHairpin(Hairpin{sub6, ctrA6}))
+			must(t, tb.DelHairpin(sub4))
+			must(t, tb.DelHairpin(sub6))
 		}
 		st, err := tb.Read()
 		must(t, err)
@@ -164,7 +165,7 @@ func TestEveryChangeIsIdempotentAndRemovalLeavesNothing(t *testing.T) {
 func TestRemovalOnAMissingTableIsNoErrorAndCreatesNothingButTheTable(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.DelEgress(EgressKey{ctrA, "uplink0"}))
-		must(t, tb.DelHairpin(Hairpin{sub4, ctrA}))
+		must(t, tb.DelHairpin(sub4))
 		if st, err := tb.Read(); err != nil || st.Present {
 			t.Errorf("removals made the table (present %v, err %v)", st.Present, err)
 		}
@@ -395,4 +396,42 @@ func ensureTimes(n int) error {
 		}
 	}
 	return nil
+}
+
+// Sets with intervals live in the kernel's pipapo backend, which rebuilds
+// the whole set on every change: none of ours may grow with the
+// attachments. The hairpin sets, the only ones, hold a subnet once however
+// many targets it has.
+func TestOnlyTheHairpinSetsHaveIntervalsAndHoldASubnetOnce(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		steerAll(t, tb)
+		must(t, tb.SetHairpin(sub4))                                  // a second target in A's subnet
+		must(t, tb.SetHairpin(netip.MustParsePrefix("10.88.0.6/24"))) // named by an address of it
+		var out struct {
+			Nftables []struct {
+				Set *struct {
+					Name  string
+					Flags []string
+					Elem  []any
+				}
+			}
+		}
+		must(t, json.Unmarshal([]byte(nft(t, netns, "-j", "list", "table", "inet", TableName)), &out))
+		seen := 0
+		for _, o := range out.Nftables {
+			if o.Set == nil || !slices.Contains(o.Set.Flags, "interval") {
+				continue
+			}
+			seen++
+			if o.Set.Name != ipv4.hp && o.Set.Name != ipv6.hp {
+				t.Errorf("set %s has intervals; only the hairpin sets may", o.Set.Name)
+			}
+			if len(o.Set.Elem) != 1 {
+				t.Errorf("set %s holds %d elements, want its one subnet: %v", o.Set.Name, len(o.Set.Elem), o.Set.Elem)
+			}
+		}
+		if seen != 2 {
+			t.Errorf("found %d sets with intervals, want hp4 and hp6", seen)
+		}
+	})
 }

@@ -142,7 +142,7 @@ func TestCheckFailsWhenARuleIsMissingOrPointsElsewhereAndGCRestoresIt(t *testing
 		{"ingress element removed", "delete element inet external-ip in4 { 192.0.2.10 }", "192.0.2.10"},
 		{"ingress pointing elsewhere", "flush chain inet external-ip to-2001-db8-1--10 ; add rule inet external-ip to-2001-db8-1--10 dnat ip6 to fd00:1::99", "2001:db8:1::10"},
 		{"egress element removed", "delete element inet external-ip snat4 { 10.1.0.5 . \"uplink0\" }", "10.1.0.5"},
-		{"hairpin element removed", "delete element inet external-ip hp6 { fd00:1::/64 . fd00:1::5 }", "fd00:1::5"},
+		{"hairpin element removed", "delete element inet external-ip hp6 { fd00:1::/64 . fd00:1::/64 }", "fd00:1::5"},
 		{"base chain flushed", "flush chain inet external-ip prerouting", "prerouting"},
 	} {
 		h.nft("'%s'", c.cmd)
