@@ -39,7 +39,7 @@ func (a *Assigner) apply(j *journal) error {
 			errs = append(errs, err) // a release keeps going
 		}
 	}
-	errs = append(errs, a.steer(j.Key, j.Touch, j.natWas()...))
+	errs = append(errs, a.steer(j))
 	return errors.Join(errs...)
 }
 

@@ -170,10 +170,11 @@ func (s *steering) prefixOf(a netip.Addr) netip.Prefix {
 // attachment's steering as the change's journal knows it, before and
 // after; what the record now has is kept, the rest removed. Each step is
 // idempotent, so a replay after a crash finishes it.
-func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error {
+func (a *Assigner) steer(j *journal) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
+	key, touch, was := j.Key, j.Touch, j.natWas()
 	rec, err := a.st.readRecord(key)
 	if err != nil {
 		return err
@@ -186,11 +187,12 @@ func (a *Assigner) steer(key string, touch []netip.Addr, was ...*steering) error
 		return nil
 	}
 	a.step("nat")
-	want, leaving, err := a.leaving(touch, was)
+	want, leaving, holders, err := a.leaving(touch, was)
 	if err != nil {
 		return err
 	}
 	ch := ownChange(now, was)
+	ch.Fresh = j.fresh(holders)
 	if err := a.keepSharedHairpins(&ch); err != nil {
 		return err
 	}
@@ -267,15 +269,17 @@ type gone struct{ ip, target netip.Addr }
 // socket after an nf_tables commit waits out the commit's RCU grace
 // period; the plugin hands both sockets to a detached child, see
 // HostTable.Files.)
-func (a *Assigner) leaving(touch []netip.Addr, was []*steering) ([][]netip.Addr, []gone, error) {
+func (a *Assigner) leaving(touch []netip.Addr, was []*steering) ([][]netip.Addr, []gone, map[netip.Addr][]string, error) {
 	want := make([][]netip.Addr, len(touch))
 	var out []gone
+	holders := map[netip.Addr][]string{}
 	for i, ip := range touch {
-		targets, held, err := a.targets(ip)
+		targets, hs, err := a.targets(ip)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		want[i] = targets
+		want[i], holders[ip] = targets, hs
+		held := len(hs) > 0
 		if !held {
 			out = append(out, gone{ip: ip})
 		}
@@ -285,7 +289,7 @@ func (a *Assigner) leaving(touch []netip.Addr, was []*steering) ([][]netip.Addr,
 			}
 		}
 	}
-	return want, out, nil
+	return want, out, holders, nil
 }
 
 func (a *Assigner) forget(leaving []gone) error {
@@ -298,16 +302,16 @@ func (a *Assigner) forget(leaving []gone) error {
 
 // targets reads ip's holders from its index and each holder's target from
 // its record: O(holders of ip), never a walk of every record.
-func (a *Assigner) targets(ip netip.Addr) ([]netip.Addr, bool, error) {
+func (a *Assigner) targets(ip netip.Addr) ([]netip.Addr, []string, error) {
 	e, err := a.st.readIP(ip)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	var out []netip.Addr
 	for _, key := range e.Holders {
 		r, err := a.st.readRecord(key)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		if r == nil {
 			continue
@@ -316,5 +320,5 @@ func (a *Assigner) targets(ip netip.Addr) ([]netip.Addr, bool, error) {
 			out = append(out, t)
 		}
 	}
-	return out, len(e.Holders) > 0, nil
+	return out, e.Holders, nil
 }

@@ -20,7 +20,9 @@ type HostTable struct {
 }
 
 // Files duplicates the netlink sockets this invocation opened, for a
-// process that outlives it (see nat.Table.File); none when it opened none.
+// process that outlives it (see nat.Table.File); none when it opened none,
+// nor the table's when its changes only added (an ADD of a new IP), whose
+// close does not wait.
 func (h *HostTable) Files() ([]*os.File, error) {
 	var files []*os.File
 	add := func(f *os.File, err error) error {
@@ -30,7 +32,7 @@ func (h *HostTable) Files() ([]*os.File, error) {
 		return err
 	}
 	var errs []error
-	if h.t != nil {
+	if h.t != nil && h.t.Destroyed() {
 		errs = append(errs, add(h.t.File()))
 	}
 	if h.ct != nil {

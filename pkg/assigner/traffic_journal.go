@@ -1,6 +1,10 @@
 package assigner
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"net/netip"
+	"slices"
+)
 
 // stepNAT is the journal step that carries the steering a change removes
 // or replaces: a release's record is gone once the change is applied, yet
@@ -39,6 +43,26 @@ func (j *journal) natWas() []*steering {
 		if s.Kind == stepNAT && json.Unmarshal(s.Data, st) == nil {
 			out = append(out, st)
 		}
+	}
+	return out
+}
+
+// fresh lists the IPs whose chain this change makes, not rewrites: a
+// first run of an ADD (no undo, no replay, which carry steps) of an IP
+// whose one holder is this attachment and that its earlier record did not
+// steer. nat makes their chain with additions only (nat.Change.Fresh).
+func (j *journal) fresh(holders map[netip.Addr][]string) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	if j.Op != opAdd || len(j.Steps) > 0 {
+		return out
+	}
+	var before *steering
+	if j.Old != nil {
+		before = j.Old.Steering
+	}
+	for ip, hs := range holders {
+		_, steered := before.target(ip)
+		out[ip] = slices.Equal(hs, []string{j.Key}) && !steered
 	}
 	return out
 }

@@ -19,6 +19,8 @@ type fakeNAT struct {
 	// stillSteered lists the forgotten targets that the table still
 	// steered to when they were forgotten.
 	stillSteered []string
+	// fresh is the Fresh of the last Apply.
+	fresh map[netip.Addr]bool
 }
 
 func newFakeNAT() *fakeNAT {
@@ -56,6 +58,7 @@ func (n *fakeNAT) DelHairpin(h netip.Prefix) error {
 }
 
 func (n *fakeNAT) Apply(ch nat.Change) error {
+	n.fresh = ch.Fresh
 	for ip, targets := range ch.Ingress {
 		n.SetIngress(ip, targets)
 	}
@@ -295,5 +298,29 @@ func TestGCMovesTheEgressOfAReHomedIPToItsNewUplink(t *testing.T) {
 	f.del(attA)
 	if len(n.st.Egress) != 0 {
 		t.Errorf("DEL left egress %v", n.st.Egress)
+	}
+}
+
+// Only the first holder's ADD of an IP may make its chain with additions
+// only: a second holder's, or a re-ADD, rewrites a chain that exists.
+func TestOnlyTheFirstHoldersAddOfAnIPIsFresh(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	if !n.fresh[v4a] {
+		t.Errorf("the first ADD of %s was not fresh: %v", v4a, n.fresh)
+	}
+	f.add(attA, v4a)
+	if n.fresh[v4a] {
+		t.Errorf("a re-ADD of %s was fresh", v4a)
+	}
+	f.steered(n, TrafficBoth, ctrB4)
+	f.add(attB, v4a)
+	if n.fresh[v4a] {
+		t.Errorf("the second holder's ADD of %s was fresh", v4a)
+	}
+	f.del(attB)
+	if n.fresh[v4a] {
+		t.Errorf("a DEL leaving %s to its first holder was fresh", v4a)
 	}
 }

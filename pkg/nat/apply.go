@@ -34,6 +34,7 @@ func (t *Table) SetIngress(ip netip.Addr, targets []netip.Addr) error {
 }
 
 func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
+	t.destroys = true // the flushes, even of nothing, and the deletions
 	f := familyOf(ip)
 	ch := t.c.AddChain(&nftables.Chain{Name: ingressChain(ip), Table: t.table})
 	t.c.FlushChain(ch)
@@ -72,6 +73,20 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	return nil
 }
 
+// addIngress makes a new IP's chain, with its one DNAT rule, and its
+// elements: additions only, unlike buildIngress's flush and rewrite,
+// which on a chain that exists already would leave a second rule.
+func (t *Table) addIngress(ip netip.Addr, target netip.Addr) error {
+	f := familyOf(ip)
+	ch := t.c.AddChain(&nftables.Chain{Name: ingressChain(ip), Table: t.table})
+	t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatOne(target)})
+	el := []nftables.SetElement{{Key: ip.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: ch.Name}}}
+	if err := t.c.SetAddElements(t.set(f.in), el); err != nil {
+		return err
+	}
+	return t.c.SetAddElements(t.set(f.ext), []nftables.SetElement{{Key: ip.AsSlice()}})
+}
+
 func egressElement(k EgressKey, ip netip.Addr) nftables.SetElement {
 	key := append(k.Source.AsSlice(), ifname(k.Uplink)...)
 	return nftables.SetElement{Key: key, Val: ip.AsSlice()}
@@ -89,6 +104,7 @@ func (t *Table) SetEgress(k EgressKey, ip netip.Addr) error {
 	err := t.flush(func() error { return t.c.SetAddElements(s, el) })
 	if isExists(err) {
 		// The kernel refuses to change an element's value in place.
+		t.destroys = true
 		if err = t.c.SetDeleteElements(s, el); err == nil {
 			err = t.flush(func() error { return t.c.SetAddElements(s, el) })
 		}
@@ -101,6 +117,7 @@ func (t *Table) SetEgress(k EgressKey, ip netip.Addr) error {
 
 // DelEgress removes k's egress rule; one already gone is no error.
 func (t *Table) DelEgress(k EgressKey) error {
+	t.destroys = true
 	s := t.set(familyOf(k.Source).snat)
 	if err := t.c.SetDeleteElements(s, []nftables.SetElement{egressElement(k, k.Source)}); err != nil {
 		return err
@@ -157,6 +174,7 @@ func (t *Table) SetHairpin(subnet netip.Prefix) error {
 
 // DelHairpin removes subnet's hairpin element; one already gone is no error.
 func (t *Table) DelHairpin(subnet netip.Prefix) error {
+	t.destroys = true
 	s := t.set(familyOf(subnet.Addr()).hp)
 	if err := t.c.SetDeleteElements(s, hairpinElement(subnet)); err != nil {
 		return err

@@ -16,6 +16,11 @@ type Change struct {
 	// Egress sets each listed source's external IP; DelEgress removes.
 	Egress    map[EgressKey]netip.Addr
 	DelEgress []EgressKey
+	// Fresh marks the IPs of Ingress that have no chain yet (the caller's
+	// records gave them no target before): with one target, their chain
+	// and elements are made with additions only, so that a change that
+	// only adds leaves the kernel nothing to destroy (see Destroyed).
+	Fresh map[netip.Addr]bool
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix
 	DelHairpin []netip.Prefix
@@ -37,9 +42,12 @@ func (t *Table) Apply(ch Change) error {
 
 func (t *Table) stage(ch Change) error {
 	for _, ip := range sortedKeys(ch.Ingress) {
-		if err := t.buildIngress(ip, ch.Ingress[ip]); err != nil {
+		if err := t.stageIngress(ip, ch.Ingress[ip], ch.Fresh[ip]); err != nil {
 			return err
 		}
+	}
+	if len(ch.DelEgress)+len(ch.DelHairpin) > 0 {
+		t.destroys = true
 	}
 	for k, ip := range ch.Egress {
 		if err := t.c.SetAddElements(t.set(familyOf(ip).snat), []nftables.SetElement{egressElement(k, ip)}); err != nil {
@@ -62,6 +70,13 @@ func (t *Table) stage(ch Change) error {
 		}
 	}
 	return nil
+}
+
+func (t *Table) stageIngress(ip netip.Addr, targets []netip.Addr, fresh bool) error {
+	if fresh && len(targets) == 1 {
+		return t.addIngress(ip, targets[0])
+	}
+	return t.buildIngress(ip, targets)
 }
 
 func (t *Table) applyEach(ch Change) error {

@@ -38,7 +38,15 @@ type Table struct {
 	c     *nftables.Conn
 	nl    *netlink.Conn // c's socket, for File
 	table *nftables.Table
+	// destroys is set by every change that may delete or flush something:
+	// its commit leaves the kernel work to do after an RCU grace period,
+	// which the release of this socket waits for (see File).
+	destroys bool
 }
+
+// Destroyed tells whether a change over this connection may have deleted
+// or flushed anything. When none did, closing the socket does not wait.
+func (t *Table) Destroyed() bool { return t.destroys }
 
 // Open connects to nf_tables in the current network namespace. It changes
 // nothing: the table is made by the first change that needs it.
@@ -82,6 +90,7 @@ func (t *Table) Close() error { return t.c.CloseLasting() }
 
 // Delete removes our whole table; nothing of it being there is no error.
 func (t *Table) Delete() error {
+	t.destroys = true
 	t.c.DelTable(t.table)
 	if err := t.c.Flush(); err != nil && !isNotFound(err) {
 		return fmt.Errorf("deleting table inet %s: %w", TableName, err)
@@ -93,6 +102,7 @@ func (t *Table) Delete() error {
 // a NAT base chain and deletes it in the same transaction, so the kernel
 // checks everything and nothing is committed that outlives it.
 func (t *Table) Probe() error {
+	t.destroys = true
 	existed := t.exists()
 	t.c.AddTable(t.table)
 	probe := t.c.AddChain(&nftables.Chain{

@@ -435,3 +435,38 @@ func TestOnlyTheHairpinSetsHaveIntervalsAndHoldASubnetOnce(t *testing.T) {
 		}
 	})
 }
+
+// A new IP's change (Fresh) makes its chain with additions only, so the
+// plugin may close the socket at once: it reads back as SetIngress makes
+// it, and the connection says it destroyed nothing. A rewrite (a second
+// holder) says it did.
+func TestAFreshIngressOnlyAddsAndReadsBackAsAnyOther(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		first, err := Open()
+		must(t, err)
+		defer first.Close()
+		must(t, first.Apply(Change{
+			Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true},
+			Egress: map[EgressKey]netip.Addr{{ctrA, "uplink0"}: ext4}, Hairpin: []netip.Prefix{sub4},
+		}))
+		if first.Destroyed() {
+			t.Error("a fresh IP's change reports something destroyed")
+		}
+		st, err := tb.Read()
+		must(t, err)
+		if !slices.Equal(st.Ingress[ext4], []netip.Addr{ctrA}) || len(st.Broken)+len(st.Stray) != 0 || st.Egress[EgressKey{ctrA, "uplink0"}] != ext4 {
+			t.Errorf("the fresh change read back as %+v", st)
+		}
+		if n := strings.Count(nft(t, netns, "list", "chain", "inet", TableName, ingressChain(ext4)), "dnat ip to"); n != 1 {
+			t.Errorf("chain %s has %d dnat rules, want 1", ingressChain(ext4), n)
+		}
+		second, err := Open()
+		must(t, err)
+		defer second.Close()
+		must(t, second.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA, ctrB}}}))
+		if !second.Destroyed() {
+			t.Error("rewriting an IP's chain reports nothing destroyed")
+		}
+	})
+}
