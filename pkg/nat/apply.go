@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -16,10 +17,9 @@ type EgressKey struct {
 }
 
 // SetIngress makes new flows to ip go to targets, spread in turn over them
-// in the order given; no targets removes ip's steering. It rewrites ip's
-// chain and its element in one transaction, and is idempotent: the chain
-// and the element are added before anything is flushed or deleted, so a
-// replay finds whatever it needs.
+// in the order given; no targets removes ip's steering. It makes the
+// change in one transaction, and is idempotent: what it deletes it has
+// just added or found there, so a replay finds whatever it needs.
 func (t *Table) SetIngress(ip netip.Addr, targets []netip.Addr) error {
 	for _, a := range targets {
 		if a.Is4() != ip.Is4() {
@@ -33,8 +33,46 @@ func (t *Table) SetIngress(ip netip.Addr, targets []netip.Addr) error {
 	return nil
 }
 
+// buildIngress stages ip's steering in place of what it has now: one
+// target is ip's element of dnat4; several, a chain of ip's own (in4's
+// element goes to it) that spreads new flows over a map of its own.
 func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
-	t.destroys = true // the flushes, even of nothing, and the deletions
+	t.destroys = true
+	f := familyOf(ip)
+	old, had, err := t.getElement(f.direct, ip.AsSlice())
+	if err != nil {
+		return err
+	}
+	direct := t.set(f.direct)
+	el := []nftables.SetElement{{Key: ip.AsSlice(), Val: old}}
+	if had && (len(targets) != 1 || !bytes.Equal(old, targets[0].AsSlice())) {
+		if err := t.c.SetDeleteElements(direct, el); err != nil {
+			return err
+		}
+		had = false
+	}
+	if len(targets) > 1 {
+		return t.buildSpread(ip, targets)
+	}
+	if err := t.dropSpread(ip); err != nil {
+		return err
+	}
+	ext := []nftables.SetElement{{Key: ip.AsSlice()}}
+	if err := t.c.SetAddElements(t.set(f.ext), ext); err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return t.c.SetDeleteElements(t.set(f.ext), ext)
+	}
+	if had {
+		return nil
+	}
+	return t.c.SetAddElements(direct, []nftables.SetElement{{Key: ip.AsSlice(), Val: targets[0].AsSlice()}})
+}
+
+// buildSpread rewrites ip's chain and spread map, made if missing, and
+// points in4's element at the chain.
+func (t *Table) buildSpread(ip netip.Addr, targets []netip.Addr) error {
 	f := familyOf(ip)
 	ch := t.c.AddChain(&nftables.Chain{Name: ingressChain(ip), Table: t.table})
 	t.c.FlushChain(ch)
@@ -44,44 +82,46 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	}
 	t.c.FlushSet(m)
 	el := []nftables.SetElement{{Key: ip.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: ch.Name}}}
-	ext := []nftables.SetElement{{Key: ip.AsSlice()}}
-	if err := t.c.SetAddElements(t.set(f.in), el); err != nil {
+	for _, s := range []string{f.in, f.ext} {
+		if err := t.c.SetAddElements(t.set(s), el); err != nil {
+			return err
+		}
+		el = []nftables.SetElement{{Key: ip.AsSlice()}}
+	}
+	if err := t.c.SetAddElements(m, spreadElements(targets)); err != nil {
 		return err
 	}
-	if err := t.c.SetAddElements(t.set(f.ext), ext); err != nil {
-		return err
-	}
-	switch len(targets) {
-	case 0:
-		if err := t.c.SetDeleteElements(t.set(f.in), el); err != nil {
-			return err
-		}
-		if err := t.c.SetDeleteElements(t.set(f.ext), ext); err != nil {
-			return err
-		}
-		t.c.DelChain(ch)
-		t.c.DelSet(m)
-	case 1:
-		t.c.DelSet(m)
-		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatOne(targets[0])})
-	default:
-		if err := t.c.SetAddElements(m, spreadElements(targets)); err != nil {
-			return err
-		}
-		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatSpread(m, len(targets), f)})
-	}
+	t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatSpread(m, len(targets), f)})
 	return nil
 }
 
-// addIngress makes a new IP's chain, with its one DNAT rule, and its
-// elements: additions only, unlike buildIngress's flush and rewrite,
-// which on a chain that exists already would leave a second rule.
-func (t *Table) addIngress(ip netip.Addr, target netip.Addr) error {
+// dropSpread removes ip's chain, spread map and in4 element, each added
+// first so that the deletions find them whether or not they were there.
+func (t *Table) dropSpread(ip netip.Addr) error {
 	f := familyOf(ip)
 	ch := t.c.AddChain(&nftables.Chain{Name: ingressChain(ip), Table: t.table})
-	t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: dnatOne(target)})
+	m := spreadMap(t.table, ip)
+	if err := t.c.AddSet(m, nil); err != nil {
+		return err
+	}
 	el := []nftables.SetElement{{Key: ip.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: ch.Name}}}
 	if err := t.c.SetAddElements(t.set(f.in), el); err != nil {
+		return err
+	}
+	if err := t.c.SetDeleteElements(t.set(f.in), el); err != nil {
+		return err
+	}
+	t.c.DelChain(ch)
+	t.c.DelSet(m)
+	return nil
+}
+
+// addIngress steers a new IP to its one target with additions only: its
+// elements of dnat4 and ext4, which ask the kernel for no validation and
+// leave it nothing to destroy.
+func (t *Table) addIngress(ip netip.Addr, target netip.Addr) error {
+	f := familyOf(ip)
+	if err := t.c.SetAddElements(t.set(f.direct), []nftables.SetElement{{Key: ip.AsSlice(), Val: target.AsSlice()}}); err != nil {
 		return err
 	}
 	return t.c.SetAddElements(t.set(f.ext), []nftables.SetElement{{Key: ip.AsSlice()}})

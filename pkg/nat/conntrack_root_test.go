@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // ctCase is one family's addresses for the filtered-dump test.
@@ -154,30 +153,4 @@ func createFlows(t *testing.T, flows []*netlink.ConntrackFlow) {
 			t.Fatalf("creating flow %v: %v", f, err)
 		}
 	}
-}
-
-// Why IPv6 does not filter in the kernel: a dump filtered by original
-// destination returns every entry but the ones to it. If this fails, the
-// kernel has been fixed: have kernelFilters check for the fix.
-func TestTheKernelInvertsIPv6DumpFilters(t *testing.T) {
-	c := ctCases["IPv6"]
-	inNetNS(t, func(string, *Table) {
-		createFlows(t, c.unrelated())
-		createFlows(t, c.matching())
-		ct, err := OpenConntrack()
-		must(t, err)
-		defer ct.Close()
-		flows, err := ct.dump(unix.AF_INET6, flowFilter{origDst: c.ext})
-		must(t, err)
-		to := 0
-		for _, f := range flows {
-			if f.origDst == c.ext {
-				to++
-			}
-		}
-		if to != 0 || len(flows) != unrelatedFlows+1 {
-			t.Errorf("dump by orig destination %s returned %d entries, %d of them to it; "+
-				"the inverted filter returns the %d others", c.ext, len(flows), to, unrelatedFlows+1)
-		}
-	})
 }

@@ -5,22 +5,28 @@
 // other table, chain or rule: iptables' tables and every other program's
 // stay as they are. In it:
 //
-//	prerouting   nat hook, priority dstnat-10: fib daddr type local ip daddr vmap @in4 (and ip6)
+//	prerouting   nat hook, priority dstnat-10: fib daddr type local ip daddr vmap @in4,
+//	             then fib daddr type local dnat ip to ip daddr map @dnat4 (and ip6)
 //	output       nat hook, priority dstnat-10: the same, for the node's own connections
+//	dnat4        each external IP with one target : its target (most IPs)
+//	in4          each external IP with several targets : goto to-<ip>
 //	postrouting  nat hook, priority srcnat-10:
 //	             snat ip to ip saddr . oifname map @snat4 (and ip6), then
 //	             ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4
 //	             masquerade (hairpin of flows to our IPs only; sent raw, see rawRules)
-//	to-<ip>      one regular chain per external IP with ingress targets:
-//	             dnat ip to <target>, or numgen inc mod N map @sp-<ip>
+//	to-<ip>      one regular chain per external IP with several targets:
+//	             dnat ip to numgen inc mod N map @sp-<ip>
 //	sp-<ip>      the spread map of an IP with several targets: 0 : a, 1 : b, ...
 //	hp4, hp6     the container subnets, each as subnet . subnet, for the hairpin rule
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
 // Every map is keyed by external IP or by container address (the hairpin
 // set by container subnet), so that a change costs the same with 1 or
-// 1,000 attachments: an external IP's
-// change rewrites only its own chain and its one element. The chains run
+// 1,000 attachments: an external IP's change rewrites only its own
+// element (and chain, if it has several targets). One target is a data
+// map's element, not a goto to a chain: a commit that adds a goto or a NAT
+// rule has the kernel validate every chain the base chains reach, which
+// made each ADD cost O(IPs). The chains run
 // before the standard NAT priorities because the first NAT binding of a
 // flow wins: ours must bind before iptables' nat chains (priority 100 in
 // postrouting) where the bridge plugin's ipMasq and kube-proxy masquerade.

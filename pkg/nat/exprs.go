@@ -22,11 +22,12 @@ type family struct {
 	keyType      nftables.SetDatatype
 	in, snat, hp string // map and set names
 	ext          string // the set of external IPs with ingress, for the hairpin rule
+	direct       string // the map of external IPs with one target
 }
 
 var (
-	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4"}
-	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6"}
+	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4"}
+	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6"}
 )
 
 func familyOf(ip netip.Addr) family {
@@ -60,10 +61,31 @@ func loadAddr(f family, offset, reg uint32) expr.Any {
 	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: f.addrLen}
 }
 
-// ingressRule: fib daddr type local ip daddr vmap @in4. The fib guard keeps
-// us from steering a destination the node does not hold right now (the
+// ingressRule: fib daddr type local ip daddr vmap @in4, for the IPs with
+// several targets (each has a chain of its own). The fib guard keeps us
+// from steering a destination the node does not hold right now (the
 // lesson of portmap's DNAT of foreign addresses).
 func ingressRule(f family) []expr.Any {
+	return append(localDaddr(f),
+		&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.in},
+	)
+}
+
+// directRule: fib daddr type local dnat ip to ip daddr map @dnat4, for the
+// IPs with one target, most of them. A data map, not a verdict map's goto:
+// a commit that adds a goto or a NAT rule has the kernel validate every
+// chain the table's base chains reach, which with a chain per IP made each
+// ADD cost O(IPs); an element of a data map asks for no validation.
+func directRule(f family) []expr.Any {
+	return append(localDaddr(f),
+		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.direct},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
+	)
+}
+
+// localDaddr: fib daddr type local, of family f, with the destination
+// address loaded in reg1.
+func localDaddr(f family) []expr.Any {
 	rtnLocal := make([]byte, 4)
 	binary.NativeEndian.PutUint32(rtnLocal, unix.RTN_LOCAL)
 	e := []expr.Any{
@@ -71,10 +93,7 @@ func ingressRule(f family) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: rtnLocal},
 	}
 	e = append(e, matchFamily(f)...)
-	return append(e,
-		loadAddr(f, f.daddr, reg1),
-		&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.in},
-	)
+	return append(e, loadAddr(f, f.daddr, reg1))
 }
 
 // hairpinRule: ct status dnat ip saddr . ip daddr @hp4 ct original ip
@@ -161,15 +180,6 @@ func snatRule(f family) []expr.Any {
 		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.snat},
 		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
 	)
-}
-
-// dnatOne: dnat ip to 10.88.0.5.
-func dnatOne(target netip.Addr) []expr.Any {
-	f := familyOf(target)
-	return []expr.Any{
-		&expr.Immediate{Register: reg1, Data: target.AsSlice()},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
-	}
 }
 
 // dnatSpread: dnat ip to numgen inc mod N map @sp-<ip>. The map is named,

@@ -2,6 +2,7 @@ package nat
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 
 	"github.com/mdlayher/netlink"
@@ -169,4 +170,86 @@ func flushRules(chain string) netlink.Message {
 			Flags: netlink.Request | netlink.Acknowledge},
 		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
 	}
+}
+
+// getElement reads one element of set by its key, without listing the
+// set: the value (nil for a plain set) and whether it is there. A missing
+// table or set reads as a missing element.
+func (t *Table) getElement(set string, key []byte) ([]byte, bool, error) {
+	msgs, err := t.nl.Execute(getElementMessage(set, key))
+	if isNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading element %x of %s: %w", key, set, err)
+	}
+	for _, m := range msgs {
+		if val, ok := elementValue(m.Data); ok {
+			return val, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// getElementMessage is NFT_MSG_GETSETELEM without NLM_F_DUMP: the kernel
+// answers with the one element named by key, or ENOENT.
+func getElementMessage(set string, key []byte) netlink.Message {
+	keyAttr, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: key}})
+	elem, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: keyAttr}})
+	list, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem}})
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, TableName)
+	ae.String(unix.NFTA_SET_ELEM_LIST_SET, set)
+	ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, list)
+	attrs, _ := ae.Encode()
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM), Flags: netlink.Request},
+		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	}
+}
+
+// elementValue reads the data value of the first element of a NEWSETELEM
+// message (after nfgenmsg); ok is false when it holds no element.
+func elementValue(data []byte) (val []byte, ok bool) {
+	if len(data) < 4 {
+		return nil, false
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return nil, false
+	}
+	for ad.Next() {
+		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			continue
+		}
+		ad.Nested(func(list *netlink.AttributeDecoder) error {
+			for list.Next() && !ok {
+				list.Nested(func(el *netlink.AttributeDecoder) error {
+					ok = true
+					for el.Next() {
+						if el.Type() == unix.NFTA_SET_ELEM_DATA {
+							val = nestedValue(el.Bytes())
+						}
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+	}
+	return val, ok
+}
+
+// nestedValue is the NFTA_DATA_VALUE inside an NFTA_SET_ELEM_DATA.
+func nestedValue(b []byte) []byte {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil
+	}
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_DATA_VALUE {
+			return ad.Bytes()
+		}
+	}
+	return nil
 }

@@ -126,6 +126,9 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 		if ext == nil { // a table made before the set was (Ensure adds it)
 			st.Broken = append(st.Broken, "set "+f.ext+" missing")
 		}
+		if err := t.readDirect(st, f, ext); err != nil {
+			return nil, err
+		}
 		for _, el := range els {
 			ip, ok := netip.AddrFromSlice(el.Key)
 			chain := gotoChain(el.Val)
@@ -142,10 +145,37 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 				// rule's set: not steering as we would.
 				targets = nil
 			}
+			if _, both := st.Ingress[ip]; both {
+				// Also in dnat4, which in4's rule shadows: stray until mended.
+				st.Stray = append(st.Stray, ip)
+			}
 			st.Ingress[ip] = targets
 		}
 	}
 	return pointed, nil
+}
+
+// readDirect reads the dnat4/dnat6 elements: IPs with one target each.
+func (t *Table) readDirect(st *State, f family, ext map[netip.Addr]bool) error {
+	els, ok, err := t.elements(f.direct)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		st.Broken = append(st.Broken, "map "+f.direct+" missing")
+	}
+	for _, el := range els {
+		ip, okIP := netip.AddrFromSlice(el.Key)
+		target, okT := netip.AddrFromSlice(el.Val)
+		if !okIP || !okT {
+			continue
+		}
+		st.Ingress[ip] = nil // left out of ext4: not steering as we would
+		if ext[ip] {
+			st.Ingress[ip] = []netip.Addr{target}
+		}
+	}
+	return nil
 }
 
 // extIPs reads the hairpin rule's set of external IPs.
@@ -163,8 +193,10 @@ func (t *Table) extIPs(f family) (map[netip.Addr]bool, error) {
 	return out, nil
 }
 
-// readTargets parses an ingress chain's one rule: an immediate address, or
-// numgen looking up an anonymous map. Anything else reads as no target.
+// readTargets parses a spreading chain's one rule: dnat to numgen inc mod
+// N over a map of exactly N targets. Anything else reads as no target: a
+// rule that does not DNAT, or whose modulus leaves targets out or draws
+// slots the map lacks, does not steer as we would.
 func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
 	rules, err := t.c.GetRules(t.table, c)
 	if err != nil {
@@ -173,17 +205,27 @@ func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
 	if len(rules) != 1 {
 		return nil, nil
 	}
+	var mod uint32
+	var set string
+	dnat := false
 	for _, e := range rules[0].Exprs {
 		switch e := e.(type) {
-		case *expr.Immediate:
-			if a, ok := netip.AddrFromSlice(e.Data); ok {
-				return []netip.Addr{a}, nil
-			}
+		case *expr.Numgen:
+			mod = e.Modulus
 		case *expr.Lookup:
-			return t.readSpread(e.SetName)
+			set = e.SetName
+		case *expr.NAT:
+			dnat = e.Type == expr.NATTypeDestNAT
 		}
 	}
-	return nil, nil
+	if !dnat || set == "" {
+		return nil, nil
+	}
+	targets, err := t.readSpread(set)
+	if err != nil || int(mod) != len(targets) {
+		return nil, err
+	}
+	return targets, nil
 }
 
 func (t *Table) readSpread(name string) ([]netip.Addr, error) {

@@ -18,6 +18,7 @@ func (t *Table) sets() []*nftables.Set {
 			&nftables.Set{Table: t.table, Name: f.hp, Concatenation: true, Interval: true,
 				KeyType: nftables.MustConcatSetType(f.keyType, f.keyType)},
 			&nftables.Set{Table: t.table, Name: f.ext, KeyType: f.keyType},
+			&nftables.Set{Table: t.table, Name: f.direct, IsMap: true, KeyType: f.keyType, DataType: f.keyType},
 		)
 	}
 	return out
@@ -41,7 +42,7 @@ type baseChain struct {
 }
 
 func baseChains() []baseChain {
-	ingress := func(f family) [][]expr.Any { return [][]expr.Any{ingressRule(f)} }
+	ingress := func(f family) [][]expr.Any { return [][]expr.Any{ingressRule(f), directRule(f)} }
 	return []baseChain{
 		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil},
 		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress, nil},

@@ -121,8 +121,10 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"elements = { 192.0.2.10, 192.0.2.11 }",
 			"snat ip to ip saddr . oifname map @snat4",
 			"snat ip6 to ip6 saddr . oifname map @snat6",
-			"192.0.2.10 : goto to-192.0.2.10",
-			"dnat ip to 10.88.0.5",
+			"192.0.2.11 : goto to-192.0.2.11",
+			"192.0.2.10 : 10.88.0.5",
+			"fib daddr type local dnat ip to ip daddr map @dnat4",
+			"fib daddr type local dnat ip6 to ip6 daddr map @dnat6",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -197,7 +199,7 @@ func TestEgressOfASourceMovesToAnotherIPAndIngressTargetsChange(t *testing.T) {
 
 func TestReadReportsAStrayChainAndABrokenBaseChain(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
-		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA}))
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA, ctrB}))
 		nft(t, netns, "delete", "element", "inet", TableName, "in4", "{", ext4.String(), "}")
 		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
 		st, err := tb.Read()
@@ -458,8 +460,8 @@ func TestAFreshIngressOnlyAddsAndReadsBackAsAnyOther(t *testing.T) {
 		if !slices.Equal(st.Ingress[ext4], []netip.Addr{ctrA}) || len(st.Broken)+len(st.Stray) != 0 || st.Egress[EgressKey{ctrA, "uplink0"}] != ext4 {
 			t.Errorf("the fresh change read back as %+v", st)
 		}
-		if n := strings.Count(nft(t, netns, "list", "chain", "inet", TableName, ingressChain(ext4)), "dnat ip to"); n != 1 {
-			t.Errorf("chain %s has %d dnat rules, want 1", ingressChain(ext4), n)
+		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, ingressChain(ext4)) || !strings.Contains(text, "192.0.2.10 : 10.88.0.5") {
+			t.Errorf("a fresh IP with one target is not just its dnat4 element:\n%s", text)
 		}
 		second, err := Open()
 		must(t, err)
@@ -467,6 +469,27 @@ func TestAFreshIngressOnlyAddsAndReadsBackAsAnyOther(t *testing.T) {
 		must(t, second.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA, ctrB}}}))
 		if !second.Destroyed() {
 			t.Error("rewriting an IP's chain reports nothing destroyed")
+		}
+	})
+}
+
+// An IP moves between one target (its dnat4 element) and several (its
+// chain and spread map) and back, each form replacing the other; a spread
+// rule whose modulus no longer matches its map reads as no target.
+func TestAnIPMovesBetweenOneTargetAndASpreadAndReadsBackEachTime(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		for _, want := range [][]netip.Addr{{ctrA}, {ctrA, ctrB}, {ctrB}, {ctrB, ctrA}, {ctrA}} {
+			must(t, tb.SetIngress(ext4, want))
+			st, err := tb.Read()
+			must(t, err)
+			if !slices.Equal(st.Ingress[ext4], want) || len(st.Stray)+len(st.Broken) != 0 {
+				t.Errorf("steered to %v, read back %v (stray %v, broken %v)", want, st.Ingress[ext4], st.Stray, st.Broken)
+			}
+		}
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA, ctrB}))
+		nft(t, netns, "delete", "element", "inet", TableName, spreadPrefix+chainSuffix(ext4), "{", "0x00000001", "}")
+		if st, _ := tb.Read(); len(st.Ingress[ext4]) != 0 {
+			t.Errorf("a spread of modulus 2 over a map of 1 target read back as %v", st.Ingress[ext4])
 		}
 	})
 }

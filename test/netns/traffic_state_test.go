@@ -139,8 +139,8 @@ func TestCheckFailsWhenARuleIsMissingOrPointsElsewhereAndGCRestoresIt(t *testing
 	h.run(attach("CHECK", "a", conf)).mustOK(t, "CHECK right after ADD")
 	gc := h.gcConf("testnet", []string{"a"}, map[string]any{"traffic": "both"})
 	for _, c := range []struct{ what, cmd, names string }{
-		{"ingress element removed", "delete element inet external-ip in4 { 192.0.2.10 }", "192.0.2.10"},
-		{"ingress pointing elsewhere", "flush chain inet external-ip to-2001-db8-1--10 ; add rule inet external-ip to-2001-db8-1--10 dnat ip6 to fd00:1::99", "2001:db8:1::10"},
+		{"ingress element removed", "delete element inet external-ip dnat4 { 192.0.2.10 }", "192.0.2.10"},
+		{"ingress pointing elsewhere", "delete element inet external-ip dnat6 { 2001:db8:1::10 } ; add element inet external-ip dnat6 { 2001:db8:1::10 : fd00:1::99 }", "2001:db8:1::10"},
 		{"egress element removed", "delete element inet external-ip snat4 { 10.1.0.5 . \"uplink0\" }", "10.1.0.5"},
 		{"hairpin element removed", "delete element inet external-ip hp6 { fd00:1::/64 . fd00:1::/64 }", "fd00:1::5"},
 		{"base chain flushed", "flush chain inet external-ip prerouting", "prerouting"},
@@ -166,7 +166,7 @@ func TestRepairRemovesTheRulesOfAGoneAttachment(t *testing.T) {
 	if strings.Contains(out, "192.0.2.11") || strings.Contains(out, "10.1.0.6") {
 		t.Fatalf("repair left the gone attachment's rules:\n%s", out)
 	}
-	if !strings.Contains(out, "dnat ip to 10.1.0.5") {
+	if !strings.Contains(out, "192.0.2.10 : 10.1.0.5") {
 		t.Fatalf("repair lost a's rule:\n%s", out)
 	}
 }
