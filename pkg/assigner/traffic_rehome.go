@@ -31,7 +31,9 @@ func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[neti
 	ch := nat.Change{Egress: map[nat.EgressKey]netip.Addr{}}
 	for _, key := range slices.Sorted(maps.Keys(recs)) {
 		if now := recs[key].Steering.egressOf(); !slices.Equal(now, was[key]) {
-			moveEgress(&ch, was[key], now)
+			moved := ownChange(&steering{Egress: now}, []*steering{{Egress: was[key]}})
+			ch.DelEgress = append(ch.DelEgress, moved.DelEgress...)
+			maps.Copy(ch.Egress, moved.Egress)
 		}
 	}
 	// A key another record now has must stay: Apply deletes after it sets.
@@ -68,18 +70,4 @@ func (a *Assigner) otherHolders(self string, placed []Placed, rechosen map[netip
 		}
 	}
 	return recs, nil
-}
-
-// moveEgress adds to ch one record's move from the egress rules it had to
-// those it has now.
-func moveEgress(ch *nat.Change, was, now []egressRule) {
-	for _, r := range was {
-		k := nat.EgressKey{Source: r.Source, Uplink: r.Uplink}
-		if !slices.ContainsFunc(now, func(e egressRule) bool { return e.Source == k.Source && e.Uplink == k.Uplink }) {
-			ch.DelEgress = append(ch.DelEgress, k)
-		}
-	}
-	for _, r := range now {
-		ch.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
-	}
 }

@@ -82,11 +82,11 @@ func (t *Table) buildSpread(ip netip.Addr, targets []netip.Addr) error {
 	}
 	t.c.FlushSet(m)
 	el := []nftables.SetElement{{Key: ip.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: ch.Name}}}
-	for _, s := range []string{f.in, f.ext} {
-		if err := t.c.SetAddElements(t.set(s), el); err != nil {
-			return err
-		}
-		el = []nftables.SetElement{{Key: ip.AsSlice()}}
+	if err := t.c.SetAddElements(t.set(f.in), el); err != nil {
+		return err
+	}
+	if err := t.c.SetAddElements(t.set(f.ext), []nftables.SetElement{{Key: ip.AsSlice()}}); err != nil {
+		return err
 	}
 	if err := t.c.SetAddElements(m, spreadElements(targets)); err != nil {
 		return err

@@ -16,10 +16,11 @@ type Change struct {
 	// Egress sets each listed source's external IP; DelEgress removes.
 	Egress    map[EgressKey]netip.Addr
 	DelEgress []EgressKey
-	// Fresh marks the IPs of Ingress that have no chain yet (the caller's
-	// records gave them no target before): with one target, their chain
-	// and elements are made with additions only, so that a change that
-	// only adds leaves the kernel nothing to destroy (see Destroyed).
+	// Fresh marks the IPs of Ingress that the table does not steer yet
+	// (the caller's records gave them no target before): with one target,
+	// their elements are added without first reading or removing what the
+	// IP had, so that a change that only adds leaves the kernel nothing to
+	// destroy (see Destroyed).
 	Fresh map[netip.Addr]bool
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix

@@ -69,10 +69,7 @@ func (t *Table) dumpRules(chain string) ([][][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := t.nl.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE), Flags: netlink.Request | netlink.Dump},
-		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
-	})
+	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
 	if err != nil {
 		return nil, err
 	}
@@ -152,11 +149,7 @@ func newRule(chain string, exprs [][]byte) netlink.Message {
 	ae.String(unix.NFTA_RULE_CHAIN, chain)
 	ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_RULE_EXPRESSIONS, el)
 	attrs, _ := ae.Encode()
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE),
-			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Append},
-		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
-	}
+	return nftMessage(unix.NFT_MSG_NEWRULE, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Append, attrs)
 }
 
 // flushRules is NFT_MSG_DELRULE with no handle: every rule of chain.
@@ -165,11 +158,7 @@ func flushRules(chain string) netlink.Message {
 	ae.String(unix.NFTA_RULE_TABLE, TableName)
 	ae.String(unix.NFTA_RULE_CHAIN, chain)
 	attrs, _ := ae.Encode()
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_DELRULE),
-			Flags: netlink.Request | netlink.Acknowledge},
-		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
-	}
+	return nftMessage(unix.NFT_MSG_DELRULE, netlink.Request|netlink.Acknowledge, attrs)
 }
 
 // getElement reads one element of set by its key, without listing the
@@ -202,10 +191,7 @@ func getElementMessage(set string, key []byte) netlink.Message {
 	ae.String(unix.NFTA_SET_ELEM_LIST_SET, set)
 	ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, list)
 	attrs, _ := ae.Encode()
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM), Flags: netlink.Request},
-		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
-	}
+	return nftMessage(unix.NFT_MSG_GETSETELEM, netlink.Request, attrs)
 }
 
 // elementValue reads the data value of the first element of a NEWSETELEM
@@ -252,4 +238,12 @@ func nestedValue(b []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// nftMessage is an nf_tables request of type msg about our inet table.
+func nftMessage(msg int, flags netlink.HeaderFlags, attrs []byte) netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msg), Flags: flags},
+		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	}
 }
