@@ -104,8 +104,17 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// holdOnly is EnvPlan's whole value for a plan with no rounds left: its
+// child only holds the caller's sockets (Hold) and sends nothing, so it
+// needs no uplink, IPs or log, and the caller no JSON encoding (a cold
+// encoder costs about 0.05 ms of an ADD).
+const holdOnly = "hold"
+
 // PlanFromEnv decodes and checks the value of EnvPlan.
 func PlanFromEnv(v string) (Plan, error) {
+	if v == holdOnly {
+		return Plan{Hold: true}, nil
+	}
 	var p Plan
 	if err := json.Unmarshal([]byte(v), &p); err != nil {
 		return Plan{}, fmt.Errorf("decoding %s: %w", EnvPlan, err)
@@ -135,6 +144,9 @@ func PlanFromEnv(v string) (Plan, error) {
 // closes the caller's copies of keep, started or not.
 func Detach(exe string, p Plan, keep ...*os.File) error {
 	defer closeAll(keep)
+	if p.Hold && p.Rounds == 0 {
+		return start(exe, EnvPlan+"="+holdOnly, keep)
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encoding announcement plan for %s: %w", p.Uplink.Name, err)

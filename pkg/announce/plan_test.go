@@ -201,3 +201,37 @@ func waitDone(t *testing.T, dir string, n int, timeout time.Duration) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A plan with no rounds left only holds the caller's sockets: its child,
+// which needs no uplink to do that, must start, wait for the hold pipe to
+// close, and only then end. (Such a plan once failed the child's decoding,
+// and the child exited at once: the plugin's DEL then closed the last copy
+// of the nf_tables socket itself and waited out the kernel's grace period.)
+func TestAHoldOnlyChildEndsOnlyOnceTheHoldPipeCloses(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := t.TempDir()
+	t.Setenv(envDoneDir, done)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := Detach(exe, Plan{Hold: true}, r); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the child has started; a broken one has ended
+	if files, _ := filepath.Glob(filepath.Join(done, "*.done")); len(files) != 0 {
+		t.Fatalf("the hold-only child ended with the hold pipe still open: %v", files)
+	}
+	closed := time.Now()
+	w.Close()
+	if got := waitDone(t, done, 1, 10*time.Second); got[0] != "ok" {
+		t.Errorf("the hold-only child ended with %q, want ok", got[0])
+	}
+	if late := time.Since(closed); late > 5*time.Second {
+		t.Errorf("the hold-only child ended %s after the pipe closed", late)
+	}
+}
