@@ -174,14 +174,12 @@ func (a *Assigner) steer(j *journal) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
-	key, touch, was := j.Key, j.Touch, j.natWas()
-	rec, err := a.st.readRecord(key)
-	if err != nil {
-		return err
-	}
+	touch, was := j.Touch, j.natWas()
+	// apply has just written j.Record as the attachment's record (or
+	// removed it), so it is what the record says now.
 	var now *steering
-	if rec != nil {
-		now = rec.Steering
+	if j.Record != nil {
+		now = j.Record.Steering
 	}
 	if now == nil && !anySteering(was) {
 		return nil
@@ -205,12 +203,20 @@ func (a *Assigner) steer(j *journal) error {
 	return a.forget(leaving)
 }
 
-// keepSharedHairpins drops the hairpin subnets ch would remove while the
-// node still holds an IP: another attachment may be on the subnet, and
-// finding out would read every record. A subnet left behind steers
-// nothing (no flow is DNATed into it) until GC removes it.
+// keepSharedHairpins drops the hairpin subnets ch would remove. A subnet
+// is shared by every attachment on it, and finding out whether one still
+// is would read every record; one left behind steers nothing (no flow is
+// DNATed into it), costs nothing to add again (the next ADD on the subnet
+// finds it), and saves that ADD and this DEL a rebuild of the interval
+// set (0.1 to 0.3 ms). GC removes the subnets that no record has. Only the
+// undoing of a failed ADD removes them, when the node then holds nothing,
+// so that a failed ADD leaves no trace on an otherwise empty node.
 func (a *Assigner) keepSharedHairpins(ch *nat.Change) error {
 	if len(ch.DelHairpin) == 0 {
+		return nil
+	}
+	if !a.undoing {
+		ch.DelHairpin = nil
 		return nil
 	}
 	held, err := a.st.anyIndexed()
@@ -226,8 +232,8 @@ func anySteering(ss []*steering) bool {
 
 // ownChange keeps the attachment's egress rules as its record has them
 // now and removes those of what it was. Hairpin subnets are shared by
-// every attachment on the subnet and only ever added here; steer removes
-// them when the node holds nothing more, and GC when no record has them.
+// every attachment on the subnet: steer keeps those ch would remove (see
+// keepSharedHairpins), and GC removes them once no record has them.
 func ownChange(now *steering, was []*steering) nat.Change {
 	ch := nat.Change{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}
 	for _, old := range was {

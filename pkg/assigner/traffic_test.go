@@ -127,8 +127,11 @@ func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
 		t.Error("b's egress rule outlived its DEL")
 	}
 	f.del(attA)
-	if len(n.st.Ingress)+len(n.st.Egress)+len(n.st.Hairpin) != 0 {
+	if len(n.st.Ingress)+len(n.st.Egress) != 0 {
 		t.Errorf("after the last DEL the table still has %+v", n.st)
+	}
+	if want := []netip.Prefix{ctrA4.Masked()}; !slices.Equal(n.st.Hairpin, want) {
+		t.Errorf("after the last DEL the hairpin subnets are %v, want %v kept for GC", n.st.Hairpin, want)
 	}
 	if last := n.forgot[len(n.forgot)-1]; last != v4a.String()+"->invalid IP" {
 		t.Errorf("the last holder's DEL forgot %q, want every flow of %s", last, v4a)

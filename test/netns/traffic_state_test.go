@@ -103,7 +103,9 @@ func TestSteeredAddKilledAtAnyStepLeavesTheTableAsTheRecordsSay(t *testing.T) {
 				h.run(attach("DEL", id, h.netConf("1.0.0", nil))).mustOK(t, "DEL "+id)
 			}
 			h.targets("after every DEL")
-			if out := h.nft("list table inet external-ip"); strings.Contains(out, "192.0.2.") || strings.Contains(out, "10.1.0.") {
+			// The hairpin subnet 10.1.0.0/24 may stay, for GC (it steers nothing).
+			out := h.nft("list table inet external-ip")
+			if strings.Contains(out, "192.0.2.") || slices.ContainsFunc([]string{"10.1.0.5", "10.1.0.6", "10.1.0.7"}, func(a string) bool { return strings.Contains(out, a) }) {
 				t.Fatalf("after every DEL the table still steers:\n%s", out)
 			}
 		})
