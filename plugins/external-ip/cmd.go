@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/containernetworking/cni/pkg/ns"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -96,15 +96,22 @@ func cmdAdd(args *skel.CmdArgs) error {
 // only after they have run (and ADD has printed its result): a CNI_NETNS that is
 // the plugin's own namespace, the host's. Without this check the runtime got
 // two JSON documents and the host kept what ADD had done.
+//
+// It compares the two namespace files' inodes, as ns.CheckNetNS does with
+// two opened handles, in two stat calls: a CNI_NETNS that cannot be
+// looked at is not the plugin's own here either, and skel reports it.
 func checkNetNS(args *skel.CmdArgs) error {
 	if o := strings.ToUpper(args.NetnsOverride); o == "TRUE" || o == "1" {
 		return nil
 	}
-	own, err := ns.CheckNetNS(args.Netns)
-	if err != nil {
-		return err
+	var theirs, own unix.Stat_t
+	if unix.Stat(args.Netns, &theirs) != nil {
+		return nil
 	}
-	if own {
+	if err := unix.Stat("/proc/thread-self/ns/net", &own); err != nil {
+		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("reading the plugin's own network namespace: %v", err), "")
+	}
+	if theirs.Dev == own.Dev && theirs.Ino == own.Ino {
 		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("CNI_NETNS: %q is the plugin's own network namespace, not a container's", args.Netns), "")
 	}
 	return nil
