@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -381,7 +382,11 @@ func (s *store) indexed() ([]netip.Addr, error) {
 
 // tmpPattern is the name of a file that writeJSON stages (and that older
 // binaries' os.CreateTemp staged): a state file's name and a number.
-var tmpPattern = regexp.MustCompile(`^(journal|creating-device|status|[0-9a-f]{32}\.json|[0-9a-fA-F.:]+\.json)\.[0-9]+$`)
+// Compiled on first use, by GC: compiling it at start cost every ADD
+// about 0.05 ms.
+var tmpPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(journal|creating-device|status|[0-9a-f]{32}\.json|[0-9a-fA-F.:]+\.json)\.[0-9]+$`)
+})
 
 // sweepTmp removes the staged writes that a crash left behind, and nothing
 // else: a file of another name in tmp/ is not ours to remove.
@@ -391,7 +396,7 @@ func (s *store) sweepTmp() error {
 		return err
 	}
 	for _, n := range names {
-		if !tmpPattern.MatchString(n) {
+		if !tmpPattern().MatchString(n) {
 			continue
 		}
 		if err := s.remove(inTmp, n); err != nil {
