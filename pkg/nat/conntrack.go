@@ -145,8 +145,8 @@ func (ct *Conntrack) matching(fam byte, filters []flowFilter) ([]flow, error) {
 // kernelFilters says whether the kernel's address filter can be trusted.
 // For IPv6 it is inverted (ctnetlink_filter_match_tuple skips an entry
 // when !ipv6_addr_cmp, that is when the addresses are equal; 5.8 to at
-// least 6.18, see TestTheKernelInvertsIPv6DumpFilters), so IPv6 dumps the
-// whole family and matches here, as before the filter.
+// least 6.18: a filter for one address returned every entry but that
+// address's), so IPv6 dumps the whole family and matches here.
 func kernelFilters(fam byte) bool { return fam == unix.AF_INET }
 
 // dump returns the entries the kernel picks by ff, unchecked, so that a
