@@ -13,6 +13,7 @@ FUZZ_LOAD     ?= 400000x
 FUZZ_REQUESTS ?= 100000x
 FUZZ_STATE    ?= 1500x
 FUZZ_CONF     ?= 150000x
+FUZZ_ENCODE   ?= 50000x
 # What `external-ip version` and the image's labels say.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -45,6 +46,7 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_LOAD) -fuzz='^FuzzLoad$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_REQUESTS) -fuzz='^FuzzRequests$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_STATE) -fuzz='^FuzzStateFiles$$' ./pkg/assigner/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_ENCODE) -fuzz='^FuzzStateEncodingIsEncodingJSONs$$' ./pkg/assigner/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_CONF) -fuzz='^FuzzConfLoaderAgreesWithLibcni$$' ./pkg/install/
 
 demo: deps

@@ -268,7 +268,7 @@ func (s *store) readFile(w where, name string) ([]byte, error) {
 // ADD never got to change, so it works on a full filesystem.
 func (s *store) writeJSON(w where, name string, v any) error {
 	path := s.path(w, name)
-	b, err := json.Marshal(v)
+	b, err := encodeState(v)
 	if err != nil {
 		return Errorf(ErrState, "encoding %s: %w", path, err)
 	}

@@ -1,0 +1,228 @@
+package assigner
+
+import (
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// The state files an ADD and a DEL write (journal, record, index entry)
+// encode themselves: encoding/json builds an encoder for each type by
+// reflection on its first use in a process, and for the journal's types
+// that took 0.12 ms of every invocation, which is all the state encoding
+// costs once built. They write exactly the bytes json.Marshal writes
+// (FuzzStateEncodingIsEncodingJSONs compares them), so files written by
+// either read the same, and writeJSON still sees an unchanged file as
+// unchanged. Reading stays with encoding/json.
+
+// stateEncoder is a state file's value that encodes itself.
+type stateEncoder interface {
+	appendJSON(b []byte) []byte
+}
+
+// encodeState is json.Marshal(v), by hand where v knows how. A journal
+// with steps (a rare re-ADD or undo of steering) goes to encoding/json,
+// which re-escapes the steps' raw data as it copies it.
+func encodeState(v any) ([]byte, error) {
+	if j, ok := v.(*journal); ok && len(j.Steps) > 0 {
+		return json.Marshal(v)
+	}
+	if e, ok := v.(stateEncoder); ok {
+		return e.appendJSON(nil), nil
+	}
+	return json.Marshal(v)
+}
+
+func (j *journal) appendJSON(b []byte) []byte {
+	b = appendKey(b, '{', "op")
+	b = appendString(b, j.Op)
+	b = appendKey(b, ',', "key")
+	b = appendString(b, j.Key)
+	b = appendKey(b, ',', "record")
+	b = j.Record.appendJSON(b)
+	b = appendKey(b, ',', "touch")
+	b = appendAddrs(b, j.Touch)
+	if len(j.Uplinks) > 0 {
+		b = appendKey(b, ',', "uplinks")
+		b = appendUplinks(b, j.Uplinks)
+	}
+	if j.Old != nil {
+		b = appendKey(b, ',', "old")
+		b = j.Old.appendJSON(b)
+	}
+	if len(j.OldUplinks) > 0 {
+		b = appendKey(b, ',', "oldUplinks")
+		b = appendUplinks(b, j.OldUplinks)
+	}
+	return append(b, '}')
+}
+
+// appendJSON encodes r; a nil record is null, as in a release's journal.
+func (r *record) appendJSON(b []byte) []byte {
+	if r == nil {
+		return append(b, "null"...)
+	}
+	b = appendKey(b, '{', "network")
+	b = appendString(b, r.Network)
+	b = appendKey(b, ',', "containerID")
+	b = appendString(b, r.ContainerID)
+	b = appendKey(b, ',', "ifName")
+	b = appendString(b, r.IfName)
+	b = appendKey(b, ',', "ips")
+	b = appendAddrs(b, r.IPs)
+	if r.Steering != nil {
+		b = appendKey(b, ',', "steering")
+		b = r.Steering.appendJSON(b)
+	}
+	return append(b, '}')
+}
+
+func (s *steering) appendJSON(b []byte) []byte {
+	sep := byte('{')
+	if s.Traffic != "" {
+		b = appendString(appendKey(b, sep, "traffic"), s.Traffic)
+		sep = ','
+	}
+	if len(s.Container) > 0 {
+		b = appendList(appendKey(b, sep, "containerAddrs"), s.Container, func(b []byte, p netip.Prefix) []byte { return appendText(b, p) })
+		sep = ','
+	}
+	if len(s.Egress) > 0 {
+		b = appendList(appendKey(b, sep, "egress"), s.Egress, appendEgress)
+		sep = ','
+	}
+	if len(s.Hairpin) > 0 {
+		b = appendList(appendKey(b, sep, "hairpin"), s.Hairpin, appendHairpin)
+		sep = ','
+	}
+	if sep == '{' {
+		b = append(b, '{')
+	}
+	return append(b, '}')
+}
+
+func appendEgress(b []byte, r egressRule) []byte {
+	b = appendText(appendKey(b, '{', "source"), r.Source)
+	b = appendString(appendKey(b, ',', "uplink"), r.Uplink)
+	b = appendText(appendKey(b, ',', "ip"), r.IP)
+	return append(b, '}')
+}
+
+func appendHairpin(b []byte, r hairpinRule) []byte {
+	b = appendText(appendKey(b, '{', "source"), r.Source)
+	b = appendText(appendKey(b, ',', "target"), r.Target)
+	return append(b, '}')
+}
+
+func (e ipEntry) appendJSON(b []byte) []byte {
+	b = appendKey(b, '{', "holders")
+	if e.Holders == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendList(b, e.Holders, appendString)
+	}
+	if e.Uplink != "" {
+		b = appendString(appendKey(b, ',', "uplink"), e.Uplink)
+	}
+	return append(b, '}')
+}
+
+// appendKey writes sep and "name":.
+func appendKey(b []byte, sep byte, name string) []byte {
+	return append(appendString(append(b, sep), name), ':')
+}
+
+// appendAddrs is a list of addresses, null when nil as encoding/json has it.
+func appendAddrs(b []byte, as []netip.Addr) []byte {
+	if as == nil {
+		return append(b, "null"...)
+	}
+	return appendList(b, as, func(b []byte, a netip.Addr) []byte { return appendText(b, a) })
+}
+
+func appendList[T any](b []byte, xs []T, f func([]byte, T) []byte) []byte {
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = f(b, x)
+	}
+	return append(b, ']')
+}
+
+// appendUplinks is a map keyed by address, keys in the order of their
+// text, as encoding/json sorts them.
+func appendUplinks(b []byte, m map[netip.Addr]string) []byte {
+	keys := make([]string, 0, len(m))
+	by := make(map[string]string, len(m))
+	for a, up := range m {
+		k, _ := a.MarshalText()
+		keys = append(keys, string(k))
+		by[string(k)] = up
+	}
+	slices.Sort(keys)
+	sep := byte('{')
+	for _, k := range keys {
+		b = appendString(appendKey(b, sep, k), by[k])
+		sep = ','
+	}
+	if sep == '{' {
+		b = append(b, '{')
+	}
+	return append(b, '}')
+}
+
+// appendText is a value's MarshalText as a JSON string, as encoding/json
+// writes a TextMarshaler.
+func appendText[T interface{ MarshalText() ([]byte, error) }](b []byte, v T) []byte {
+	t, _ := v.MarshalText() // netip's never fail
+	return appendString(b, string(t))
+}
+
+// appendString writes s as a JSON string the way encoding/json does: <, >
+// and & escaped (its HTML-safe default), control characters as \b, \f,
+// \n, \r, \t or \u00XX, invalid UTF-8 as \ufffd, and U+2028 and U+2029
+// escaped.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\b':
+				b = append(b, '\\', 'b')
+			case c == '\f':
+				b = append(b, '\\', 'f')
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || strings.IndexByte("<>&", c) >= 0:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}

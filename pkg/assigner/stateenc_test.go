@@ -1,0 +1,60 @@
+package assigner
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"testing"
+)
+
+// stateValues are the shapes the hand encoders must write as
+// encoding/json does: nil and empty lists, omitted and present optional
+// fields, maps of several keys, and strings that need escaping.
+func stateValues(name string, a, b netip.Addr) []any {
+	att := Attachment{Network: name, ContainerID: "c<&>" + name, IfName: "eth0\u2028\x01\xff"}
+	st := &steering{Traffic: name, Container: []netip.Prefix{netip.PrefixFrom(a, a.BitLen()/2)},
+		Egress:  []egressRule{{Source: a, Uplink: name, IP: b}, {}},
+		Hairpin: []hairpinRule{{Source: netip.PrefixFrom(a, 8), Target: b}, {}}}
+	rec := &record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st}
+	return []any{
+		&journal{},
+		&journal{Op: opAdd, Key: name, Record: rec, Touch: []netip.Addr{}, Uplinks: map[netip.Addr]string{a: name, b: "up\n", {}: "zero"},
+			Old: &record{}, OldUplinks: map[netip.Addr]string{b: ""}},
+		&journal{Op: opAdd, Key: name, Record: &record{}, Steps: []journalStep{{Kind: stepNAT, Data: json.RawMessage(`{"x":[1,"<"]}`)}, {}}},
+		&journal{Op: opRelease, Key: name, Touch: []netip.Addr{a}, Uplinks: map[netip.Addr]string{}, Steps: []journalStep{}},
+		&record{}, rec, &record{Attachment: att, IPs: []netip.Addr{}, Steering: &steering{}},
+		&record{Steering: &steering{Container: []netip.Prefix{}, Egress: []egressRule{}, Hairpin: []hairpinRule{}}},
+		ipEntry{}, ipEntry{Holders: []string{}}, ipEntry{Holders: []string{name, "\t\"\\/"}, Uplink: name},
+	}
+}
+
+func checkStateEncoding(t *testing.T, name string, a, b netip.Addr) {
+	t.Helper()
+	for i, v := range stateValues(name, a, b) {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeState(v)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("value %d (%T): hand encoder wrote\n%s\nencoding/json writes\n%s", i, v, got, want)
+		}
+	}
+}
+
+func TestStateEncodingIsEncodingJSONs(t *testing.T) {
+	for _, name := range []string{"", "net1", "a\"b\\c", "<script>&", "\x00\x1f\x7f", "\b\f\n\r\t", "é✓\u2028\u2029", "\xff\xfe", "a\xe2\x80"} {
+		checkStateEncoding(t, name, netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::1%eth0"))
+		checkStateEncoding(t, name, netip.Addr{}, netip.MustParseAddr("::ffff:192.0.2.1"))
+	}
+}
+
+func FuzzStateEncodingIsEncodingJSONs(f *testing.F) {
+	f.Add("net1", []byte{192, 0, 2, 10}, []byte{0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add("\xff<\u2028", []byte{}, []byte{10, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, name string, a, b []byte) {
+		x, _ := netip.AddrFromSlice(a)
+		y, _ := netip.AddrFromSlice(b)
+		checkStateEncoding(t, name, x, y)
+	})
+}
