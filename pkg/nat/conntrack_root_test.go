@@ -29,22 +29,53 @@ const unrelatedFlows = 200
 // dropped a dump returns the 200 unrelated entries too and the dump checks
 // fail, while the Forget checks alone would pass on the Go-side guard. For
 // IPv6, which dumps the family (see kernelFilters), the Forget checks.
+//
+// forget dumps the whole family once when the namespace has few entries
+// and once per filter when it has many; the count is made to say which.
 func TestFilteredDumpsReturnOnlyTheIPsEntriesAndForgetLeavesTheRest(t *testing.T) {
 	for name, c := range ctCases {
-		t.Run(name, func(t *testing.T) {
-			inNetNS(t, func(string, *Table) {
-				createFlows(t, c.unrelated())
-				createFlows(t, c.matching())
-				ct, err := OpenConntrack()
-				must(t, err)
-				defer ct.Close()
-				if kernelFilters(ctFamily(c.ext)) {
-					c.checkDumps(t, ct)
-				}
-				c.checkForgets(t, ct)
+		for _, many := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/many=%v", name, many), func(t *testing.T) {
+				inNetNS(t, func(string, *Table) {
+					createFlows(t, c.unrelated())
+					createFlows(t, c.matching())
+					ct, err := OpenConntrack()
+					must(t, err)
+					defer ct.Close()
+					count := map[bool]int{false: smallTable, true: smallTable + 1}[many]
+					ct.entries = func() (int, error) { return count, nil }
+					if kernelFilters(ctFamily(c.ext)) {
+						c.checkDumps(t, ct)
+					}
+					c.checkForgets(t, ct, map[bool]int{false: 1, true: 2}[many && kernelFilters(ctFamily(c.ext))])
+				})
 			})
-		})
+		}
 	}
+}
+
+// With no entry in the namespace there is nothing to forget, and no dump
+// walks the kernel's whole conntrack hash to find that out.
+func TestForgetDumpsNothingWhenTheNamespaceHasNoEntries(t *testing.T) {
+	inNetNS(t, func(string, *Table) {
+		ct, err := OpenConntrack()
+		must(t, err)
+		defer ct.Close()
+		for _, ip := range []netip.Addr{ext4, ext6} {
+			n, err := ct.ForgetIP(ip)
+			must(t, err)
+			if _, err := ct.ForgetTarget(ip, ctrA); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 || ct.dumps != 0 {
+				t.Errorf("forgetting %s in an empty namespace deleted %d entries in %d dumps, want none in none", ip, n, ct.dumps)
+			}
+		}
+		createFlows(t, ctCases["IPv4"].matching())
+		if _, err := ct.ForgetIP(ext4); err != nil || ct.dumps != 1 {
+			t.Errorf("with 4 entries ForgetIP made %d dumps (%v), want one", ct.dumps, err)
+		}
+	})
 }
 
 // unrelated flows share an address with some filter (an orig destination,
@@ -92,11 +123,15 @@ func (c ctCase) checkDumps(t *testing.T, ct *Conntrack) {
 	}
 }
 
-func (c ctCase) checkForgets(t *testing.T, ct *Conntrack) {
+func (c ctCase) checkForgets(t *testing.T, ct *Conntrack, wantDumps int) {
 	t.Helper()
 	// The hairpinned entry is in both of ForgetIP's dumps: it must come once.
+	before := ct.dumps
 	flows, err := ct.matching(ctFamily(c.ext), []flowFilter{{origDst: c.ext}, {replyDst: c.ext}})
 	must(t, err)
+	if got := ct.dumps - before; got != wantDumps {
+		t.Errorf("ForgetIP's listing took %d dumps, want %d", got, wantDumps)
+	}
 	if got, want := describeFlows(flows), c.describe([4]bool{true, true, true, true}); !slices.Equal(got, want) {
 		t.Errorf("ForgetIP would delete %v, want %v, each once", firstFew(got), want)
 	}
