@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
@@ -128,10 +130,21 @@ func Load(stdin []byte) (*Config, error) {
 	}
 	prev, err := parsePrevResult(raw.CNIVersion, raw.RawPrevResult)
 	if err != nil {
-		return nil, decodef("prevResult: %v", err)
+		return nil, decodef("prevResult: %s", oneLine(err.Error()))
 	}
 	c.PrevResult = prev
 	return c, nil
+}
+
+// oneLine keeps a message on one line: the CNI library's errors quote the
+// main plugin's values raw ("invalid CIDR address: " and a route's dst),
+// and a value may hold a newline.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // parsePrevResult decodes the main plugin's result as

@@ -3,6 +3,7 @@ package config_test
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -56,5 +57,18 @@ func TestLoadRefusesAPrevResultThatIsNotAnObject(t *testing.T) {
 	for _, prev := range []string{`5`, `"x"`, `[]`, `true`} {
 		_, err := config.Load(netConf(t, map[string]any{"prevResult": json.RawMessage(prev)}))
 		checkErr(t, err, config.ErrDecode, "prevResult:")
+	}
+}
+
+// The library's errors quote the main plugin's values raw, and raw JSON
+// may hold a newline: the message stays on one line (found by FuzzLoad).
+func TestAPrevResultErrorStaysOnOneLine(t *testing.T) {
+	for _, prev := range []string{`{"cniVersion":"1.0.0","routes":[{"dst":"0.0\r\n0.0"}]}`, "[\n1\n]"} {
+		c := netConf(t, map[string]any{"prevResult": json.RawMessage(prev)})
+		_, err := config.Load(c)
+		checkErr(t, err, config.ErrDecode, "prevResult:")
+		if strings.ContainsAny(err.Error(), "\r\n") {
+			t.Errorf("prevResult %q: error %q spans lines", prev, err)
+		}
 	}
 }
