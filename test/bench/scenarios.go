@@ -148,6 +148,9 @@ func (b *bench) run() error {
 	if err := b.heldUnits(res); err != nil {
 		return err
 	}
+	if err := b.conntrackUnits(res); err != nil {
+		return err
+	}
 	b.iterate(res)
 	if err := b.profiles(n0); err != nil {
 		return err
