@@ -36,6 +36,10 @@ type SessionOptions struct {
 	// files from then on: it closes them, started or not. Nil starts this
 	// binary with Detach.
 	Start func(p Plan, files []*os.File) error
+	// Park, when set, has the kernel hold files past this process's exit
+	// (park.Files) and closes them; when it fails they are still ours, and
+	// a child started only to hold them takes them. Nil parks nothing.
+	Park func(files []*os.File) error
 }
 
 // Session is one ADD's announcing: its conflict probes, its first round on
@@ -136,12 +140,14 @@ func byUplink(targets []Target) []group {
 }
 
 // Finish ends the session once ADD is decided. After a failed ADD it only
-// closes. After a successful one, each uplink with rounds left, or with a
-// packet socket, goes to a detached child; the first child started also
-// takes the probes' sockets, and when no child was needed for announcing
-// one is started only to hold them. A child that inherits sockets is told
-// through a pipe when the plugin has closed its own copies, so that its
-// close is the last. What could not be handed over is closed here and
+// closes. After a successful one, each uplink with rounds left goes to a
+// detached child, and the first child started also takes the probes' and
+// Keep's sockets. The slow-to-close sockets that no such child took (the
+// packet sockets of uplinks with no round left, and the probes' and Keep's
+// when there was none) are parked (see SessionOptions.Park), or else given
+// to one child started only to hold them. A child that inherits sockets is
+// told through a pipe when the plugin has closed its own copies, so that
+// its close is the last. What could not be handed over is closed here and
 // returned as an error, for a warning: the first round is out, so the ADD
 // stands.
 func (s *Session) Finish(ok bool) error {
@@ -153,13 +159,20 @@ func (s *Session) Finish(ok bool) error {
 		s.kept = nil
 		closeAll(signals) // after every copy of ours is closed
 	}()
-	handed := !ok || len(s.probed)+len(s.kept) == 0
-	for i, snd := range s.senders {
-		if !ok || (s.o.Rounds < 2 && !snd.HasPacketSocket()) {
+	if !ok {
+		for _, snd := range s.senders {
 			snd.Close()
+		}
+		return nil
+	}
+	var rest []*os.File // slow to close, and no announcing child has them
+	handed := len(s.probed)+len(s.kept) == 0
+	for i, snd := range s.senders {
+		files, err := snd.Release()
+		if err == nil && s.o.Rounds < 2 {
+			rest = append(rest, files...)
 			continue
 		}
-		files, err := snd.Release()
 		var probes []*os.File
 		if err == nil && !handed {
 			probes, err = s.probeFiles()
@@ -177,21 +190,31 @@ func (s *Session) Finish(ok bool) error {
 		signals, handed = append(signals, w), handed || len(probes) > 0
 	}
 	if !handed && len(s.senders) > 0 {
-		w, err := s.holdProbes()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("probe sockets closed in the plugin: %w", err))
-		}
-		signals = append(signals, w)
+		probes, err := s.probeFiles()
+		rest = append(rest, probes...)
+		errs = append(errs, err)
 	}
+	w, err := s.hold(rest)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sockets closed in the plugin: %w", err))
+	}
+	signals = append(signals, w)
 	return errors.Join(errs...)
 }
 
-// holdProbes starts a child that sends nothing and only holds the probes'
-// sockets until the plugin has closed its own.
-func (s *Session) holdProbes() (*os.File, error) {
-	files, err := s.probeFiles()
-	if err != nil || len(files) == 0 {
-		return nil, err
+// hold keeps files open past the plugin's exit: parked when that works,
+// else inherited by a child that sends nothing and only holds them until
+// the plugin has closed its own copies. It returns that child's hold pipe.
+func (s *Session) hold(files []*os.File) (*os.File, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if s.o.Park != nil {
+		err := s.o.Park(files)
+		if err == nil {
+			return nil, nil
+		}
+		s.o.Logger.Debug("parking failed, a child holds the sockets", "error", err)
 	}
 	return s.start(s.plan(s.senders[0].up, nil, 0), files)
 }

@@ -374,3 +374,81 @@ func TestSessionHandsAKeptFileToAChildAndClosesItsOwnCopy(t *testing.T) {
 		t.Error("the kept file was not handed over: no copy of its write end is left")
 	}
 }
+
+// parks records what a Session parks, keeping the files open as the kernel
+// would, or refuses with fail.
+type parks struct {
+	t     *testing.T
+	calls [][]*os.File
+	fail  error
+}
+
+func (p *parks) park(files []*os.File) error {
+	p.calls = append(p.calls, files)
+	if p.fail != nil {
+		return p.fail
+	}
+	p.t.Cleanup(func() { closeAll(files) })
+	return nil
+}
+
+func newParkingSession(t *testing.T, rounds int, fail error) (*Session, *starts, *parks) {
+	n, st, pk := newFakeNet(t), &starts{t: t}, &parks{t: t, fail: fail}
+	s := NewSession(SessionOptions{Rounds: rounds, Interval: time.Second, Owner: &Owner{ContainerID: "c1"},
+		Sockets: n.sockets(), Start: st.start, Park: pk.park})
+	return s, st, pk
+}
+
+// probeAndAnnounce probes and announces one IPv4 and one IPv6 IP on eth0
+// and an IPv4 one on eth1, then finishes a successful ADD.
+func probeAndAnnounce(t *testing.T, s *Session) {
+	t.Helper()
+	targets := []Target{{testIP4, eth0}, {testIP6, eth0}, {v4b, eth1}}
+	for _, tg := range targets {
+		if err := s.Probe(tg, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Announce(targets); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(true); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+}
+
+func TestSessionParksWhatNoAnnouncingChildTakesAndStartsNoChild(t *testing.T) {
+	s, st, pk := newParkingSession(t, 1, nil)
+	probeAndAnnounce(t, s)
+	if len(st.got) != 0 {
+		t.Errorf("started %d children, want none: one round, and parking worked", len(st.got))
+	}
+	if len(pk.calls) != 1 || len(pk.calls[0]) != 5 {
+		t.Fatalf("parked %v, want one call with both ARP sockets and the 3 probes'", pk.calls)
+	}
+}
+
+func TestSessionWithRoundsLeftGivesEverythingToTheAnnouncingChildren(t *testing.T) {
+	s, st, pk := newParkingSession(t, 2, nil)
+	probeAndAnnounce(t, s)
+	if len(pk.calls) != 0 {
+		t.Errorf("parked %v, want nothing: the announcing children hold every socket", pk.calls)
+	}
+	if len(st.got) != 2 || len(st.got[0].files) != 5 || len(st.got[1].files) != 2 {
+		t.Errorf("started %v, want eth0's child with the pipe, its ARP socket and 3 probes, and eth1's with the pipe and its ARP socket", st.got)
+	}
+}
+
+func TestSessionGivesWhatItCouldNotParkToOneHoldingChild(t *testing.T) {
+	s, st, pk := newParkingSession(t, 1, errors.New("io_uring_setup: operation not permitted"))
+	probeAndAnnounce(t, s)
+	if len(pk.calls) != 1 {
+		t.Errorf("tried to park %d times, want once", len(pk.calls))
+	}
+	if len(st.got) != 1 || st.got[0].plan.Rounds != 0 || !st.got[0].plan.Hold || len(st.got[0].files) != 6 {
+		t.Fatalf("started %v, want one child with no rounds, holding the pipe, 2 ARP sockets and 3 probes", st.got)
+	}
+	if !hungUp(t, st.got[0].files[0]) {
+		t.Error("the holding child's pipe is still open after Finish")
+	}
+}
