@@ -31,21 +31,23 @@ func (a *Assigner) apply(j *journal) error {
 	}
 	a.step("record")
 	var errs []error
+	w := &written{key: j.Key, record: j.Record, holders: map[netip.Addr][]string{}}
 	for _, ip := range j.Touch {
-		if err := a.applyIP(dev, j, ip, hold[ip]); err != nil {
+		if err := a.applyIP(dev, j, ip, hold[ip], w); err != nil {
 			if j.Record != nil {
 				return err
 			}
 			errs = append(errs, err) // a release keeps going
 		}
 	}
-	errs = append(errs, a.steer(j))
+	errs = append(errs, a.steer(j, w))
 	return errors.Join(errs...)
 }
 
 // applyIP adds or removes the journal's attachment as a holder of ip, then
 // makes the kernel match: the address is on the holder while it is held.
-func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool) error {
+// Once ip's index entry is stored, w has its holders.
+func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *written) error {
 	e, err := a.st.readIP(ip)
 	if err != nil {
 		return err
@@ -57,7 +59,11 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool) error 
 		e.Uplink, changed = up, true
 	}
 	if len(holders) == 0 {
-		return a.release(dev, ip, e)
+		if err := a.release(dev, ip, e); err != nil {
+			return err
+		}
+		w.holders[ip] = nil
+		return nil
 	}
 	if changed {
 		if err := a.st.writeIP(ip, e); err != nil {
@@ -65,6 +71,7 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool) error 
 		}
 		a.step("index")
 	}
+	w.holders[ip] = holders
 	if !hold {
 		return nil
 	}

@@ -170,7 +170,7 @@ func (s *steering) prefixOf(a netip.Addr) netip.Prefix {
 // attachment's steering as the change's journal knows it, before and
 // after; what the record now has is kept, the rest removed. Each step is
 // idempotent, so a replay after a crash finishes it.
-func (a *Assigner) steer(j *journal) error {
+func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (a *Assigner) steer(j *journal) error {
 		return nil
 	}
 	a.step("nat")
-	want, leaving, holders, err := a.leaving(touch, was)
+	want, leaving, holders, err := a.leaving(touch, was, w)
 	if err != nil {
 		return err
 	}
@@ -273,14 +273,14 @@ type gone struct{ ip, target netip.Addr }
 // the leaving target again, and its entry, kept alive by the client's
 // retransmissions, would black-hole it for minutes. (Closing the conntrack
 // socket after an nf_tables commit waits out the commit's RCU grace
-// period; the plugin hands both sockets to a detached child, see
+// period; the plugin keeps both sockets open past its exit, see
 // HostTable.Files.)
-func (a *Assigner) leaving(touch []netip.Addr, was []*steering) ([][]netip.Addr, []gone, map[netip.Addr][]string, error) {
+func (a *Assigner) leaving(touch []netip.Addr, was []*steering, w *written) ([][]netip.Addr, []gone, map[netip.Addr][]string, error) {
 	want := make([][]netip.Addr, len(touch))
 	var out []gone
 	holders := map[netip.Addr][]string{}
 	for i, ip := range touch {
-		targets, hs, err := a.targets(ip)
+		targets, hs, err := a.targets(ip, w)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -306,16 +306,47 @@ func (a *Assigner) forget(leaving []gone) error {
 	return errors.Join(errs...)
 }
 
-// targets reads ip's holders from its index and each holder's target from
-// its record: O(holders of ip), never a walk of every record.
-func (a *Assigner) targets(ip netip.Addr) ([]netip.Addr, []string, error) {
+// written is what apply has just stored for one change: the touched IPs'
+// holders (an IP nobody holds now has none) and the attachment's record.
+// steer reads them from here, not back from the files: decoding them would
+// be the first use of encoding/json's decoders for the index and record
+// types in this process, 0.1 to 0.2 ms of every steered ADD.
+type written struct {
+	key     string
+	record  *record
+	holders map[netip.Addr][]string
+}
+
+// holdersOf is ip's holders as w has them, or from ip's index entry.
+func (a *Assigner) holdersOf(ip netip.Addr, w *written) ([]string, error) {
+	if w != nil {
+		if hs, ok := w.holders[ip]; ok {
+			return hs, nil
+		}
+	}
 	e, err := a.st.readIP(ip)
+	return e.Holders, err
+}
+
+// recordOf is key's record as w has it, or from its file; nil if none.
+func (a *Assigner) recordOf(key string, w *written) (*record, error) {
+	if w != nil && key == w.key {
+		return w.record, nil
+	}
+	return a.st.readRecord(key)
+}
+
+// targets reads ip's holders and each holder's target from its record,
+// taking what w has over the files (w may be nil): O(holders of ip),
+// never a walk of every record.
+func (a *Assigner) targets(ip netip.Addr, w *written) ([]netip.Addr, []string, error) {
+	holders, err := a.holdersOf(ip, w)
 	if err != nil {
 		return nil, nil, err
 	}
 	var out []netip.Addr
-	for _, key := range e.Holders {
-		r, err := a.st.readRecord(key)
+	for _, key := range holders {
+		r, err := a.recordOf(key, w)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -326,5 +357,5 @@ func (a *Assigner) targets(ip netip.Addr) ([]netip.Addr, []string, error) {
 			out = append(out, t)
 		}
 	}
-	return out, e.Holders, nil
+	return out, holders, nil
 }

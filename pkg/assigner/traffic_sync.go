@@ -256,7 +256,7 @@ func (a *Assigner) checkIngress(rec *record, st *nat.State) error {
 		if !slices.Contains(got, t) {
 			return Errorf(ErrDrift, "%s: no ingress rule to %s in table inet %s (it steers to %v)", ip, t, nat.TableName, got)
 		}
-		want, _, err := a.targets(ip)
+		want, _, err := a.targets(ip, nil)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -325,5 +327,47 @@ func TestOnlyTheFirstHoldersAddOfAnIPIsFresh(t *testing.T) {
 	f.del(attB)
 	if n.fresh[v4a] {
 		t.Errorf("a DEL leaving %s to its first holder was fresh", v4a)
+	}
+}
+
+// addGarbling adds att for ip with an Assigner that, at the NAT step,
+// overwrites the record and index entry the change has just written: a
+// steer that read its own writes back would fail to decode them.
+func (f *fixture) addGarbling(att Attachment, ip netip.Addr) error {
+	a := f.assigner()
+	a.step = func(step string) {
+		if step != "nat" {
+			return
+		}
+		for _, p := range []string{filepath.Join(f.stateDir(), "att", recordName(att.key())), filepath.Join(f.stateDir(), "ip", ipName(ip))} {
+			if err := os.WriteFile(p, []byte("garbled"), 0o600); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	_, err := a.Add(att, []netip.Addr{ip}, Hooks{})
+	return err
+}
+
+func TestSteeringTakesTheChangesOwnWritesFromMemoryAndTheOtherHoldersFromTheirFiles(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	if err := f.addGarbling(attA, v4a); err != nil {
+		t.Fatalf("a new IP's steered ADD read back what it had just written: %v", err)
+	}
+	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {
+		t.Fatalf("%s steers to %v, want %s", v4a, got, ctrA4.Addr())
+	}
+	// A second holder, added the same way: a's target can only come from
+	// a's record on disk.
+	f, n = newFixture(t), newFakeNAT()
+	f.steered(n, TrafficBoth, ctrA4)
+	f.add(attA, v4a)
+	f.steered(n, TrafficBoth, ctrB4)
+	if err := f.addGarbling(attB, v4a); err != nil {
+		t.Fatalf("a second holder's steered ADD: %v", err)
+	}
+	if got := n.st.Ingress[v4a]; len(got) != 2 || !slices.Contains(got, ctrA4.Addr()) || !slices.Contains(got, ctrB4.Addr()) {
+		t.Errorf("%s steers to %v, want a's target read from its record and b's own", v4a, got)
 	}
 }
