@@ -57,6 +57,10 @@ type Config struct {
 	Traffic Traffic
 	// PrevResult is the main plugin's result, nil when absent.
 	PrevResult types.Result
+	// PrevResultJSON is that result as it came, when it names the config's
+	// cniVersion: what ADD prints, unchanged (see the plugin's printResult).
+	// Nil when the result must be converted.
+	PrevResultJSON json.RawMessage
 	// ValidAttachments lists the attachments GC must keep.
 	ValidAttachments []types.GCAttachment
 
@@ -128,11 +132,14 @@ func Load(stdin []byte) (*Config, error) {
 			return nil, err
 		}
 	}
-	prev, err := parsePrevResult(raw.CNIVersion, raw.RawPrevResult)
+	prev, same, err := parsePrevResult(raw.CNIVersion, raw.RawPrevResult)
 	if err != nil {
 		return nil, decodef("prevResult: %s", oneLine(err.Error()))
 	}
 	c.PrevResult = prev
+	if same {
+		c.PrevResultJSON = raw.RawPrevResult
+	}
 	return c, nil
 }
 
@@ -149,34 +156,35 @@ func oneLine(s string) string {
 
 // parsePrevResult decodes the main plugin's result as
 // version.ParsePrevResult does, from the raw bytes: a result that names no
-// cniVersion of its own takes the config's.
-func parsePrevResult(cniVersion string, raw json.RawMessage) (types.Result, error) {
+// cniVersion of its own takes the config's. same says that it names the
+// config's.
+func parsePrevResult(cniVersion string, raw json.RawMessage) (types.Result, bool, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+		return nil, false, nil
 	}
 	if raw[0] != '{' {
-		return nil, fmt.Errorf("could not parse prevResult: %s is not an object", raw)
+		return nil, false, fmt.Errorf("could not parse prevResult: %s is not an object", raw)
 	}
 	var v struct {
 		CNIVersion string `json:"cniVersion"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("could not parse prevResult: %w", err)
+		return nil, false, fmt.Errorf("could not parse prevResult: %w", err)
 	}
 	if v.CNIVersion == "" {
 		// Rare (results before 1.0.0 may omit it): the library's way.
 		conf := &types.PluginConf{CNIVersion: cniVersion}
 		if err := json.Unmarshal(raw, &conf.RawPrevResult); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		err := version.ParsePrevResult(conf)
-		return conf.PrevResult, err
+		return conf.PrevResult, false, err
 	}
 	res, err := create.Create(cniVersion, raw)
 	if err != nil {
-		return nil, fmt.Errorf("could not parse prevResult: %w", err)
+		return nil, false, fmt.Errorf("could not parse prevResult: %w", err)
 	}
-	return res, nil
+	return res, v.CNIVersion == cniVersion, nil
 }
 
 func (c *Config) setNames(raw *netConf) error {

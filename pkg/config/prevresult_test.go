@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/external-ip/external-ip/pkg/config"
@@ -70,5 +71,49 @@ func TestAPrevResultErrorStaysOnOneLine(t *testing.T) {
 		if strings.ContainsAny(err.Error(), "\r\n") {
 			t.Errorf("prevResult %q: error %q spans lines", prev, err)
 		}
+	}
+}
+
+// ADD prints PrevResultJSON as is when it is set. It must be set only when
+// the result names the config's version, and then read back (as libcni
+// reads a plugin's output) as what the library would have printed.
+func TestPrevResultJSONIsKeptOnlyWhenItReadsBackAsTheLibrarysOutput(t *testing.T) {
+	for _, tt := range []struct {
+		name, confVersion, prev string
+		kept                    bool
+	}{
+		{"1.0.0", "1.0.0", prevResult100, true},
+		{"a key the library does not know", "1.0.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}],"x-vendor":{"a":1}}`, true},
+		{"no version of its own", "1.0.0", `{"ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`, false},
+		{"1.0.0 in a 1.1.0 config", "1.1.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`, false},
+		{"0.4.0 in a 0.4.0 config", "0.4.0", `{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.5/24"}]}`, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Load(netConf(t, map[string]any{"cniVersion": tt.confVersion, "prevResult": json.RawMessage(tt.prev)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := c.PrevResultJSON != nil; kept != tt.kept {
+				t.Fatalf("PrevResultJSON kept = %v, want %v", kept, tt.kept)
+			}
+			if !tt.kept {
+				return
+			}
+			want, err := libraryPrevResult(t, tt.confVersion, tt.prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			printed, err := want.GetAsVersion(tt.confVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := create.CreateFromBytes(c.PrevResultJSON)
+			if err != nil {
+				t.Fatalf("the kept bytes do not read back: %v", err)
+			}
+			if !reflect.DeepEqual(got, printed) {
+				t.Errorf("the kept bytes read back as %#v, the library prints %#v", got, printed)
+			}
+		})
 	}
 }

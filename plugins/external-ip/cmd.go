@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 
@@ -74,7 +75,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 			inv.log.Error("add failed", "error", err)
 			return cniError(err, nil)
 		}
-		return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
+		return printResult(inv.conf)
 	}
 	if err := inv.conf.CheckFamilies(reqs, inv.conf.ContainerAddrs()); err != nil {
 		return cniError(err, nil)
@@ -89,7 +90,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		inv.log.Error("add failed", "error", err)
 		return cniError(err, reqs)
 	}
-	return types.PrintResult(inv.conf.PrevResult, inv.conf.CNIVersion)
+	return printResult(inv.conf)
 }
 
 // checkNetNS refuses, before ADD or DEL changes anything, what skel refuses
@@ -197,4 +198,19 @@ func addrs(reqs []config.IP) []netip.Addr {
 		out[i] = r.Addr
 	}
 	return out
+}
+
+// printResult prints the main plugin's result as ADD's own, which a chained
+// plugin that changes nothing in it must: the bytes as they came when they
+// are in the config's cniVersion, else converted by the CNI library.
+// Encoding the decoded result again would build encoding/json's encoders
+// for the result types in this fresh process (0.08 ms), and would drop
+// what the library does not know.
+func printResult(c *config.Config) error {
+	if c.PrevResultJSON == nil {
+		return types.PrintResult(c.PrevResult, c.CNIVersion)
+	}
+	out := make([]byte, 0, len(c.PrevResultJSON)+1)
+	_, err := os.Stdout.Write(append(append(out, c.PrevResultJSON...), '\n'))
+	return err
 }
