@@ -36,7 +36,11 @@ func Files(files []*os.File) error {
 		}
 		fds[i] = int32(fd)
 	}
-	if err := register(fds); err != nil {
+	err := refused()
+	if err == nil {
+		err = register(fds)
+	}
+	if err != nil {
 		return fmt.Errorf("parking %d files in an io_uring: %w", len(files), err)
 	}
 	runtime.KeepAlive(files)

@@ -1,0 +1,66 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/external-ip/external-ip/pkg/park"
+)
+
+// ioUringEnabled reads kernel.io_uring_disabled; a kernel without the knob
+// (before 6.6) has io_uring on.
+func ioUringEnabled(t *testing.T) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled")
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b)) == "0"
+}
+
+// A steered IPv4 ADD with one round and its DEL leave slow-to-close
+// sockets (the ARP socket; nf_tables' and conntrack's) that are parked in
+// an io_uring, or, where io_uring is refused, held by a child as before.
+// Either way both succeed, the plugin closes none of them itself, and the
+// debug log says which way was taken.
+func TestSlowSocketsAreParkedOrElseHeldByAChild(t *testing.T) {
+	bin := faultBinary(t)
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("io_uring refused=%v", refuse), func(t *testing.T) {
+			h := newHost(t)
+			logFile := t.TempDir() + "/external-ip.log"
+			conf := h.netConf("1.0.0", map[string]any{"logFile": logFile, "logLevel": "debug", "traffic": "both",
+				"runtimeConfig": runtimeIPs("192.0.2.74")})
+			var env []string
+			if refuse {
+				env = []string{park.RefuseEnv + "=1"}
+			}
+			h.runWith(bin, call{command: "ADD", containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}, env...).mustOK(t, "ADD")
+			h.runWith(bin, call{command: "DEL", containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}, env...).mustOK(t, "DEL")
+			waitNoAnnouncer(t, h, 10*time.Second)
+			lines := readLog(t, logFile)
+			wantChild := refuse || !ioUringEnabled(t)
+			for cmd, msg := range map[string]string{
+				"ADD": "parking failed, a child holds the sockets",
+				"DEL": "parking failed, a child holds the netfilter sockets",
+			} {
+				if got := hasLine(lines, cmd, msg); got != wantChild {
+					t.Errorf("%s logged %q: %v, want %v (io_uring refused: %v)\nlog: %+v", cmd, msg, got, wantChild, refuse, lines)
+				}
+			}
+			for _, l := range lines {
+				if l.Level == "WARN" || l.Level == "ERROR" {
+					t.Errorf("%s logged %s %q: a socket was closed in the plugin or not handed over", l.Command, l.Level, l.Msg)
+				}
+			}
+		})
+	}
+}
