@@ -23,7 +23,9 @@ const paramsSize = 120
 // release them off its exit path, and closes the caller's copies. The
 // caller must close every other copy of ours before it exits, so that the
 // kernel's reference is the last. On error the files are untouched and
-// still the caller's.
+// still the caller's. Each call leaves a ring and its files open until the
+// process exits: it is for a process about to exit (a CNI invocation), not
+// for a daemon, which would accumulate them.
 func Files(files []*os.File) error {
 	if len(files) == 0 {
 		return nil
