@@ -70,12 +70,13 @@ func (s *Sender) Close() error {
 }
 
 // Release hands the slow-to-close sockets opened so far to the caller as
-// files, for a detached child to inherit, and closes the Sender's own.
+// files, for a detached child to inherit or for parking, and closes the
+// Sender's own.
 //
 // Why: Linux waits for an RCU grace period (synchronize_net) when the last
 // reference to an AF_PACKET socket goes, 10 to 13 ms here. Closed by the
-// plugin, that wait would sit on every IPv4 ADD; held by a child until it
-// exits, it costs the ADD nothing.
+// plugin, that wait would sit on every IPv4 ADD; released after the plugin
+// has exited, it costs the ADD nothing.
 func (s *Sender) Release() ([]*os.File, error) {
 	var files []*os.File
 	if h, ok := s.arp.(handover); ok {
@@ -88,10 +89,6 @@ func (s *Sender) Release() ([]*os.File, error) {
 	}
 	return files, s.Close()
 }
-
-// HasPacketSocket says whether the Sender holds a socket whose close is
-// slow enough to be worth handing to a child (see Release).
-func (s *Sender) HasPacketSocket() bool { return s.arp != nil }
 
 func (s *Sender) roundARP(ips []netip.Addr) error {
 	if len(ips) == 0 {

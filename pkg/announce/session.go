@@ -44,8 +44,9 @@ type SessionOptions struct {
 
 // Session is one ADD's announcing: its conflict probes, its first round on
 // each uplink, and after ADD the hand-over of the later rounds and of its
-// packet sockets to detached children, so that neither the rounds nor the
-// slow last close of an AF_PACKET socket (see Sender.Release) holds ADD up.
+// packet sockets to detached children, or of the sockets alone to the
+// kernel (SessionOptions.Park), so that neither the rounds nor the slow
+// last close of an AF_PACKET socket (see Sender.Release) holds ADD up.
 type Session struct {
 	o       SessionOptions
 	mu      sync.Mutex
@@ -55,9 +56,10 @@ type Session struct {
 	kept    []*os.File     // Keep's files, handed over with the probes'
 }
 
-// Keep gives Finish a file to hand to the first child it starts, beside
-// the probes' sockets, for a socket whose last close is slow (the NAT
-// table's: see nat.Table.File). Finish closes it in every case.
+// Keep gives Finish a file whose last close is slow (the NAT table's: see
+// nat.Table.File) to keep open past the plugin's exit with the probes'
+// sockets: in the first child it starts, else parked or in a holding
+// child. Finish closes our copy in every case.
 func (s *Session) Keep(f *os.File) {
 	s.mu.Lock()
 	s.kept = append(s.kept, f)
@@ -191,8 +193,10 @@ func (s *Session) Finish(ok bool) error {
 	}
 	if !handed && len(s.senders) > 0 {
 		probes, err := s.probeFiles()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("probe sockets closed in the plugin: %w", err))
+		}
 		rest = append(rest, probes...)
-		errs = append(errs, err)
 	}
 	w, err := s.hold(rest)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
@@ -184,7 +185,17 @@ func parsePrevResult(cniVersion string, raw json.RawMessage) (types.Result, bool
 	if err != nil {
 		return nil, false, fmt.Errorf("could not parse prevResult: %w", err)
 	}
-	return res, v.CNIVersion == cniVersion, nil
+	return res, v.CNIVersion == cniVersion && verbatim(raw), nil
+}
+
+// verbatim says whether raw may go out as it came. encoding/json matched
+// "cniVersion" without regard to case and replaced invalid UTF-8; the
+// library's own output spells the key exactly and is valid UTF-8. So raw
+// must be valid UTF-8 and name the key once, spelt exactly: otherwise a
+// runtime that is stricter than Go would find no version, or two.
+func verbatim(raw []byte) bool {
+	exact := bytes.Count(raw, []byte(`"cniVersion"`))
+	return exact == 1 && bytes.Count(bytes.ToLower(raw), []byte(`"cniversion"`)) == 1 && utf8.Valid(raw)
 }
 
 func (c *Config) setNames(raw *netConf) error {

@@ -86,6 +86,9 @@ func TestPrevResultJSONIsKeptOnlyWhenItReadsBackAsTheLibrarysOutput(t *testing.T
 		{"a key the library does not know", "1.0.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}],"x-vendor":{"a":1}}`, true},
 		{"no version of its own", "1.0.0", `{"ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`, false},
 		{"1.0.0 in a 1.1.0 config", "1.1.0", `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`, false},
+		{"the key spelt otherwise", "1.0.0", `{"CNIVersion":"1.0.0","ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`, false},
+		{"the key twice", "1.0.0", `{"cniVersion":"1.0.0","cniversion":"1.0.0","ips":[{"address":"10.0.0.5/24","interface":0}],"interfaces":[{"name":"eth0"}]}`, false},
+		{"invalid UTF-8", "1.0.0", "{\"cniVersion\":\"1.0.0\",\"interfaces\":[{\"name\":\"eth\xff\"}]}", false},
 		{"0.4.0 in a 0.4.0 config", "0.4.0", `{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.5/24"}]}`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,8 @@
 //
 // The ring is never used for I/O: it is created with one entry, given the
 // files and left open, close-on-exec, until the exit closes it. Where
-// io_uring is unavailable (kernel.io_uring_disabled, a seccomp filter, a
-// kernel older than 5.1) Files fails and leaves the files to the caller,
-// whose fallback is the detached child. It owns no other state.
+// io_uring is unavailable (kernel.io_uring_disabled, a seccomp filter) or
+// the kernel is older than 5.17 (whose file registration may itself wait a
+// grace period), Files fails and leaves the files to the caller, whose
+// fallback is the detached child. It owns no other state.
 package park

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,5 +105,28 @@ func TestAClosedFileIsRefusedAndTheOthersStayTheCallers(t *testing.T) {
 	w.Close()
 	if !hungUp(t, r) {
 		t.Error("a refused Files still holds the file")
+	}
+}
+
+func TestAFileGivenTwiceIsRefusedAndStaysTheCallers(t *testing.T) {
+	r, w := pipe(t)
+	if err := Files([]*os.File{w, w}); err == nil {
+		t.Fatal("Files with one file twice succeeded, want it refused before anything is registered")
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Errorf("a refused Files closed the file: %v", err)
+	}
+	w.Close()
+	if !hungUp(t, r) {
+		t.Error("a refused Files still holds the file")
+	}
+}
+
+func TestAKernelWithoutCQESkipIsTooOldToPark(t *testing.T) {
+	if err := recentEnough(0x7ff); !errors.Is(err, syscall.ENOTSUP) {
+		t.Errorf("features of Linux 5.16 (bits 0 to 10) = %v, want ENOTSUP: its file registration may quiesce", err)
+	}
+	if err := recentEnough(featCQESkip | 0x7ff); err != nil {
+		t.Errorf("features of Linux 5.17 = %v, want usable", err)
 	}
 }
