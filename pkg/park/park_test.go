@@ -91,34 +91,33 @@ func TestAParkedFileIsReleasedOnceTheProcessHasExited(t *testing.T) {
 	}
 }
 
-func TestAClosedFileIsRefusedAndTheOthersStayTheCallers(t *testing.T) {
-	r, w := pipe(t)
-	closed, _ := pipe(t)
-	closed.Close()
-	err := Files([]*os.File{w, closed})
-	if !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("Files with a closed file = %v, want os.ErrClosed", err)
-	}
-	if _, err := w.Write([]byte("x")); err != nil {
-		t.Errorf("the open file was closed by a refused Files: %v", err)
-	}
-	w.Close()
-	if !hungUp(t, r) {
-		t.Error("a refused Files still holds the file")
-	}
-}
-
-func TestAFileGivenTwiceIsRefusedAndStaysTheCallers(t *testing.T) {
-	r, w := pipe(t)
-	if err := Files([]*os.File{w, w}); err == nil {
-		t.Fatal("Files with one file twice succeeded, want it refused before anything is registered")
-	}
-	if _, err := w.Write([]byte("x")); err != nil {
-		t.Errorf("a refused Files closed the file: %v", err)
-	}
-	w.Close()
-	if !hungUp(t, r) {
-		t.Error("a refused Files still holds the file")
+// A refused Files registers nothing: the open file is still the caller's
+// to write and to close, and nothing else holds it.
+func TestARefusedFilesLeavesTheFilesToTheCaller(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		files func(w *os.File) []*os.File
+	}{
+		{"a closed file beside it", func(w *os.File) []*os.File {
+			_, closed := pipe(t)
+			closed.Close()
+			return []*os.File{w, closed}
+		}},
+		{"the same file twice", func(w *os.File) []*os.File { return []*os.File{w, w} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w := pipe(t)
+			if err := Files(tt.files(w)); err == nil {
+				t.Fatal("Files succeeded, want it refused before anything is registered")
+			}
+			if _, err := w.Write([]byte("x")); err != nil {
+				t.Errorf("a refused Files closed the file: %v", err)
+			}
+			w.Close()
+			if !hungUp(t, r) {
+				t.Error("a refused Files still holds the file")
+			}
+		})
 	}
 }
 
