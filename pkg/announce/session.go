@@ -206,41 +206,15 @@ func (s *Session) Finish(ok bool) error {
 	return errors.Join(errs...)
 }
 
-// hold keeps files open past the plugin's exit: parked when that works,
-// else inherited by a child that sends nothing and only holds them until
-// the plugin has closed its own copies. It returns that child's hold pipe.
+// hold keeps what no announcing child took open past the plugin's exit.
 func (s *Session) hold(files []*os.File) (*os.File, error) {
-	if len(files) == 0 {
-		return nil, nil
-	}
-	if s.o.Park != nil {
-		err := s.o.Park(files)
-		if err == nil {
-			return nil, nil
-		}
-		s.o.Logger.Debug("parking failed, a child holds the sockets", "error", err)
-	}
-	return s.start(s.plan(s.senders[0].up, nil, 0), files)
+	h := Holder{Park: s.o.Park, Start: s.o.Start, Log: s.o.Logger}
+	return h.Hold(s.plan(s.senders[0].up, nil, 0), "sockets", files)
 }
 
-// start starts a child for p that inherits files, after a hold pipe when
-// there are any, and returns the pipe's write end for the caller to close
-// once it has closed its own copies.
+// start starts an announcing child for p (see startPiped).
 func (s *Session) start(p Plan, files []*os.File) (*os.File, error) {
-	if len(files) == 0 {
-		return nil, s.o.Start(p, nil)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		closeAll(files)
-		return nil, err
-	}
-	p.Hold = true
-	if err := s.o.Start(p, append([]*os.File{r}, files...)); err != nil {
-		w.Close()
-		return nil, err
-	}
-	return w, nil
+	return startPiped(s.o.Start, p, files)
 }
 
 // probeFiles duplicates the probes' sockets for a child to inherit.

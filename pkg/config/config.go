@@ -194,8 +194,8 @@ func parsePrevResult(cniVersion string, raw json.RawMessage) (types.Result, bool
 // must be valid UTF-8 and name the key once, spelt exactly: otherwise a
 // runtime that is stricter than Go would find no version, or two.
 func verbatim(raw []byte) bool {
-	exact := bytes.Count(raw, []byte(`"cniVersion"`))
-	return exact == 1 && bytes.Count(bytes.ToLower(raw), []byte(`"cniversion"`)) == 1 && utf8.Valid(raw)
+	once := bytes.Count(bytes.ToLower(raw), []byte(`"cniversion"`)) == 1
+	return once && bytes.Contains(raw, []byte(`"cniVersion"`)) && utf8.Valid(raw)
 }
 
 func (c *Config) setNames(raw *netConf) error {

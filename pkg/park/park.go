@@ -48,10 +48,11 @@ func Files(files []*os.File) error {
 	if err != nil {
 		return err
 	}
-	if err := refused(); err != nil {
-		return fmt.Errorf("parking %d files in an io_uring: %w", len(files), err)
+	err = refused()
+	if err == nil {
+		err = register(fds)
 	}
-	if err := register(fds); err != nil {
+	if err != nil {
 		return fmt.Errorf("parking %d files in an io_uring: %w", len(files), err)
 	}
 	runtime.KeepAlive(files)

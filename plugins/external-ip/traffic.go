@@ -2,7 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"os"
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -33,39 +32,16 @@ func keepNAT(s *announce.Session, nat *assigner.HostTable, log *slog.Logger) {
 // our copies are closed, sending nothing.
 func handOverNAT(nat *assigner.HostTable, log *slog.Logger) {
 	files, err := nat.Files()
-	if len(files) == 0 {
-		if err != nil {
-			log.Warn("netfilter sockets closed in the plugin", "error", err)
-		}
-		nat.Close()
-		return
+	if err != nil && len(files) == 0 {
+		log.Warn("netfilter sockets closed in the plugin", "error", err)
 	}
-	perr := park.Files(files)
-	if perr == nil {
-		nat.Close()
-		return
-	}
-	log.Debug("parking failed, a child holds the netfilter sockets", "error", perr)
-	holdInChild(files, nat, log)
-}
-
-// holdInChild gives files to a detached child that holds them until nat,
-// our own copy, is closed.
-func holdInChild(files []*os.File, nat *assigner.HostTable, log *slog.Logger) {
-	r, w, err := os.Pipe()
-	exe, xerr := os.Executable()
-	if err == nil && xerr == nil {
-		err = announce.Detach(exe, announce.Plan{Hold: true}, append([]*os.File{r}, files...)...) // closes them
-	} else {
-		for _, f := range files {
-			f.Close()
-		}
-	}
+	h := announce.Holder{Park: park.Files, Log: log}
+	w, err := h.Hold(announce.Plan{}, "netfilter sockets", files)
 	nat.Close()
 	if w != nil {
 		w.Close() // the child's close, now the last, is off our path
 	}
-	if err != nil || xerr != nil {
-		log.Warn("nf_tables socket closed in the plugin", "error", err, "exe", xerr)
+	if err != nil {
+		log.Warn("nf_tables socket closed in the plugin", "error", err)
 	}
 }
