@@ -25,7 +25,7 @@ IMAGE    ?= localhost/external-ip:latest
 all: build
 
 # Static, as the containernetworking/plugins releases are: a dynamically
-# linked binary costs 1.3 to 1.9 ms more at every start (docs/benchmark.md).
+# linked binary costs more at every start (docs/performance.md).
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.buildVersion=$(VERSION) -X main.buildRevision=$(REVISION)" -o $(PLUGIN) ./plugins/external-ip
 
@@ -54,7 +54,7 @@ demo: deps
 
 # bench interleaves external-ip's ADD and DEL (steering off and on, with
 # attachments held) with the exec floor, host-local and portmap, prints the
-# tables and writes docs/benchmark.svg and docs/benchmark.csv; docs/benchmark.md
+# tables and writes docs/benchmark.svg and docs/benchmark.csv; docs/performance.md
 # is written from them by hand. As root, on a quiet machine. BENCHFLAGS adds
 # the profiling hooks (-strace -perf -inittrace) or -quick.
 bench: deps

@@ -9,7 +9,7 @@
 // to EOF, wait) from an OS thread inside the node namespace. It prints
 // progress on stderr and the tables on stdout; with -out DIR it writes
 // DIR/benchmark.svg and DIR/benchmark.csv (every sample). The analysis in
-// docs/benchmark.md is written by a person from those.
+// docs/performance.md is written by a person from those.
 //
 //	go run ./test/bench -out docs     # the full run (make bench)
 //	go run ./test/bench -quick        # a few iterations, to try a change
