@@ -3,9 +3,12 @@ package install
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
 )
 
 // ErrNoPrimary: the conf dir holds no valid network config to chain into
@@ -24,29 +27,47 @@ type primary struct {
 	list bool // a .conflist; otherwise one plugin (.conf, .json)
 }
 
-// findPrimary picks the config the runtime uses: the lexically first valid
-// file, or the one named. Runtimes skip files they cannot load, so do we.
-// A single-plugin file we already turned into NAME.conflist is found under
-// that name when named asks for NAME.conf.
+// findPrimary picks the config the runtime uses, by libcni's own loading
+// (package cniconf), as containerd and CRI-O call it: the lexically first
+// file that loads, or the one named. Files that do not load are skipped, as
+// runtimes skip them. The runtime's pick is chained into or refused, never
+// passed over for the next file: the runtime would still load it, without
+// us. A single-plugin file we already turned into NAME.conflist is found
+// under that name when named asks for NAME.conf.
 func findPrimary(dir, named string) (*primary, error) {
-	names, err := confFiles(dir)
+	paths, err := cniconf.ConfFiles(dir, confExts)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
-	slices.Sort(names)
+	slices.Sort(paths)
 	var skipped []string
-	for _, name := range names {
+	for _, path := range paths {
+		name := filepath.Base(path)
 		if named != "" && name != named && name != listName(named) {
 			continue
 		}
-		p, err := loadPrimary(dir, name)
+		loaded, err := runtimeLoads(path)
 		if err != nil {
-			skipped = append(skipped, err.Error())
+			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		return p, nil
+		return chainable(dir, name, loaded)
 	}
 	return nil, noPrimary(dir, named, skipped)
+}
+
+// runtimeLoads loads path as go-cni and ocicni do: a .conflist as a list
+// (with the plugins of its CNI 1.1 subdirectory), any other file as one
+// plugin with a type, up-converted to a list.
+func runtimeLoads(path string) (*cniconf.NetworkConfigList, error) {
+	if filepath.Ext(path) == ".conflist" {
+		return cniconf.ConfListFromFile(path)
+	}
+	c, err := cniconf.ConfFromFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return cniconf.ConfListFromConf(c)
 }
 
 func noPrimary(dir, named string, skipped []string) error {
@@ -60,24 +81,31 @@ func noPrimary(dir, named string, skipped []string) error {
 	return fmt.Errorf("%w %s (skipped: %s)", ErrNoPrimary, what, strings.Join(skipped, "; "))
 }
 
-// loadPrimary reads one file and validates it as the runtime would:
-// a .conflist must load as a list with plugins, a .conf or .json as one
-// plugin with a type.
-func loadPrimary(dir, name string) (*primary, error) {
+// chainable reads the runtime's pick, refusing what we cannot chain into
+// so that the runtime would run us: a symlink (we never write through
+// one) and a list whose plugins live in its CNI 1.1 <name>/ subdirectory
+// (libcni appends those after the inline ones, so an entry of ours in the
+// list would not run last).
+func chainable(dir, name string, loaded *cniconf.NetworkConfigList) (*primary, error) {
+	if fi, err := os.Lstat(filepath.Join(dir, name)); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		target, _ := os.Readlink(filepath.Join(dir, name))
+		return nil, fmt.Errorf("%w: primary %s: is a symlink (to %s), which the runtime follows and external-ip never writes through; make it a regular file or choose another primary",
+			ErrInvalid, filepath.Join(dir, name), target)
+	}
 	data, meta, err := readRegular(dir, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("primary: %w", err)
 	}
 	if data == nil {
-		return nil, fmt.Errorf("%s: vanished", name)
+		return nil, fmt.Errorf("primary %s: vanished", filepath.Join(dir, name))
 	}
 	p := &primary{name: name, data: data, meta: *meta, list: filepath.Ext(name) == ".conflist"}
-	check := checkPluginConf
 	if p.list {
-		check = checkConfList
-	}
-	if err := check(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		inline, err := cniconf.ConfListFromBytes(data)
+		if err != nil || len(inline.Plugins) != len(loaded.Plugins) {
+			return nil, fmt.Errorf("%w: primary %s: keeps plugins in its subdirectory %s/ (CNI 1.1), after which an entry of ours would not run last; external-ip chains only into a list's \"plugins\"",
+				ErrInvalid, filepath.Join(dir, name), filepath.Join(dir, loaded.Name))
+		}
 	}
 	return p, nil
 }
