@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
 )
 
 // PluginType is the CNI type of our entry; an entry of this type in the
@@ -51,8 +54,48 @@ func ParseEntry(data []byte) (*Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: plugin config: %w", ErrInvalid, err)
 	}
+	if err := e.checkLibcni(); err != nil {
+		return nil, err
+	}
+	// Every verb refuses such a dataDir: checked as they check it.
+	if err := assigner.CheckDataDir(c.DataDir); err != nil {
+		return nil, fmt.Errorf("%w: plugin config: %w", ErrInvalid, err)
+	}
 	e.dataDir = c.DataDir
 	return e, nil
+}
+
+// checkLibcni refuses an entry that makes libcni refuse the whole list it
+// is chained into (a key libcni reads, with a value of another JSON type):
+// the runtime would then load no config, and no pod would start.
+func (e *Entry) checkLibcni() error {
+	list := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "install-check", "plugins": [{"type": "bridge"}, %s]}`, e.raw())
+	_, err := cniconf.ConfListFromBytes([]byte(list))
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("%w: plugin config: %s: %s is a %s where libcni reads %s, so the runtime would load no network config",
+			ErrInvalid, te.Field, e.value(te.Field), te.Value, te.Type)
+	}
+	return fmt.Errorf("%w: plugin config: libcni refuses it, so the runtime would load no network config: %w", ErrInvalid, err)
+}
+
+// value is the entry's JSON at a dotted path of keys, as a refusal quotes it.
+func (e *Entry) value(path string) string {
+	fields := e.fields
+	keys := strings.Split(path, ".")
+	for i, k := range keys {
+		raw, ok := fields[k]
+		if !ok {
+			return "?"
+		}
+		if i == len(keys)-1 || json.Unmarshal(raw, &fields) != nil {
+			return string(mustMarshal(raw)) // compact, on one line
+		}
+	}
+	return "?"
 }
 
 func orMissing(raw json.RawMessage) string {

@@ -211,6 +211,14 @@ func TestParseEntryRefusesWhatThePluginWouldRefuse(t *testing.T) {
 		{`{"type": "external-ip", "allowedRanges": ["300.0.0.0/8"]}`, "allowedRanges"},
 		{`{"type": "external-ip", "device": "a/b"}`, "device"},
 		{`[1]`, "plugin config"},
+		// libcni refuses the whole list over these: no pod of the node starts.
+		{`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"], "dns": 5}`, "dns: 5 is a number where libcni reads types.DNS"},
+		{`{"type": "external-ip", "capabilities": {"externalIPs": "yes"}}`, `capabilities: {"externalIPs":"yes"} is a string where libcni reads bool`},
+		{`{"type": "external-ip", "dns": {"nameservers": [1]}}`, "dns.nameservers: [1]"},
+		{`{"type": "external-ip", "ipam": {"type": 5}}`, "ipam.type: 5"},
+		// Every verb refuses these dataDirs.
+		{`{"type": "external-ip", "dataDir": "/tmp"}`, `dataDir: "/tmp": is a system directory`},
+		{`{"type": "external-ip", "dataDir": "/etc/cni/x"}`, `dataDir: "/etc/cni/x": is a system directory`},
 	} {
 		_, err := ParseEntry([]byte(c.entry))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {

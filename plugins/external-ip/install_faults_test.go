@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// These tests run the binary (this test binary as main, see TestMain) on
+// temp conf dirs, as a DaemonSet or a person runs it on a node.
+
+// confNode is a temp node: a bin dir, a conf dir and our entry.
+type confNode struct {
+	root, bin, conf, entry string
+}
+
+func newConfNode(t *testing.T, entry string) *confNode {
+	t.Helper()
+	root := t.TempDir()
+	n := &confNode{root: root, bin: filepath.Join(root, "bin"), conf: filepath.Join(root, "net.d"), entry: filepath.Join(root, "entry.json")}
+	for _, d := range []string{n.bin, n.conf} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.write(t, n.entry, entry)
+	return n
+}
+
+func (n *confNode) write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *confNode) dirs() []string { return []string{"--bin-dir", n.bin, "--conf-dir", n.conf} }
+
+func (n *confNode) install(extra ...string) []string {
+	return append(append([]string{"install", "--plugin-config", n.entry}, n.dirs()...), extra...)
+}
+
+func (n *confNode) uninstall(extra ...string) []string {
+	return append(append([]string{"uninstall"}, n.dirs()...), extra...)
+}
+
+// binCmd is the binary run with args (no spaces in any) and no CNI_COMMAND.
+func binCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "EIP_RUN_MAIN=1", "EIP_RUN_MAIN_ARGS="+strings.Join(args, " "), "CNI_COMMAND=")
+	return cmd
+}
+
+// runBin runs the binary to its end: exit code and stderr.
+func runBin(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := binCmd(args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), errb.String()
+}
+
+// tree is every file under dir with its content, symlinks as "-> target".
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "-> " + target
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			out[rel] = string(b)
+		default:
+			out[rel] = fi.Mode().String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, want, got map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s is %q, was %q", what, k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: %s appeared: %.80q", what, k, v)
+		}
+	}
+}
+
+// oneLine says whether stderr's last line is the whole failure message.
+func failsWith(t *testing.T, what string, code int, stderr string, parts ...string) {
+	t.Helper()
+	msg := strings.TrimSpace(stderr)
+	lines := strings.Split(msg, "\n")
+	last := lines[len(lines)-1]
+	ok := code == 1
+	for _, p := range parts {
+		ok = ok && strings.Contains(last, p)
+	}
+	if !ok {
+		t.Errorf("%s: exit %d, stderr %q; want exit 1 and a last line naming %q", what, code, msg, parts)
+	}
+}
+
+const podsList = `{"cniVersion": "1.0.0", "name": "pods", "plugins": [{"type": "bridge"}]}`
+
+// Item 5 of issue 22: an entry that makes libcni refuse the whole list, or
+// whose dataDir every verb refuses, is refused before anything is written,
+// naming the key and the value.
+func TestInstallRefusesAnEntryThatWouldBreakTheNodeAndWritesNothing(t *testing.T) {
+	for _, c := range []struct{ entry, key, value string }{
+		{`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"], "dns": 5}`, "dns", "5"},
+		{`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"], "capabilities": {"externalIPs": "yes"}}`, "capabilities", `{"externalIPs":"yes"}`},
+		{`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"], "dataDir": "/tmp"}`, "dataDir", `"/tmp"`},
+		{`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"], "dataDir": "/etc/cni/x"}`, "dataDir", `"/etc/cni/x"`},
+	} {
+		n := newConfNode(t, c.entry)
+		n.write(t, filepath.Join(n.conf, "10-pods.conflist"), podsList)
+		before := tree(t, n.root)
+		code, stderr := runBin(t, n.install()...)
+		failsWith(t, c.entry, code, stderr, c.key, c.value)
+		sameTree(t, "after a refused install", before, tree(t, n.root))
+	}
+}
+
+// Item 6 of issue 22: when the file the runtime loads first is a symlink or
+// keeps its plugins in a CNI 1.1 subdirectory, install and --check refuse
+// naming it, instead of chaining into the next file and saying yes.
+func TestInstallAndCheckNeverChainPastThePrimaryTheRuntimeLoads(t *testing.T) {
+	for name, build := range map[string]func(n *confNode){
+		"symlink": func(n *confNode) {
+			target := filepath.Join(n.root, "elsewhere.conflist")
+			os.WriteFile(target, []byte(podsList), 0o644)
+			os.Symlink(target, filepath.Join(n.conf, "05-first.conflist"))
+		},
+		"plugins in a subdirectory": func(n *confNode) {
+			os.WriteFile(filepath.Join(n.conf, "05-first.conflist"), []byte(`{"cniVersion": "1.1.0", "name": "first"}`), 0o644)
+			os.Mkdir(filepath.Join(n.conf, "first"), 0o755)
+			os.WriteFile(filepath.Join(n.conf, "first", "10-bridge.conf"), []byte(`{"type": "bridge"}`), 0o644)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newConfNode(t, `{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`)
+			build(n)
+			n.write(t, filepath.Join(n.conf, "10-pods.conflist"), podsList)
+			before := tree(t, n.conf)
+			code, stderr := runBin(t, n.install()...)
+			failsWith(t, "install", code, stderr, "05-first.conflist")
+			code, stderr = runBin(t, n.install("--check")...)
+			failsWith(t, "install --check", code, stderr)
+			sameTree(t, "conf dir after the refusal", before, tree(t, n.conf))
+		})
+	}
+}
