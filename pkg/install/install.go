@@ -2,6 +2,7 @@ package install
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,7 +88,7 @@ func (i *Installer) Install() (Result, error) {
 	p, err := findPrimary(i.ConfDir, i.Primary)
 	var ops []op
 	if err == nil {
-		ops, err = i.plan(p)
+		ops, err = i.plan(p, u)
 	}
 	if err != nil && !errors.Is(err, ErrNoPrimary) {
 		return res, err
@@ -146,7 +147,7 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 // plan is what chaining p needs: nothing, a rewrite of a list, or a new
 // .conflist written before the single-plugin file it replaces is removed
 // (so that the runtime always finds a config, and never two once done).
-func (i *Installer) plan(p *primary) ([]op, error) {
+func (i *Installer) plan(p *primary, u *undo) ([]op, error) {
 	meta := p.meta
 	meta.MTime = time.Time{} // a change gets a new mtime
 	if p.list {
@@ -160,7 +161,29 @@ func (i *Installer) plan(p *primary) ([]op, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := i.mayReplace(p.name, listName(p.name), u); err != nil {
+		return nil, err
+	}
 	return []op{{name: listName(p.name), data: data, meta: meta}, {name: p.name}}, nil
+}
+
+// mayReplace refuses to turn conf into list over a file that is there and
+// not as we wrote it: another network's config, which the runtime would
+// lose.
+func (i *Installer) mayReplace(conf, list string, u *undo) error {
+	cur, _, err := readRegular(i.ConfDir, list)
+	if err != nil || cur == nil {
+		return err
+	}
+	if f := u.Files[list]; f != nil && f.ours(cur) {
+		return nil
+	}
+	var l struct {
+		Name any `json:"name"`
+	}
+	json.Unmarshal(cur, &l) // the name only helps the reader
+	return fmt.Errorf("%w: converting %s to %s would replace %s (network %s), which external-ip did not write; refusing: move one of them",
+		ErrInvalid, filepath.Join(i.ConfDir, conf), list, filepath.Join(i.ConfDir, list), mustMarshal(l.Name))
 }
 
 // apply records every op in the undo file, then carries them out.
@@ -202,7 +225,18 @@ func (i *Installer) record(u *undo, o op) error {
 		return err
 	}
 	f := u.Files[o.name]
-	if f == nil || !f.ours(cur) {
+	switch {
+	case f == nil:
+		// The first change: the original byte for byte, an external-ip
+		// entry that someone wrote by hand included.
+		f = &fileUndo{Original: cur}
+		if meta != nil {
+			f.Meta = *meta
+		}
+		u.Files[o.name] = f
+	case !f.ours(cur) && !f.restored(cur):
+		// Rewritten by someone else since (the primary CNI), who may have
+		// kept our entry: theirs is the original now, without it.
 		f = &fileUndo{Original: cur}
 		if meta != nil {
 			f.Meta = *meta
@@ -239,7 +273,11 @@ func (i *Installer) Check() error {
 	if err != nil {
 		return err
 	}
-	ops, err := i.plan(p)
+	u, err := i.store().load()
+	if err != nil {
+		return err
+	}
+	ops, err := i.plan(p, u)
 	if err != nil {
 		return err
 	}

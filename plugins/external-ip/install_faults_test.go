@@ -173,3 +173,48 @@ func TestInstallAndCheckNeverChainPastThePrimaryTheRuntimeLoads(t *testing.T) {
 		})
 	}
 }
+
+const okEntry = `{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`
+
+// Item 7 of issue 22: turning 10-x.conf into 10-x.conflist must not replace
+// another network's 10-x.conflist: install refuses, naming both files.
+func TestConvertingAConfNeverReplacesAnotherNetworksConflist(t *testing.T) {
+	n := newConfNode(t, okEntry)
+	n.write(t, filepath.Join(n.conf, "10-x.conf"), `{"cniVersion": "1.0.0", "name": "first", "type": "bridge"}`)
+	n.write(t, filepath.Join(n.conf, "10-x.conflist"), strings.ReplaceAll(podsList, "pods", "second"))
+	before := tree(t, n.conf)
+	code, stderr := runBin(t, n.install()...)
+	failsWith(t, "install", code, stderr, "10-x.conf ", "10-x.conflist", `"second"`)
+	sameTree(t, "conf dir after the refusal", before, tree(t, n.conf))
+}
+
+// Item 8 of issue 22: a primary that had an external-ip entry, written by
+// hand before the first install, gets its bytes back from uninstall.
+func TestUninstallRestoresAHandWrittenEntryByteForByte(t *testing.T) {
+	n := newConfNode(t, okEntry)
+	original := `{"cniVersion": "1.0.0", "name": "pods",
+  "plugins": [{"type": "bridge"}, {"type": "external-ip", "allowedRanges": ["198.51.100.0/24"]}]}
+`
+	n.write(t, filepath.Join(n.conf, "10-pods.conflist"), original)
+	before := tree(t, n.conf)
+	if code, stderr := runBin(t, n.install()...); code != 0 {
+		t.Fatalf("install: %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(n.conf, "10-pods.conflist")); !strings.Contains(string(b), "192.0.2.0/24") {
+		t.Fatalf("install did not chain the new entry:\n%s", b)
+	}
+	if code, stderr := runBin(t, n.uninstall()...); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, stderr)
+	}
+	sameTree(t, "conf dir after uninstall", before, withoutMark(tree(t, n.conf)))
+}
+
+// withoutMark drops uninstall's mark, which stays for a watcher to obey.
+func withoutMark(files map[string]string) map[string]string {
+	for k := range files {
+		if strings.HasPrefix(k, ".external-ip") {
+			delete(files, k)
+		}
+	}
+	return files
+}
