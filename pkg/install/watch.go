@@ -58,6 +58,9 @@ func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
 	}
 	defer w.Close()
+	if err := i.waitForDir(ctx, w, o.Resync); err != nil || ctx.Err() != nil {
+		return err
+	}
 	if err := w.Add(i.ConfDir); err != nil {
 		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
 	}
@@ -68,6 +71,53 @@ func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 	}
 	wt := &watcher{i: i, o: o, fights: map[string][]time.Time{}, chained: map[string]bool{}}
 	return wt.loop(ctx, w)
+}
+
+// waitForDir returns once the conf dir exists: a DaemonSet may start
+// before the primary CNI (or the runtime) has made it. It watches the
+// deepest ancestor that exists, as each level appears, and looks again
+// every poll in case an event was lost.
+func (i *Installer) waitForDir(ctx context.Context, w *fsnotify.Watcher, poll time.Duration) error {
+	said := false
+	for {
+		fi, err := os.Stat(i.ConfDir)
+		switch {
+		case err == nil && fi.IsDir():
+			if said {
+				i.log().Info("the conf dir exists now", "dir", i.ConfDir)
+			}
+			return nil
+		case err == nil:
+			return fmt.Errorf("conf dir %s: is %s, not a directory", i.ConfDir, kindOf(fi.Mode()))
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("conf dir %s: %w", i.ConfDir, err)
+		}
+		parent := existingAncestor(i.ConfDir)
+		if err := w.Add(parent); err != nil {
+			return fmt.Errorf("watching %s for the conf dir %s: %w", parent, i.ConfDir, err)
+		}
+		if !said {
+			i.log().Info("waiting for the conf dir; it does not exist yet", "dir", i.ConfDir, "watching", parent)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.Events:
+		case <-w.Errors: // lost events: look again
+		case <-time.After(min(poll, 2*time.Second)):
+		}
+		w.Remove(parent)
+	}
+}
+
+// existingAncestor is the deepest directory of path's ancestors that exists.
+func existingAncestor(path string) string {
+	for p := filepath.Dir(filepath.Clean(path)); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); (err == nil && fi.IsDir()) || p == filepath.Dir(p) {
+			return p
+		}
+	}
 }
 
 // watcher is Watch's state: when to chain next, and who fights us.

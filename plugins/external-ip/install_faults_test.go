@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // These tests run the binary (this test binary as main, see TestMain) on
@@ -217,4 +220,92 @@ func withoutMark(files map[string]string) map[string]string {
 		}
 	}
 	return files
+}
+
+// syncBuffer collects a running binary's stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// watcher is `install --watch` running in the background.
+type watcher struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+func startWatch(t *testing.T, n *confNode) *watcher {
+	t.Helper()
+	w := &watcher{cmd: binCmd(n.install("--watch")...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	w.cmd.Stderr = w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.done <- w.cmd.Wait() }()
+	t.Cleanup(func() { w.stop() })
+	return w
+}
+
+// stop ends the watch as kubelet does, with SIGTERM, and waits for it.
+func (w *watcher) stop() {
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		w.cmd.Process.Kill()
+		<-w.done
+	}
+	w.done <- nil // a second stop returns at once
+}
+
+// until polls cond every 10ms up to bound.
+func until(bound time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+func chained(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), `"external-ip"`)
+}
+
+// Item 10 of issue 22: `install --watch` started before the conf dir exists
+// waits for it, says so, and chains once the primary CNI writes its file.
+func TestWatchStartedBeforeTheConfDirExistsWaitsForIt(t *testing.T) {
+	n := newConfNode(t, okEntry)
+	os.Remove(n.conf)
+	n.conf = filepath.Join(n.root, "etc", "cni", "net.d") // two levels missing
+	w := startWatch(t, n)
+	if !until(5*time.Second, func() bool { return strings.Contains(w.stderr.String(), "waiting for the conf dir") }) {
+		t.Fatalf("the watch did not say it waits for the conf dir; stderr:\n%s", w.stderr)
+	}
+	select {
+	case err := <-w.done:
+		t.Fatalf("the watch exited (%v) while the conf dir is missing; stderr:\n%s", err, w.stderr)
+	default:
+	}
+	if err := os.MkdirAll(n.conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.write(t, filepath.Join(n.conf, "10-pods.conflist"), podsList)
+	if !until(5*time.Second, func() bool { return chained(filepath.Join(n.conf, "10-pods.conflist")) }) {
+		t.Fatalf("not chained within 5s of the conf dir and its primary appearing; stderr:\n%s", w.stderr)
+	}
 }
