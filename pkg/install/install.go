@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 )
 
@@ -64,8 +63,13 @@ func (i *Installer) log() *slog.Logger {
 
 // Install copies the binary and chains our entry into the primary config.
 // It writes nothing when both are in place. With no primary config yet it
-// installs the binary and returns an error of kind ErrNoPrimary.
-func (i *Installer) Install() (Result, error) {
+// installs the binary and returns an error of kind ErrNoPrimary. It is a
+// decision to install: it clears the mark of an earlier uninstall.
+func (i *Installer) Install() (Result, error) { return i.install(true) }
+
+// install is Install; a watcher that has started calls it with fresh
+// false, and then an uninstall's mark stops it (ErrUninstalled).
+func (i *Installer) install(fresh bool) (Result, error) {
 	var res Result
 	if i.Entry == nil {
 		return res, fmt.Errorf("%w: no plugin entry to install", ErrInvalid)
@@ -79,6 +83,9 @@ func (i *Installer) Install() (Result, error) {
 		return res, err
 	}
 	st := i.store()
+	if err := i.obeyMark(st, fresh); err != nil {
+		return res, err
+	}
 	u, err := st.load()
 	if err != nil {
 		return res, err
@@ -102,6 +109,13 @@ func (i *Installer) Install() (Result, error) {
 		res.Primary = ops[0].name
 	}
 	return res, i.apply(u, st, ops, &res)
+}
+
+func (i *Installer) obeyMark(st undoStore, fresh bool) error {
+	if fresh {
+		return st.clearMark()
+	}
+	return st.marked()
 }
 
 // exeBytes is the binary this installer installs.
@@ -269,6 +283,9 @@ func (i *Installer) Check() error {
 	case !bytes.Equal(cur, want):
 		return fmt.Errorf("binary %s: differs from this installer's", filepath.Join(i.BinDir, BinaryName))
 	}
+	if err := i.store().marked(); err != nil {
+		return err
+	}
 	p, err := findPrimary(i.ConfDir, i.Primary)
 	if err != nil {
 		return err
@@ -285,94 +302,4 @@ func (i *Installer) Check() error {
 		return fmt.Errorf("primary %s: external-ip is not chained as configured", filepath.Join(i.ConfDir, p.name))
 	}
 	return nil
-}
-
-// Uninstall restores every conf dir file we changed, removes the binary
-// we installed and then the undo file. Run again after a kill, it finishes.
-func (i *Installer) Uninstall() error {
-	unlock, err := lockDir(i.ConfDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := joinLine(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
-		return err
-	}
-	st := i.store()
-	u, err := st.load()
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(u.Files))
-	for n := range u.Files {
-		names = append(names, n)
-	}
-	// Put originals back before removing what we created: the runtime
-	// always finds a config.
-	slices.SortFunc(names, func(a, b string) int {
-		ra, rb := u.Files[a].Original == nil, u.Files[b].Original == nil
-		if ra != rb {
-			return map[bool]int{true: 1, false: -1}[ra]
-		}
-		return bytes.Compare([]byte(a), []byte(b))
-	})
-	for _, n := range names {
-		if err := i.restore(n, u.Files[n]); err != nil {
-			return err
-		}
-	}
-	if u.Binary != nil && !u.Binary.Preexisting {
-		if err := i.removeBinary(u.Binary); err != nil {
-			return err
-		}
-	}
-	return st.remove()
-}
-
-// removeBinary removes the binary we installed, and leaves one that
-// someone else put in its place since: theirs, as a changed config is.
-func (i *Installer) removeBinary(b *binaryUndo) error {
-	path := filepath.Join(i.BinDir, BinaryName)
-	cur, _, err := readRegular(i.BinDir, BinaryName)
-	switch {
-	case err != nil || cur == nil:
-		return err
-	case !b.ours(cur):
-		i.log().Warn("binary replaced by someone else since we wrote it: left as it is", "path", path)
-		return nil
-	}
-	if err := removeFile(i.BinDir, BinaryName, i.fault); err != nil {
-		return err
-	}
-	i.log().Info("removed the plugin binary", "path", path)
-	return nil
-}
-
-func (i *Installer) restore(name string, f *fileUndo) error {
-	cur, meta, err := readRegular(i.ConfDir, name)
-	switch {
-	case err != nil:
-		return err
-	case f.restored(cur):
-		return nil
-	case f.ours(cur) && f.Original == nil:
-		i.log().Info("removed the config we created", "file", name)
-		return removeFile(i.ConfDir, name, i.fault)
-	case f.ours(cur):
-		i.log().Info("restored the original config", "file", name)
-		return i.putBack(name, f)
-	}
-	if stripped, had := unchainList(cur); had {
-		i.log().Warn("config changed by someone else since we wrote it: removing only our entry", "file", name)
-		m := *meta
-		m.MTime = time.Time{}
-		return writeAtomic(i.ConfDir, name, stripped, m, i.fault)
-	}
-	i.log().Warn("config changed by someone else since we wrote it: left as it is", "file", name)
-	return nil
-}
-
-// putBack writes the original bytes with their mode, owner and mtime.
-func (i *Installer) putBack(name string, f *fileUndo) error {
-	return writeAtomic(i.ConfDir, name, f.Original, f.Meta, i.fault)
 }

@@ -123,8 +123,8 @@ func (s undoStore) checkDir() error {
 }
 
 func (s undoStore) save(u *undo) error {
-	if err := os.Mkdir(s.dir, 0o700); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("undo directory %s: %w", s.dir, err)
+	if err := s.mkdir(); err != nil {
+		return err
 	}
 	data, err := json.MarshalIndent(u, "", "  ")
 	if err != nil {
@@ -136,7 +136,16 @@ func (s undoStore) save(u *undo) error {
 	return writeAtomic(s.dir, undoName, data, fileMeta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
 }
 
-// remove drops the undo file and its directory once all is undone.
+// exists says whether the undo file is there.
+func (s undoStore) exists() (bool, error) {
+	_, err := os.Lstat(s.path())
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// remove drops the undo file once all is undone.
 func (s undoStore) remove() error {
 	if _, err := os.Lstat(s.dir); os.IsNotExist(err) {
 		return nil
@@ -144,9 +153,11 @@ func (s undoStore) remove() error {
 	if err := sweepTemps(s.dir); err != nil {
 		return err
 	}
-	if err := removeFile(s.dir, undoName, s.fault); err != nil {
-		return err
-	}
+	return removeFile(s.dir, undoName, s.fault)
+}
+
+// removeDir drops our directory, once empty.
+func (s undoStore) removeDir() error {
 	if err := os.Remove(s.dir); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing %s: %w", s.dir, err)
 	}

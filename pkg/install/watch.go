@@ -61,6 +61,11 @@ func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 	if err := i.waitForDir(ctx, w, o.Resync); err != nil || ctx.Err() != nil {
 		return err
 	}
+	release, err := i.holdWatch()
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := w.Add(i.ConfDir); err != nil {
 		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
 	}
@@ -120,6 +125,17 @@ func existingAncestor(path string) string {
 	}
 }
 
+// holdWatch takes the watcher's shared lock under the conf dir's lock, so
+// that an uninstall, which holds that lock, sees every watcher (mark.go).
+func (i *Installer) holdWatch() (func(), error) {
+	unlock, err := lockDir(i.ConfDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return i.store().holdWatch()
+}
+
 // watcher is Watch's state: when to chain next, and who fights us.
 type watcher struct {
 	i       *Installer
@@ -128,6 +144,7 @@ type watcher struct {
 	hold    time.Time // storm back-off: no re-chain before this
 	backoff time.Duration
 	waiting bool // no primary yet, and said so
+	started bool // has installed once: an uninstall's mark now stops it
 	reload  bool // the entry's file changed
 	chained map[string]bool
 	fights  map[string][]time.Time
@@ -162,7 +179,10 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 		case <-resync.C:
 			wt.arm(0)
 		case <-wt.due.C:
-			wt.reconcile(time.Now())
+			if wt.reconcile(time.Now()) {
+				<-ctx.Done() // uninstalled: idle until stopped, so as not to be restarted
+				return nil
+			}
 		}
 	}
 }
@@ -187,22 +207,28 @@ func (wt *watcher) arm(d time.Duration) {
 	wt.due.Reset(d)
 }
 
-func (wt *watcher) reconcile(now time.Time) {
+// reconcile chains again; it says stop once an uninstall has marked the
+// conf dir since this watcher started.
+func (wt *watcher) reconcile(now time.Time) (stop bool) {
 	if wt.reload {
 		wt.reload = false
 		wt.reloadEntry()
 	}
-	res, err := wt.i.Install()
+	res, err := wt.i.install(!wt.started)
+	wt.started = true
 	switch {
+	case errors.Is(err, ErrUninstalled):
+		wt.i.log().Info("external-ip uninstall ran: chaining nothing more; idle until stopped", "dir", wt.i.ConfDir, "detail", err.Error())
+		return true
 	case errors.Is(err, ErrNoPrimary):
 		if !wt.waiting {
 			wt.i.log().Info("waiting for a primary network config; the primary CNI has not written one yet", "dir", wt.i.ConfDir, "detail", err.Error())
 		}
 		wt.waiting = true
-		return
+		return false
 	case err != nil:
 		wt.i.log().Error("chaining failed; retrying on the next change", "dir", wt.i.ConfDir, "error", err)
-		return
+		return false
 	}
 	if wt.waiting {
 		wt.i.log().Info("primary network config found", "file", res.Source)
@@ -211,6 +237,7 @@ func (wt *watcher) reconcile(now time.Time) {
 	if len(res.Wrote) > 0 {
 		wt.fought(res.Source, now)
 	}
+	return false
 }
 
 // fought counts a re-chain of a file we had chained already: someone

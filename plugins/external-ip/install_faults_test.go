@@ -309,3 +309,105 @@ func TestWatchStartedBeforeTheConfDirExistsWaitsForIt(t *testing.T) {
 		t.Fatalf("not chained within 5s of the conf dir and its primary appearing; stderr:\n%s", w.stderr)
 	}
 }
+
+// Item 11 of issue 22: uninstall wins against an `install --watch` still
+// running (a DaemonSet pod terminating after `kubectl delete` returned),
+// also while the primary CNI keeps rewriting its file: once uninstall has
+// returned, nothing is chained again and the binary stays gone. The
+// watcher's mark goes with the next uninstall, once the watcher stopped.
+func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
+	const tries = 5
+	for try := range tries {
+		n := newConfNode(t, okEntry)
+		primary := filepath.Join(n.conf, "10-pods.conflist")
+		n.write(t, primary, podsList)
+		before := tree(t, n.conf)
+		w := startWatch(t, n)
+		if !until(5*time.Second, func() bool { return chained(primary) }) {
+			t.Fatalf("try %d: the watch did not chain; stderr:\n%s", try, w.stderr)
+		}
+		stopRewrites := rewriteEvery(primary, podsList, 150*time.Millisecond)
+		code, stderr := runBin(t, n.uninstall()...)
+		if code != 0 {
+			t.Fatalf("try %d: uninstall: %d %s", try, code, stderr)
+		}
+		// Ten times the watch's settle time, with the primary rewriting.
+		time.Sleep(time.Second)
+		stopRewrites()
+		if chained(primary) {
+			t.Fatalf("try %d: chained again after uninstall returned; watch stderr:\n%s", try, w.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(n.bin, "external-ip")); !os.IsNotExist(err) {
+			t.Fatalf("try %d: the binary is back after uninstall returned (%v)", try, err)
+		}
+		if !strings.Contains(w.stderr.String(), "external-ip uninstall ran") {
+			t.Errorf("try %d: the watch did not say it stopped chaining; stderr:\n%s", try, w.stderr)
+		}
+		w.stop()
+		if code, stderr := runBin(t, n.uninstall()...); code != 0 {
+			t.Fatalf("try %d: the second uninstall: %d %s", try, code, stderr)
+		}
+		sameTree(t, "conf dir once the watch stopped and uninstall ran again", before, tree(t, n.conf))
+	}
+}
+
+// rewriteEvery writes data to path every d, as a primary CNI that keeps
+// rewriting its config, until stopped.
+func rewriteEvery(path, data string, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(d):
+				os.WriteFile(path+".new", []byte(data), 0o644)
+				os.Rename(path+".new", path)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// Item 9 of issue 22: with the undo file gone, uninstall removes what is
+// provably ours (our entry; a binary identical to itself) and otherwise
+// fails with one line naming what it left; never exit 0 with our entry in.
+func TestUninstallWithoutItsUndoFileRemovesWhatIsProvablyOurs(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		foreignBin  bool
+		wantCode    int
+		wantBinGone bool
+	}{
+		{"our binary", false, 0, true},
+		{"a binary of another build", true, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := newConfNode(t, okEntry)
+			primary := filepath.Join(n.conf, "10-pods.conflist")
+			n.write(t, primary, podsList)
+			if code, stderr := runBin(t, n.install()...); code != 0 {
+				t.Fatalf("install: %d %s", code, stderr)
+			}
+			os.Remove(filepath.Join(n.conf, ".external-ip", "undo.json"))
+			bin := filepath.Join(n.bin, "external-ip")
+			if c.foreignBin {
+				os.WriteFile(bin, []byte("#!/bin/sh\n# another build\n"), 0o755)
+			}
+			code, stderr := runBin(t, n.uninstall()...)
+			if c.wantCode == 0 && code != 0 {
+				t.Fatalf("uninstall: %d %s; want 0", code, stderr)
+			}
+			if c.wantCode != 0 {
+				failsWith(t, "uninstall", code, stderr, "no undo file", bin, "not this uninstaller's")
+			}
+			if chained(primary) {
+				t.Errorf("our entry is still chained after uninstall (exit %d)", code)
+			}
+			if _, err := os.Stat(bin); os.IsNotExist(err) != c.wantBinGone {
+				t.Errorf("binary gone: %v, want %v", os.IsNotExist(err), c.wantBinGone)
+			}
+		})
+	}
+}
