@@ -26,7 +26,13 @@ type Installer struct {
 	Primary string
 	// Exe is the binary to install; empty is this process's own.
 	Exe string
-	Log *slog.Logger
+	// Retire lets Uninstall remove the holder devices and the NAT table the
+	// plugin leaves, when they are ours and empty, for DataDir (empty: the
+	// entry's dataDir that install recorded, else the default). Off, the
+	// host is left alone (tests on temp dirs).
+	Retire  bool
+	DataDir string
+	Log     *slog.Logger
 
 	fault faultFunc // tests only: kill points
 }
@@ -99,6 +105,9 @@ func (i *Installer) install(fresh bool) (Result, error) {
 	}
 	if err != nil && !errors.Is(err, ErrNoPrimary) {
 		return res, err
+	}
+	if i.Entry.DataDir() != u.DataDir {
+		u.DataDir = i.Entry.DataDir() // saved with the first change below
 	}
 	var berr error
 	if res.Binary, berr = i.installBinary(u, st); berr != nil || err != nil {

@@ -23,6 +23,9 @@ type undo struct {
 	Binary *binaryUndo `json:"binary,omitempty"`
 	// Files are the conf dir's files Install wrote or removed, by name.
 	Files map[string]*fileUndo `json:"files"`
+	// DataDir is the chained entry's: where uninstall looks for the holder
+	// devices to remove.
+	DataDir string `json:"dataDir,omitempty"`
 }
 
 type binaryUndo struct {
@@ -136,13 +139,12 @@ func (s undoStore) save(u *undo) error {
 	return writeAtomic(s.dir, undoName, data, fileMeta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
 }
 
-// exists says whether the undo file is there.
-func (s undoStore) exists() (bool, error) {
-	_, err := os.Lstat(s.path())
-	if os.IsNotExist(err) {
-		return false, nil
+// loadIfAny reads the undo file; nil when there is none.
+func (s undoStore) loadIfAny() (*undo, error) {
+	if _, err := os.Lstat(s.path()); os.IsNotExist(err) {
+		return nil, nil
 	}
-	return err == nil, err
+	return s.load()
 }
 
 // remove drops the undo file once all is undone.

@@ -29,28 +29,35 @@ func (i *Installer) Uninstall() error {
 	if err := st.mark(time.Now()); err != nil {
 		return err
 	}
-	recorded, err := st.exists()
-	if err == nil && recorded {
-		err = i.undoRecorded(st)
-	} else if err == nil {
+	u, err := st.loadIfAny()
+	if err != nil {
+		return err
+	}
+	if u != nil {
+		err = i.undoRecorded(st, u)
+	} else {
 		err = i.undoUnrecorded()
 	}
 	if err != nil {
 		return err
 	}
-	kept, err := st.leave()
-	if kept != "" {
-		i.log().Warn(kept)
+	var kept []string
+	if i.Retire {
+		if kept, err = i.retire(i.retireDataDir(u)); err != nil {
+			return err
+		}
+	}
+	line, err := st.leave()
+	for _, k := range append(kept, line) {
+		if k != "" {
+			i.log().Warn(k)
+		}
 	}
 	return err
 }
 
 // undoRecorded carries out the undo file and removes it.
-func (i *Installer) undoRecorded(st undoStore) error {
-	u, err := st.load()
-	if err != nil {
-		return err
-	}
+func (i *Installer) undoRecorded(st undoStore, u *undo) error {
 	names := make([]string, 0, len(u.Files))
 	for n := range u.Files {
 		names = append(names, n)

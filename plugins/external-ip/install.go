@@ -22,7 +22,7 @@ import (
 // nodeCommands are the commands a DaemonSet runs, as the usage lists them.
 const nodeCommands = `       external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
                            [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]] | [--check]
-       external-ip uninstall [--bin-dir DIR] [--conf-dir DIR]
+       external-ip uninstall [--bin-dir DIR] [--conf-dir DIR] [--data-dir DIR]
        external-ip version
 `
 
@@ -32,7 +32,11 @@ in FILE into the primary network config (the lexically first valid .conf,
 are in place. --watch keeps them in place until SIGTERM; leaving does not
 uninstall. --check exits 0 only when both are in place.
 uninstall restores every config file install changed, byte for byte, and
-removes the binary it installed. version prints the version and revision.
+removes the binary it installed; a running install --watch then chains
+nothing more. Once no pod holds an external IP it also removes the holder
+device of DIR (default: the dataDir of the entry install chained) and table
+inet external-ip, when they are ours and empty, and says what it keeps and
+why otherwise. version prints the version and revision.
 `
 
 // nodeUsage is install's and uninstall's -h.
@@ -199,6 +203,8 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 
 func runUninstall(args []string, stderr io.Writer) int {
 	f := newNodeFlags("uninstall", stderr)
+	var dataDir string
+	f.fs.StringVar(&dataDir, "data-dir", "", "the plugin's dataDir, whose empty holder device uninstall removes (default: the one install recorded, else "+config.DefaultDataDir+")")
 	if err := f.fs.Parse(args); err != nil {
 		return 2
 	}
@@ -206,7 +212,7 @@ func runUninstall(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "uninstall: unexpected argument %q\n", f.fs.Arg(0))
 		return 2
 	}
-	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
+	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Retire: true, DataDir: dataDir, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
 	if err := in.Uninstall(); err != nil {
 		fmt.Fprintf(stderr, "external-ip uninstall: %v\n", err)
 		return 1

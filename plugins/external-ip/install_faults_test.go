@@ -29,8 +29,17 @@ func newConfNode(t *testing.T, entry string) *confNode {
 			t.Fatal(err)
 		}
 	}
-	n.write(t, n.entry, entry)
+	n.write(t, n.entry, withDataDir(entry, filepath.Join(root, "state")))
 	return n
+}
+
+// withDataDir gives an entry without a dataDir one in the test's temp dir:
+// uninstall looks for holder devices there, never in the host's default.
+func withDataDir(entry, dir string) string {
+	if strings.Contains(entry, `"dataDir"`) || !strings.HasPrefix(entry, "{") {
+		return entry
+	}
+	return `{"dataDir": "` + dir + `", ` + strings.TrimPrefix(entry, "{")
 }
 
 func (n *confNode) write(t *testing.T, path, data string) {

@@ -63,7 +63,7 @@ func TestInstallCheckAndUninstallCommandsTakeTheDocumentedFlags(t *testing.T) {
 	os.Mkdir(bin, 0o755)
 	os.Mkdir(conf, 0o755)
 	os.WriteFile(filepath.Join(conf, "10-pods.conflist"), []byte(testConflist), 0o644)
-	os.WriteFile(entry, []byte(`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`), 0o644)
+	os.WriteFile(entry, []byte(withDataDir(`{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`, filepath.Join(root, "state"))), 0o644)
 	run := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
 		code := runCLI(args, &out, &errb)

@@ -1,0 +1,68 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Retire is for uninstall, once the plugin is no longer chained: when no
+// record of this dataDir and device holds anything, it removes the holder
+// device if it is ours and carries no address, and then runs also (what
+// else uninstall removes) under the same lock, so that an ADD still in
+// flight either finished before or finds everything gone. kept says in one
+// line what stays and why; "" when nothing does.
+func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) {
+	l, err := a.lockToRead()
+	if err != nil {
+		return "", err
+	}
+	if l != nil {
+		defer l.unlock()
+		if kept, err := a.stillHeld(); kept != "" || err != nil {
+			return kept, err
+		}
+	}
+	dev, err := a.findHolder()
+	if errors.Is(err, ErrRefused) {
+		return fmt.Sprintf("device %s: kept: %v", a.opts.Device, err), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if dev != 0 {
+		addrs, err := a.k.holderAddrs(dev)
+		if err != nil {
+			return "", err
+		}
+		if len(addrs) > 0 {
+			return fmt.Sprintf("holder %s: kept: it carries %d addresses that no record holds (%v); external-ip repair removes them, then run uninstall again",
+				a.opts.Device, len(addrs), addrs), nil
+		}
+		if _, err := a.k.removeHalfMade(a.opts.Device, a.alias()); err != nil {
+			return "", err
+		}
+		a.log.Info("removed the holder device: ours and empty", "device", a.opts.Device)
+	}
+	if also == nil {
+		return "", nil
+	}
+	return also()
+}
+
+// stillHeld says why the state keeps the holder: a pending change, or
+// attachments that hold IPs.
+func (a *Assigner) stillHeld() (string, error) {
+	pending, err := a.st.has(top, journalName)
+	if err != nil {
+		return "", err
+	}
+	if pending {
+		return fmt.Sprintf("holder %s: kept: an interrupted change is pending in %s; run external-ip repair, then uninstall again", a.opts.Device, a.st.journalPath()), nil
+	}
+	recs, err := a.st.records()
+	if err != nil || len(recs) == 0 {
+		return "", err
+	}
+	return fmt.Sprintf("holder %s and table inet external-ip: kept: %d attachments still hold external IPs (state in %s); run uninstall again once their pods are gone",
+		a.opts.Device, len(recs), a.st.dir), nil
+}

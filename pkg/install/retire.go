@@ -1,0 +1,99 @@
+package install
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/nat"
+)
+
+// retire removes what the plugin leaves on the host once no pod holds an
+// external IP: the holder devices of dataDir and table inet external-ip,
+// each only when it is ours and empty. A dataDir with neither state nor a
+// holder never ran the plugin here: nothing on the host is judged ours
+// then, the shared table included. kept lines say what stays and why.
+func (i *Installer) retire(dataDir string) ([]string, error) {
+	devs, err := stateDevices(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var kept []string
+	for k, d := range devs {
+		var also func() (string, error)
+		if k == len(devs)-1 && len(kept) == 0 {
+			also = retireTable // the last device's lock covers it, all others empty
+		}
+		a := assigner.New(assigner.Options{Device: d, DataDir: dataDir, LockTimeout: 10 * time.Second, Log: i.log()})
+		line, err := a.Retire(also)
+		if err != nil {
+			return kept, fmt.Errorf("removing holder %s: %w", d, err)
+		}
+		if line != "" && dataDir != config.DefaultDataDir {
+			line += " (uninstall --data-dir " + dataDir + ")" // the undo file that named it is gone then
+		}
+		if line != "" {
+			kept = append(kept, line)
+		}
+	}
+	return kept, nil
+}
+
+// stateDevices are the devices with state in dataDir and the holders
+// marked as dataDir's (whose state may be lost).
+func stateDevices(dataDir string) ([]string, error) {
+	var devs []string
+	entries, err := os.ReadDir(dataDir)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("reading dataDir %s: %w", dataDir, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			devs = append(devs, e.Name())
+		}
+	}
+	held, err := assigner.Holders(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range held {
+		if !slices.Contains(devs, d) {
+			devs = append(devs, d)
+		}
+	}
+	return devs, nil
+}
+
+// retireTable deletes table inet external-ip when it steers nothing.
+func retireTable() (string, error) {
+	t, err := nat.Open()
+	if err != nil {
+		return "", err
+	}
+	defer t.Close()
+	st, err := t.Read()
+	if err != nil || !st.Present {
+		return "", err
+	}
+	// Hairpin subnets alone steer nothing (the rule also needs an external
+	// IP with targets); DEL leaves them for GC.
+	if n := len(st.Ingress) + len(st.Egress) + len(st.Stray); n > 0 {
+		return fmt.Sprintf("table inet %s: kept: it still steers %d entries, of pods of another dataDir or left over (external-ip repair removes those no record holds)", nat.TableName, n), nil
+	}
+	return "", t.Delete()
+}
+
+// retireDataDir is the dataDir whose leftovers uninstall removes: the one
+// asked for, else the one install recorded, else the default.
+func (i *Installer) retireDataDir(u *undo) string {
+	switch {
+	case i.DataDir != "":
+		return i.DataDir
+	case u != nil && u.DataDir != "":
+		return u.DataDir
+	}
+	return config.DefaultDataDir
+}
