@@ -9,6 +9,16 @@
 //	CONF/<primary>                  our entry appended to the primary's plugin list;
 //	                                a single-plugin .conf or .json becomes <name>.conflist
 //	CONF/.external-ip/undo.json     what each change replaced, byte for byte
+//	CONF/.external-ip/uninstalled   uninstall's mark, which a running watcher obeys
+//	CONF/.external-ip/watching      the file each running watcher holds a shared flock on
+//
+// and, on uninstall only, removes the holder devices of the plugin's
+// dataDir and table inet external-ip when they are ours and empty.
+//
+// The primary is the file libcni loads first, by libcni's own code (its
+// verbatim copy in internal/cniconf, since the plugin binary must not link
+// libcni); a primary we cannot chain into (a symlink, a CNI 1.1 list with
+// plugins in its subdirectory) is refused by name, never passed over.
 //
 // The undo file lives in a hidden directory of the conf dir, not in the
 // plugin's state dir: the conf dir is what it undoes and, unlike the state
