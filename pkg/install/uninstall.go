@@ -86,19 +86,24 @@ func (i *Installer) undoRecorded(st undoStore, u *undo) error {
 
 // undoUnrecorded is an uninstall without the undo file (deleted by hand,
 // or a conf dir copied without it): nothing says what the files were, so
-// it removes what is provably ours, our entries from the lists and a
-// binary identical to this one, and fails naming what it had to leave.
+// it removes what is provably ours, our entries from the lists and, when
+// it found one (so an install of ours ran), a binary identical to this
+// one; it fails naming what it had to leave. With no entry of ours
+// chained, a binary is left alone: it may be a package's, kept by an
+// earlier uninstall that then removed its undo file.
 func (i *Installer) undoUnrecorded() error {
-	left, err := i.unchainAll()
+	left, removed, err := i.unchainAll()
 	if err != nil {
 		return err
 	}
-	l, err := i.removeOurBinary()
-	if err != nil {
-		return err
-	}
-	if l != "" {
-		left = append(left, l)
+	if removed > 0 {
+		l, err := i.removeOurBinary()
+		if err != nil {
+			return err
+		}
+		if l != "" {
+			left = append(left, l)
+		}
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("no undo file %s, so left: %s", i.store().path(), strings.Join(left, "; "))
@@ -106,15 +111,14 @@ func (i *Installer) undoUnrecorded() error {
 	return nil
 }
 
-// unchainAll removes our entries from every list of the conf dir; it names
-// the lists it could not rewrite.
-func (i *Installer) unchainAll() ([]string, error) {
+// unchainAll removes our entries from every list of the conf dir; it
+// counts the lists it rewrote and names those it could not.
+func (i *Installer) unchainAll() (left []string, removed int, err error) {
 	paths, err := cniconf.ConfFiles(i.ConfDir, []string{".conflist"})
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", i.ConfDir, err)
+		return nil, 0, fmt.Errorf("listing %s: %w", i.ConfDir, err)
 	}
 	slices.Sort(paths)
-	var left []string
 	for _, path := range paths {
 		name := filepath.Base(path)
 		cur, meta, err := readRegular(i.ConfDir, name)
@@ -130,14 +134,15 @@ func (i *Installer) unchainAll() ([]string, error) {
 			m := *meta
 			m.MTime = time.Time{}
 			if err := writeAtomic(i.ConfDir, name, stripped, m, i.fault); err != nil {
-				return left, err
+				return left, removed, err
 			}
+			removed++
 			i.log().Info("removed our entry (no undo file to restore the original from)", "file", path)
 		case hasOurEntry(path):
 			left = append(left, fmt.Sprintf("%s holds only external-ip entries: not ours to remove", path))
 		}
 	}
-	return left, nil
+	return left, removed, nil
 }
 
 // hasOurEntry says whether the list at path (followed, as the runtime

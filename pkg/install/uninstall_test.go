@@ -133,3 +133,23 @@ func TestUninstallLeavesABinarySomeoneElseReplacedOursWith(t *testing.T) {
 		t.Errorf("uninstall removed or changed a binary someone else put there (%q, %v)", b, err)
 	}
 }
+
+// Without the undo file and with no entry of ours chained, nothing says an
+// install of ours put the binary there (a package's, kept by an earlier
+// uninstall): a second uninstall leaves it, even when it is this build.
+func TestUninstallWithoutUndoAndWithoutOurEntryLeavesTheBinary(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	exe, _ := os.ReadFile(n.exe)
+	writeFile(t, filepath.Join(n.bin, BinaryName), string(exe), 0o755) // there before us
+	in := n.installer(t)
+	mustInstall(t, in)
+	for k := range 2 {
+		if err := in.Uninstall(); err != nil {
+			t.Fatalf("uninstall %d: %v", k+1, err)
+		}
+		if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); err != nil {
+			t.Fatalf("after uninstall %d the binary that was there before the install is gone (%v)", k+1, err)
+		}
+	}
+}

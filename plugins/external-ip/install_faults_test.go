@@ -352,6 +352,10 @@ func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 		if !strings.Contains(w.stderr.String(), "external-ip uninstall ran") {
 			t.Errorf("try %d: the watch did not say it stopped chaining; stderr:\n%s", try, w.stderr)
 		}
+		if try == 0 { // the readiness probe of the pod still running
+			code, stderr := runBin(t, n.install("--check")...)
+			failsWith(t, "install --check after uninstall", code, stderr)
+		}
 		w.stop()
 		if code, stderr := runBin(t, n.uninstall()...); code != 0 {
 			t.Fatalf("try %d: the second uninstall: %d %s", try, code, stderr)
