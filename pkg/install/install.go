@@ -279,6 +279,10 @@ func (i *Installer) record(u *undo, o op) error {
 // Check says whether the binary and the chain are in place, for a
 // readiness probe. It changes nothing.
 func (i *Installer) Check() error {
+	// First: after an uninstall, why nothing is in place.
+	if err := i.store().marked(); err != nil {
+		return err
+	}
 	want, err := i.exeBytes()
 	if err != nil {
 		return err
@@ -291,9 +295,6 @@ func (i *Installer) Check() error {
 		return fmt.Errorf("binary %s: missing", filepath.Join(i.BinDir, BinaryName))
 	case !bytes.Equal(cur, want):
 		return fmt.Errorf("binary %s: differs from this installer's", filepath.Join(i.BinDir, BinaryName))
-	}
-	if err := i.store().marked(); err != nil {
-		return err
 	}
 	p, err := findPrimary(i.ConfDir, i.Primary)
 	if err != nil {

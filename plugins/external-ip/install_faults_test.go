@@ -354,7 +354,7 @@ func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 		}
 		if try == 0 { // the readiness probe of the pod still running
 			code, stderr := runBin(t, n.install("--check")...)
-			failsWith(t, "install --check after uninstall", code, stderr)
+			failsWith(t, "install --check after uninstall", code, stderr, "external-ip uninstall ran")
 		}
 		w.stop()
 		if code, stderr := runBin(t, n.uninstall()...); code != 0 {
