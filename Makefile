@@ -12,7 +12,7 @@ CNIBIN  ?= /opt/cni/bin
 FUZZ_LOAD     ?= 400000x
 FUZZ_REQUESTS ?= 100000x
 FUZZ_STATE    ?= 1500x
-FUZZ_CONF     ?= 150000x
+FUZZ_CONF     ?= 30000x
 FUZZ_ENCODE   ?= 50000x
 # What `external-ip version` and the image's labels say.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
@@ -47,7 +47,7 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_REQUESTS) -fuzz='^FuzzRequests$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_STATE) -fuzz='^FuzzStateFiles$$' ./pkg/assigner/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_ENCODE) -fuzz='^FuzzStateEncodingIsEncodingJSONs$$' ./pkg/assigner/
-	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_CONF) -fuzz='^FuzzConfLoaderAgreesWithLibcni$$' ./pkg/install/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_CONF) -fuzz='^FuzzChainedListLoadsInLibcni$$' ./pkg/install/
 
 demo: deps
 	@bash scripts/demo.sh

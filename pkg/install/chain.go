@@ -151,21 +151,28 @@ func chainList(name string, data []byte, e *Entry) ([]byte, error) {
 }
 
 // listFromConf turns a single-plugin config into a list of it and our
-// entry, as libcni's ConfListFromConf would, keeping the plugin as written.
+// entry, as libcni's ConfListFromConf does (the list's name and cniVersion
+// are the config's as libcni decodes them: a null name is ""), keeping the
+// plugin as written.
 func listFromConf(name string, data []byte, e *Entry) ([]byte, error) {
-	conf := map[string]json.RawMessage{}
-	if err := json.Unmarshal(data, &conf); err != nil {
+	c, err := cniconf.ConfFromBytes(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if isOurs(data) {
 		return nil, fmt.Errorf("%w: %s: is an external-ip config alone; it needs a main plugin first", ErrInvalid, name)
 	}
+	conf := map[string]json.RawMessage{}
+	if err := json.Unmarshal(data, &conf); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	if err := checkVersion(name, conf["cniVersion"]); err != nil {
 		return nil, err
 	}
-	top := map[string]json.RawMessage{"name": conf["name"], "plugins": mustMarshal([]json.RawMessage{data, e.raw()})}
-	if v, ok := conf["cniVersion"]; ok {
-		top["cniVersion"] = v
+	top := map[string]json.RawMessage{
+		"name":       mustMarshal(c.Network.Name),
+		"cniVersion": mustMarshal(c.Network.CNIVersion),
+		"plugins":    mustMarshal([]json.RawMessage{data, e.raw()}),
 	}
 	return encode(top), nil
 }
