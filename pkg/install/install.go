@@ -73,8 +73,9 @@ func (i *Installer) log() *slog.Logger {
 // decision to install: it clears the mark of an earlier uninstall.
 func (i *Installer) Install() (Result, error) { return i.install(true) }
 
-// install is Install; a watcher that has started calls it with fresh
-// false, and then an uninstall's mark stops it (ErrUninstalled).
+// install is Install; a watcher, which cleared the mark when it started,
+// calls it with fresh false, and then an uninstall's mark stops it
+// (ErrUninstalled).
 func (i *Installer) install(fresh bool) (Result, error) {
 	var res Result
 	if i.Entry == nil {

@@ -127,13 +127,19 @@ func existingAncestor(path string) string {
 
 // holdWatch takes the watcher's shared lock under the conf dir's lock, so
 // that an uninstall, which holds that lock, sees every watcher (mark.go).
+// A watcher that starts is a decision to install: it clears the mark of an
+// earlier uninstall; from then on a mark stops it.
 func (i *Installer) holdWatch() (func(), error) {
 	unlock, err := lockDir(i.ConfDir)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	return i.store().holdWatch()
+	st := i.store()
+	if err := st.clearMark(); err != nil {
+		return nil, err
+	}
+	return st.holdWatch()
 }
 
 // watcher is Watch's state: when to chain next, and who fights us.
@@ -144,7 +150,6 @@ type watcher struct {
 	hold    time.Time // storm back-off: no re-chain before this
 	backoff time.Duration
 	waiting bool // no primary yet, and said so
-	started bool // has installed once: an uninstall's mark now stops it
 	reload  bool // the entry's file changed
 	chained map[string]bool
 	fights  map[string][]time.Time
@@ -214,8 +219,7 @@ func (wt *watcher) reconcile(now time.Time) (stop bool) {
 		wt.reload = false
 		wt.reloadEntry()
 	}
-	res, err := wt.i.install(!wt.started)
-	wt.started = true
+	res, err := wt.i.install(false)
 	switch {
 	case errors.Is(err, ErrUninstalled):
 		wt.i.log().Info("external-ip uninstall ran: chaining nothing more; idle until stopped", "dir", wt.i.ConfDir, "detail", err.Error())

@@ -196,3 +196,25 @@ func TestWatchChainsTheNewEntryWhenItsConfigMapChangesAndKeepsTheLastGoodOne(t *
 		t.Errorf("an entry change counted as a fight:\n%s", logs)
 	}
 }
+
+// A watcher that starts after an uninstall (a new DaemonSet) is a decision
+// to install: it clears the mark that the old, still running, watcher
+// obeys, and chains again; the old one stays idle.
+func TestAWatchStartedAfterUninstallInstallsAgain(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	old := watching(t, n.installer(t), WatchOptions{Resync: time.Hour})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	if err := n.installer(t).Uninstall(); err != nil {
+		t.Fatalf("uninstall: %v", err)
+	}
+	eventually(t, 5*time.Second, "the old watcher obeying the mark", func() bool { return strings.Contains(old.String(), "external-ip uninstall ran") })
+	if _, err := os.Stat(filepath.Join(n.conf, undoDir, markName)); err != nil {
+		t.Fatalf("the mark is gone while a watcher obeys it: %v", err)
+	}
+	watching(t, n.installer(t), WatchOptions{Resync: time.Hour})
+	eventually(t, 10*time.Second, "the new watcher chaining", n.chained(t, "10-bridge.conflist"))
+	if _, err := os.Stat(filepath.Join(n.conf, undoDir, markName)); !os.IsNotExist(err) {
+		t.Errorf("the new watcher left the mark (%v)", err)
+	}
+}
