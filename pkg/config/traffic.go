@@ -98,6 +98,21 @@ func (c *Config) CheckFamilies(ips []IP, container []netip.Prefix) error {
 	return nil
 }
 
+// RefuseContainerAddrs refuses an external IP that prevResult gives the
+// container itself, whatever the traffic mode: the node would hold the
+// container's own address and answer its traffic, and the steering of the
+// attachment's other IPs would DNAT them to an address of the node.
+func RefuseContainerAddrs(ips []IP, container []netip.Prefix) error {
+	for _, ip := range ips {
+		for _, c := range container {
+			if c.Addr() == ip.Addr {
+				return invalidf("%s: %q is the container's own address (prevResult ips: %s)", ip.Source, ip.Addr, c)
+			}
+		}
+	}
+	return nil
+}
+
 func hasFamily(addrs []netip.Prefix, ip netip.Addr) bool {
 	for _, a := range addrs {
 		if a.Addr().Is4() == ip.Is4() {

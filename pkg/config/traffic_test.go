@@ -68,3 +68,16 @@ func TestCheckFamiliesRefusesAnIPWithNoContainerAddressOfItsFamily(t *testing.T)
 		t.Errorf("traffic none refused an IP for want of a container address: %v", err)
 	}
 }
+
+func TestRefuseContainerAddrsNamesTheSourceAndTheValue(t *testing.T) {
+	container := []netip.Prefix{netip.MustParsePrefix("10.88.0.5/16"), netip.MustParsePrefix("fd00::5/64")}
+	ok := []config.IP{{Addr: netip.MustParseAddr("192.0.2.7"), Source: "externalIPs[0]"}, {Addr: netip.MustParseAddr("10.88.0.6"), Source: "x"}}
+	if err := config.RefuseContainerAddrs(ok, container); err != nil {
+		t.Errorf("an IP that is not the container's own (one of its subnet) was refused: %v", err)
+	}
+	for _, ip := range []string{"10.88.0.5", "fd00::5"} {
+		reqs := append(slices.Clone(ok), config.IP{Addr: netip.MustParseAddr(ip), Source: "runtimeConfig.externalIPs[2]"})
+		err := config.RefuseContainerAddrs(reqs, container)
+		checkErr(t, err, config.ErrInvalid, "runtimeConfig.externalIPs[2]", `"`+ip+`"`, "container's own address")
+	}
+}

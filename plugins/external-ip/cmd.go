@@ -77,7 +77,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		return printResult(inv.conf)
 	}
-	if err := inv.conf.CheckFamilies(reqs, inv.conf.ContainerAddrs()); err != nil {
+	container := inv.conf.ContainerAddrs()
+	if err := config.RefuseContainerAddrs(reqs, container); err != nil {
+		return cniError(err, nil)
+	}
+	if err := inv.conf.CheckFamilies(reqs, container); err != nil {
 		return cniError(err, nil)
 	}
 	s := session(inv)
