@@ -191,6 +191,8 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	}
 	ch := ownChange(now, was)
 	ch.Fresh = j.fresh(holders)
+	// An attachment that steers from now on relies on the base chains.
+	ch.EnsureBase = now != nil
 	if err := a.keepSharedHairpins(&ch); err != nil {
 		return err
 	}

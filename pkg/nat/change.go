@@ -2,6 +2,7 @@ package nat
 
 import (
 	"errors"
+	"fmt"
 	"github.com/google/nftables"
 	"net/netip"
 	"slices"
@@ -25,6 +26,11 @@ type Change struct {
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix
 	DelHairpin []netip.Prefix
+	// EnsureBase asks for the base chains and their rules to be checked
+	// (a dump of each base chain's rules) and restored before the change:
+	// an ADD's elements steer nothing when someone flushed the table or a
+	// base chain, and the ADD would return success all the same.
+	EnsureBase bool
 }
 
 // Apply makes the change in one transaction. When that transaction is
@@ -32,6 +38,11 @@ type Change struct {
 // egress element has another value), it makes the table if it is missing
 // and applies the change one idempotent step at a time.
 func (t *Table) Apply(ch Change) error {
+	if ch.EnsureBase {
+		if err := t.ensureBase(); err != nil {
+			return err
+		}
+	}
 	if err := t.stage(ch); err != nil {
 		return err
 	}
@@ -107,4 +118,42 @@ func sortedKeys[V any](m map[netip.Addr]V) []netip.Addr {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
+}
+
+// ensureBase makes the table's fixed part anew (Ensure) when a base chain
+// is missing or does not hold exactly the rules Ensure puts there.
+func (t *Table) ensureBase() error {
+	ok, err := t.baseIntact()
+	if err != nil {
+		return fmt.Errorf("reading the base chains of table inet %s: %w", TableName, err)
+	}
+	if ok {
+		return nil
+	}
+	return t.Ensure()
+}
+
+// baseIntact tells whether each base chain holds the rules Ensure puts
+// there, in order. It costs one small dump per base chain, whatever the
+// table steers; a missing table or chain is not intact.
+func (t *Table) baseIntact() (bool, error) {
+	for _, b := range baseChains() {
+		rules, err := t.dumpRules(b.name)
+		if isNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		want := b.signatures()
+		if len(rules) != len(want) {
+			return false, nil
+		}
+		for i, r := range rules {
+			if ruleSignature(r) != want[i] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
