@@ -43,7 +43,7 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
 		}
 	}
 	for p := range w.hairpin {
-		if !slices.Contains(st.Hairpin, p) {
+		if !hairpinServed(st, p) {
 			drift("%s: no hairpin rule for the subnet", p)
 		}
 	}

@@ -160,29 +160,47 @@ func (a *Assigner) reconcileEgress(st *nat.State, w natWant) error {
 	return errors.Join(errs...)
 }
 
-// reconcileHairpins adds the missing hairpin subnets and removes those
-// that no record has and into which the table steers no flow (another
-// holder device's IPs may).
+// reconcileHairpins makes the hairpin sets hold exactly the subnets that
+// serve the records' (nested ones merged into the widest) and those into
+// which the table steers another holder device's flows, in one change:
+// a subnet replaced by a narrower one never leaves a gap. A subnet that no
+// record needs goes; one that a wider subnet covers serves nothing more.
 func (a *Assigner) reconcileHairpins(st *nat.State, w natWant) error {
-	var errs []error
-	for p := range w.hairpin {
-		if !slices.Contains(st.Hairpin, p) {
-			errs = append(errs, a.opts.NAT.SetHairpin(p))
-		}
-	}
 	var steered []netip.Addr
 	for ip, targets := range st.Ingress {
 		if _, mine := w.ingress[ip]; !mine && !a.ownsIP(ip) { // another device's
 			steered = append(steered, targets...)
 		}
 	}
+	keep := slices.Collect(maps.Keys(w.hairpin))
 	for _, p := range st.Hairpin {
-		if !w.hairpin[p] && !slices.ContainsFunc(steered, p.Contains) {
-			a.log.Info("stray hairpin subnet removed", "subnet", p)
-			errs = append(errs, a.opts.NAT.DelHairpin(p))
+		if slices.ContainsFunc(steered, p.Contains) {
+			keep = append(keep, p)
 		}
 	}
-	return errors.Join(errs...)
+	want := nat.Maximal(keep)
+	var ch nat.Change
+	for _, p := range want {
+		if !slices.Contains(st.Hairpin, p) {
+			ch.Hairpin = append(ch.Hairpin, p)
+		}
+	}
+	for _, p := range st.Hairpin {
+		if !slices.Contains(want, p) {
+			a.log.Info("hairpin subnet no record needs removed", "subnet", p)
+			ch.DelHairpin = append(ch.DelHairpin, p)
+		}
+	}
+	if len(ch.Hairpin)+len(ch.DelHairpin) == 0 {
+		return nil
+	}
+	return a.opts.NAT.Apply(ch)
+}
+
+// hairpinServed tells whether the table's hairpin sets serve subnet p:
+// they hold it or a subnet around it.
+func hairpinServed(st *nat.State, p netip.Prefix) bool {
+	return slices.ContainsFunc(st.Hairpin, func(q netip.Prefix) bool { return nat.Covers(q, p) })
 }
 
 // ownsIP tells whether a rule for ip may be ours: ip is on our holder or
@@ -216,7 +234,7 @@ func (a *Assigner) checkNAT(rec *record) error {
 		return err
 	}
 	for _, h := range s.Hairpin {
-		if !slices.Contains(st.Hairpin, h.Source.Masked()) {
+		if !hairpinServed(st, h.Source) {
 			return Errorf(ErrDrift, "%s: no hairpin rule for its subnet %s in table inet %s", h.Target, h.Source.Masked(), nat.TableName)
 		}
 	}

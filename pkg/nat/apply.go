@@ -203,10 +203,16 @@ func prefixOf(first, last netip.Addr) (netip.Prefix, bool) {
 	return netip.Prefix{}, false
 }
 
-// SetHairpin adds subnet's hairpin element; one already there is no error.
+// SetHairpin makes flows within subnet hairpin: it adds subnet's element,
+// unless one the set holds covers it, and removes those inside it; one
+// already there is no error.
 func (t *Table) SetHairpin(subnet netip.Prefix) error {
 	s := t.set(familyOf(subnet.Addr()).hp)
-	if err := t.flush(func() error { return t.c.SetAddElements(s, hairpinElement(subnet)) }); err != nil {
+	err := t.flush(func() error { return t.c.SetAddElements(s, hairpinElement(subnet)) })
+	if isExists(err) {
+		err = t.applyMerged(Change{Hairpin: []netip.Prefix{subnet}})
+	}
+	if err != nil {
 		return fmt.Errorf("adding hairpin subnet %s to table inet %s: %w", subnet, TableName, err)
 	}
 	return nil

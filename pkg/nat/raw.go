@@ -80,6 +80,50 @@ func (t *Table) dumpRules(chain string) ([][][]byte, error) {
 	return out, nil
 }
 
+// countRules counts the rules of each chain of our table, from one dump
+// whose messages it reads only as far as the chain's name.
+func (t *Table) countRules() (map[string]int, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			continue
+		}
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_RULE_CHAIN {
+				out[ad.String()]++
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// ruleCount is the number of rules Ensure puts in the chain.
+func (b baseChain) ruleCount() int {
+	n := 0
+	for _, f := range []family{ipv4, ipv6} {
+		n += len(b.rules(f))
+		if b.raw != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // ruleExprs is the expressions of one NEWRULE message (after nfgenmsg).
 func ruleExprs(data []byte) [][]byte {
 	var exprs [][]byte

@@ -85,7 +85,10 @@ var refusals = []refusal{
 		parts: []string{"args.cni.externalIPs[0]", "2001:db8:1::77", "other0"}},
 	{name: "the container's own IPv4 (prevResult), after a good IP", extra: runtimeList("192.0.2.20", "10.1.0.5"),
 		// An uplink named, so that without the refusal the ADD would take it.
-		edit: func(c map[string]any) { c["allowedRanges"] = []string{subnet4, subnet6, "10.1.0.0/24"}; c["uplink"] = "uplink0" }, code: 7,
+		edit: func(c map[string]any) {
+			c["allowedRanges"] = []string{subnet4, subnet6, "10.1.0.0/24"}
+			c["uplink"] = "uplink0"
+		}, code: 7,
 		parts: []string{"runtimeConfig.externalIPs[1]", `"10.1.0.5"`, "container's own address"}},
 	{name: "the container's own IPv6 (prevResult) in the static list", extra: staticList("fd00:1::5"),
 		edit: func(c map[string]any) { c["uplink"] = "uplink0" }, code: 7,

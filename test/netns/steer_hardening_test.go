@@ -1,6 +1,8 @@
 package netns
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +29,71 @@ func TestAddAfterTheTableOrABaseChainWasFlushedRestoresItAndSteers(t *testing.T)
 				t.Errorf("CHECK of b, ADDed after the %s: %v", c.what, err)
 			}
 		})
+	}
+}
+
+// hairpinSets is what `nft list set` prints of hp4 and hp6.
+func (h *host) hairpinSets() string {
+	h.t.Helper()
+	return h.nft("list set inet external-ip hp4") + h.nft("list set inet external-ip hp6")
+}
+
+// Container subnets that nest (a network widened from /24 to /16, a main
+// plugin giving a /32 or /25 inside a subnet already steered) used to fail
+// ADD with code 100 (file exists) until the old pods were gone. They must
+// all steer, and GC keeps exactly the subnets some record still needs.
+func TestNestedContainerSubnetsAllSteerAndGCKeepsWhatRecordsNeed(t *testing.T) {
+	h := newHost(t)
+	confs := map[string]map[string]any{
+		"a": h.steeredConfIn("1.1.0", "10.1.0.5/24", "fd00:1::5/64", "192.0.2.10", "2001:db8:1::10"),
+		"b": h.steeredConfIn("1.1.0", "10.1.0.6/16", "fd00:1::6/48", "192.0.2.11", "2001:db8:1::11"), // the network widened
+		"c": h.steeredConfIn("1.1.0", "10.1.0.7/32", "fd00:1::7/128", "192.0.2.12", "2001:db8:1::12"),
+		"d": h.steeredConfIn("1.1.0", "10.1.1.8/25", "fd00:1:1::8/96", "192.0.2.13", "2001:db8:1::13"),
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		h.run(attach("ADD", id, confs[id])).mustOK(t, "ADD "+id+" with nested container subnets")
+	}
+	checkAll := func(when string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			h.run(attach("CHECK", id, confs[id])).mustOK(t, "CHECK "+id+" "+when)
+		}
+		h.targets(when) // fails on drift
+	}
+	checkAll("after every ADD", "a", "b", "c", "d")
+	gc := func(valid ...string) {
+		t.Helper()
+		h.run(call{command: "GC", conf: h.gcConf("testnet", valid, map[string]any{"traffic": "both"})}).mustOK(t, fmt.Sprintf("GC keeping %v", valid))
+	}
+	gc("a", "b", "c", "d")
+	checkAll("after GC kept them all", "a", "b", "c", "d")
+
+	// b (the /16) leaves: a's /24 still serves a and c, d's /25 needs its own.
+	h.run(attach("DEL", "b", h.netConf("1.1.0", nil))).mustOK(t, "DEL b")
+	gc("a", "c", "d")
+	checkAll("after b left and GC", "a", "c", "d")
+	sets := h.hairpinSets()
+	for _, want := range []string{"10.1.0.0/24 . 10.1.0.0/24", "10.1.1.0/25 . 10.1.1.0/25", "fd00:1::/64 . fd00:1::/64", "fd00:1:1::/96 . fd00:1:1::/96"} {
+		if !strings.Contains(sets, want) {
+			t.Errorf("after b left and GC the hairpin sets lack %q:\n%s", want, sets)
+		}
+	}
+	if strings.Contains(sets, "/16") || strings.Contains(sets, "/48") {
+		t.Errorf("after b left and GC its subnets, which no record needs, are still there:\n%s", sets)
+	}
+
+	// a leaves: c's /32 needs its own element now.
+	h.run(attach("DEL", "a", h.netConf("1.1.0", nil))).mustOK(t, "DEL a")
+	gc("c", "d")
+	checkAll("after a left and GC", "c", "d")
+	if sets := h.hairpinSets(); !strings.Contains(sets, "10.1.0.7 . 10.1.0.7") || !strings.Contains(sets, "fd00:1::7 . fd00:1::7") || strings.Contains(sets, "10.1.0.0/24") || strings.Contains(sets, "fd00:1::/64") {
+		t.Errorf("after a left and GC the hairpin sets should hold c's 10.1.0.7 and fd00:1::7 alone, not a's /24 and /64:\n%s", sets)
+	}
+	for _, id := range []string{"c", "d"} {
+		h.run(attach("DEL", id, h.netConf("1.1.0", nil))).mustOK(t, "DEL "+id)
+	}
+	gc()
+	if sets := h.hairpinSets(); strings.Contains(sets, "10.1.") || strings.Contains(sets, "fd00:1:") {
+		t.Errorf("after every DEL and GC the hairpin sets still hold subnets:\n%s", sets)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,13 +20,21 @@ import (
 // of a test is a distinct target.
 func (h *host) steeredConf(cniVersion, v4, v6 string, ips ...string) map[string]any {
 	h.t.Helper()
+	return h.steeredConfIn(cniVersion, v4+"/24", v6+"/64", ips...)
+}
+
+// steeredConfIn is steeredConf with the container's subnets given: v4
+// and v6 are an address with its prefix length, as prevResult has them.
+func (h *host) steeredConfIn(cniVersion, v4, v6 string, ips ...string) map[string]any {
+	h.t.Helper()
+	p4, p6 := netip.MustParsePrefix(v4), netip.MustParsePrefix(v6)
 	idx := 0
 	r := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,
 		Interfaces: []*types100.Interface{{Name: "eth0", Sandbox: "/var/run/netns/x"}},
 		IPs: []*types100.IPConfig{
-			{Interface: &idx, Address: net.IPNet{IP: net.ParseIP(v4).To4(), Mask: net.CIDRMask(24, 32)}},
-			{Interface: &idx, Address: net.IPNet{IP: net.ParseIP(v6), Mask: net.CIDRMask(64, 128)}},
+			{Interface: &idx, Address: net.IPNet{IP: p4.Addr().AsSlice(), Mask: net.CIDRMask(p4.Bits(), 32)}},
+			{Interface: &idx, Address: net.IPNet{IP: p6.Addr().AsSlice(), Mask: net.CIDRMask(p6.Bits(), 128)}},
 		},
 	}
 	conv, err := r.GetAsVersion(cniVersion)
