@@ -42,8 +42,9 @@ func (a *Assigner) Report() (*Report, error) {
 		return nil, err
 	}
 	if l == nil { // no state, or not all of it: nothing is held
-		rep.Holder, _ = a.holderState()
-		return rep, nil
+		var dev int
+		rep.Holder, dev = a.holderState()
+		return rep, a.reportLost(rep, dev)
 	}
 	defer l.unlock()
 	if rep.Pending, err = a.st.has(top, journalName); err != nil {
@@ -61,7 +62,7 @@ func (a *Assigner) Report() (*Report, error) {
 	if err := a.reportIPs(rep, recs, dev); err != nil {
 		return nil, err
 	}
-	return rep, a.reportNAT(rep, recs)
+	return rep, a.reportNAT(rep, recs, false)
 }
 
 // holderState describes the holder and returns its index, 0 when it is
@@ -111,7 +112,11 @@ func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) erro
 		}
 		rep.IPs = append(rep.IPs, ir)
 	}
-	return a.reportStray(rep, want, onDevice)
+	indexed, err := a.st.indexed()
+	if err != nil {
+		return err
+	}
+	return a.reportStray(rep, want, onDevice, indexed)
 }
 
 func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, on bool) (IPReport, error) {
@@ -144,22 +149,67 @@ func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[
 	return ir, nil
 }
 
-// reportStray names what is on the holder or in the index with no record.
-func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, onDevice map[netip.Addr]bool) error {
+// reportLost names, when the state directory is missing, what GC and
+// repair would then remove: everything on a holder marked for this very
+// dataDir (lostState's rule), with its proxy entries and NAT rules.
+func (a *Assigner) reportLost(rep *Report, dev int) error {
+	if dev == 0 {
+		return nil
+	}
+	if l, err := a.lookHolder(); err != nil || !a.ownedBy(l.Alias) {
+		return err
+	}
+	addrs, err := a.k.holderAddrs(dev)
+	if err != nil {
+		return err
+	}
+	onDevice := map[netip.Addr]bool{}
+	for _, ip := range addrs {
+		onDevice[ip] = true
+	}
+	if err := a.reportStray(rep, nil, onDevice, nil); err != nil {
+		return err
+	}
+	if len(addrs) > 0 {
+		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses: GC and repair remove them", a.st.dir, a.opts.Device))
+	}
+	return a.reportNAT(rep, map[string]*record{}, true)
+}
+
+// reportStray names what is on the holder or in the index (indexed) with
+// no record, and the proxy entries of those IPs, which GC removes with them.
+func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, onDevice map[netip.Addr]bool, indexed []netip.Addr) error {
+	var stray6 []netip.Addr
 	for ip := range onDevice {
 		if _, held := want[ip]; !held {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: on %s but held by no record", ip, a.opts.Device))
+			stray6 = append(stray6, ip)
 		}
-	}
-	indexed, err := a.st.indexed()
-	if err != nil {
-		return err
 	}
 	for _, ip := range indexed {
 		if _, held := want[ip]; !held {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: indexed but held by no record", ip))
+			stray6 = append(stray6, ip)
 		}
 	}
+	err := a.reportStrayProxies(rep, slices.DeleteFunc(stray6, netip.Addr.Is4))
 	slices.Sort(rep.Drift)
+	return err
+}
+
+// reportStrayProxies names the proxy entries of IPv6 IPs no record holds.
+func (a *Assigner) reportStrayProxies(rep *Report, ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	entries, err := a.k.proxyEntries()
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if slices.Contains(ips, e.IP) {
+			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: proxy neighbour entry on %s held by no record", e.IP, e.Link))
+		}
+	}
 	return nil
 }

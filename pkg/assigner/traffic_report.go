@@ -10,7 +10,10 @@ import (
 
 // reportNAT fills in each IP's targets and egress sources as the table has
 // them, and names every way the table and the records disagree.
-func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
+// With the state lost it also names the hairpin subnets GC would remove;
+// otherwise not: a DEL leaves its subnet for GC by design (see
+// keepSharedHairpins), and it steers nothing.
+func (a *Assigner) reportNAT(rep *Report, recs map[string]*record, lost bool) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
@@ -45,6 +48,11 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record) error {
 	for p := range w.hairpin {
 		if !hairpinServed(st, p) {
 			drift("%s: no hairpin rule for the subnet", p)
+		}
+	}
+	for _, p := range a.hairpinPlan(st, w).DelHairpin {
+		if lost {
+			drift("%s: hairpin subnet needed by no record", p)
 		}
 	}
 	return nil

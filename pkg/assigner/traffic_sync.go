@@ -160,12 +160,25 @@ func (a *Assigner) reconcileEgress(st *nat.State, w natWant) error {
 	return errors.Join(errs...)
 }
 
-// reconcileHairpins makes the hairpin sets hold exactly the subnets that
-// serve the records' (nested ones merged into the widest) and those into
-// which the table steers another holder device's flows, in one change:
-// a subnet replaced by a narrower one never leaves a gap. A subnet that no
-// record needs goes; one that a wider subnet covers serves nothing more.
+// reconcileHairpins makes the hairpin sets hold hairpinPlan's subnets, in
+// one change: a subnet replaced by a narrower one never leaves a gap.
 func (a *Assigner) reconcileHairpins(st *nat.State, w natWant) error {
+	ch := a.hairpinPlan(st, w)
+	for _, p := range ch.DelHairpin {
+		a.log.Info("hairpin subnet no record needs removed", "subnet", p)
+	}
+	if len(ch.Hairpin)+len(ch.DelHairpin) == 0 {
+		return nil
+	}
+	return a.opts.NAT.Apply(ch)
+}
+
+// hairpinPlan is the change that makes the hairpin sets hold exactly the
+// subnets that serve the records' (nested ones merged into the widest)
+// and those into which the table steers another holder device's flows.
+// A subnet that no record needs goes; one that a wider subnet covers
+// serves nothing more. GC applies it, status reports it.
+func (a *Assigner) hairpinPlan(st *nat.State, w natWant) nat.Change {
 	var steered []netip.Addr
 	for ip, targets := range st.Ingress {
 		if _, mine := w.ingress[ip]; !mine && !a.ownsIP(ip) { // another device's
@@ -187,14 +200,10 @@ func (a *Assigner) reconcileHairpins(st *nat.State, w natWant) error {
 	}
 	for _, p := range st.Hairpin {
 		if !slices.Contains(want, p) {
-			a.log.Info("hairpin subnet no record needs removed", "subnet", p)
 			ch.DelHairpin = append(ch.DelHairpin, p)
 		}
 	}
-	if len(ch.Hairpin)+len(ch.DelHairpin) == 0 {
-		return nil
-	}
-	return a.opts.NAT.Apply(ch)
+	return ch
 }
 
 // hairpinServed tells whether the table's hairpin sets serve subnet p:

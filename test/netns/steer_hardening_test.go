@@ -1,7 +1,10 @@
 package netns
 
 import (
+	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -95,5 +98,68 @@ func TestNestedContainerSubnetsAllSteerAndGCKeepsWhatRecordsNeed(t *testing.T) {
 	gc()
 	if sets := h.hairpinSets(); strings.Contains(sets, "10.1.") || strings.Contains(sets, "fd00:1:") {
 		t.Errorf("after every DEL and GC the hairpin sets still hold subnets:\n%s", sets)
+	}
+}
+
+// drift is every drift line of `external-ip status --json`.
+func (h *host) drift() []string {
+	h.t.Helper()
+	out := h.inNode("%s status --json --data-dir %s", pluginBin, h.dataDir)
+	var reps []steeredStatus
+	if err := json.Unmarshal([]byte(out), &reps); err != nil {
+		h.t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	var all []string
+	for _, r := range reps {
+		all = append(all, r.Drift...)
+	}
+	return all
+}
+
+// mustDrift fails unless some drift line names every one of parts.
+func mustDrift(t *testing.T, when string, drift []string, parts ...string) {
+	t.Helper()
+	for _, d := range drift {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(d, p) }) {
+			return
+		}
+	}
+	t.Errorf("%s: no drift line names %q; status said %q", when, parts, drift)
+}
+
+// Status must show what GC and repair would remove: every address on our
+// holder that no record holds, its proxy neighbour entry and the NAT rules
+// of it, also when the state directory is lost (then GC removes them all,
+// and status used to say "no external IPs held, drift: none").
+func TestStatusShowsEveryStrayAlsoWithTheStateDirectoryLost(t *testing.T) {
+	h := newHost(t)
+	h.run(attach("ADD", "a", h.steeredConf("1.1.0", "10.1.0.5", "fd00:1::5", "192.0.2.10", "2001:db8:1::10"))).mustOK(t, "ADD a")
+	if d := h.drift(); len(d) != 0 {
+		t.Fatalf("drift right after ADD: %q", d)
+	}
+	// Strays beside a's: an address pair and a proxy entry. (A hairpin
+	// subnet no record needs is no drift while the state is there: a DEL
+	// leaves its subnet for GC by design.)
+	h.inNode("ip addr add 192.0.2.99/32 dev eip0")
+	h.inNode("ip addr add 2001:db8:1::99/128 dev eip0 nodad")
+	h.inNode("ip -6 neigh add proxy 2001:db8:1::99 dev uplink0")
+	d := h.drift()
+	mustDrift(t, "strays beside a record", d, "192.0.2.99", "held by no record")
+	mustDrift(t, "strays beside a record", d, "2001:db8:1::99", "proxy", "uplink0")
+
+	h.sh("rm -rf %s", filepath.Join(h.dataDir, "eip0"))
+	d = h.drift()
+	for _, ip := range []string{"192.0.2.10", "2001:db8:1::10", "192.0.2.99", "2001:db8:1::99"} {
+		mustDrift(t, "state directory lost", d, ip, "eip0", "held by no record")
+	}
+	mustDrift(t, "state directory lost", d, "2001:db8:1::10", "proxy", "uplink0")
+	mustDrift(t, "state directory lost", d, "192.0.2.10", "ingress")
+	mustDrift(t, "state directory lost", d, "10.1.0.5", "egress")
+	mustDrift(t, "state directory lost", d, "10.1.0.0/24", "hairpin")
+
+	// What status showed is what repair removes: then there is none.
+	h.inNode("%s repair --data-dir %s", pluginBin, h.dataDir)
+	if d := h.drift(); len(d) != 0 {
+		t.Errorf("drift after repair: %q", d)
 	}
 }
