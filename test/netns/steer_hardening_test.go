@@ -14,24 +14,26 @@ import (
 // next ADD must put them back, or its IP is answered by the node itself
 // until GC or repair runs.
 func TestAddAfterTheTableOrABaseChainWasFlushedRestoresItAndSteers(t *testing.T) {
-	for _, c := range []struct{ what, cmd string }{
+	w := newWorld(t, "both")
+	w.add("a", extV4)
+	serve(t, nsPath(w.h.lan), "lan", lanSv)
+	// One world, one fault after another: each ADD must mend what the
+	// fault before it broke, whatever the ADDs before it did.
+	for i, c := range []struct{ what, cmd string }{
 		{"table flushed", "flush table inet external-ip"},
 		{"prerouting flushed", "flush chain inet external-ip prerouting"},
 		{"postrouting flushed", "flush chain inet external-ip postrouting"},
 	} {
-		t.Run(c.what, func(t *testing.T) {
-			w := newWorld(t, "both")
-			w.add("a", extV4)
-			w.h.nft("%s", c.cmd)
-			b := w.add("b", "192.0.2.11")
-			serve(t, b.netns, "b", svPort)
-			serve(t, nsPath(w.h.lan), "lan", lanSv)
-			mustAsk(t, "LAN to b's external IP, ADDed after the "+c.what, nsPath(w.h.lan), "tcp", "192.0.2.11", svPort, "b", lanV4)
-			mustAsk(t, "b to the LAN, ADDed after the "+c.what, b.netns, "tcp", lanV4, lanSv, "lan", "192.0.2.11")
-			if err := w.check(b); err != nil {
-				t.Errorf("CHECK of b, ADDed after the %s: %v", c.what, err)
-			}
-		})
+		w.h.nft("%s", c.cmd)
+		ext := fmt.Sprintf("192.0.2.%d", 11+i)
+		name := fmt.Sprintf("b%d", i)
+		b := w.add(name, ext)
+		serve(t, b.netns, name, svPort)
+		mustAsk(t, "LAN to "+name+"'s external IP, ADDed after the "+c.what, nsPath(w.h.lan), "tcp", ext, svPort, name, lanV4)
+		mustAsk(t, name+" to the LAN, ADDed after the "+c.what, b.netns, "tcp", lanV4, lanSv, "lan", ext)
+		if err := w.check(b); err != nil {
+			t.Errorf("CHECK of %s, ADDed after the %s: %v", name, c.what, err)
+		}
 	}
 }
 
