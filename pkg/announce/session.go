@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -40,6 +41,10 @@ type SessionOptions struct {
 	// (park.Files) and closes them; when it fails they are still ours, and
 	// a child started only to hold them takes them. Nil parks nothing.
 	Park func(files []*os.File) error
+	// HeldHere, when set, is asked after a conflict whether this node's
+	// state records a holder of the address (known false: it could not
+	// tell), so that the refusal can say the node does not hold it.
+	HeldHere func(netip.Addr) (held, known bool)
 }
 
 // Session is one ADD's announcing: its conflict probes, its first round on
@@ -102,9 +107,23 @@ func (s *Session) Probe(t Target, wait time.Duration) error {
 		return errkind.Errorf(ErrAnnounce, "%s: %w", t.Addr, err)
 	}
 	if mac != nil {
-		return errkind.Errorf(ErrConflict, "%s: another host (%s) answered the conflict probe on %s; refusing to take the address", t.Addr, mac, t.Uplink.Name)
+		return s.conflict(t, mac)
 	}
 	return nil
+}
+
+// conflict is the refusal of t.Addr that mac answered for: one line, the
+// one a person reads in kubelet's event, naming the address, who answered,
+// whether this node holds it, and what to do.
+func (s *Session) conflict(t Target, mac net.HardwareAddr) error {
+	here := ""
+	if s.o.HeldHere != nil {
+		if held, known := s.o.HeldHere(t.Addr); known && !held {
+			here = ", and this node does not hold it"
+		}
+	}
+	return errkind.Errorf(ErrConflict, "%s: another host (%s) answered the conflict probe on %s%s: release it on that host, then retry",
+		t.Addr, mac, t.Uplink.Name, here)
 }
 
 // Announce sends the first round for targets, one Sender per uplink, in the

@@ -215,6 +215,55 @@ func TestSessionNamesAConflictAndAFailedProbeByKind(t *testing.T) {
 	}
 }
 
+func TestConflictRefusalSaysWhetherThisNodeHoldsTheAddressAndWhatToDo(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		held, known bool
+		hook        bool
+		notHeld     bool
+	}{
+		{name: "state shows it is not held here", hook: true, known: true, notHeld: true},
+		{name: "state shows it is held here", hook: true, known: true, held: true},
+		{name: "state unknown", hook: true},
+		{name: "no state to ask"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, n, _ := newTestSession(t, 1)
+			var asked []netip.Addr
+			if c.hook {
+				s.o.HeldHere = func(ip netip.Addr) (bool, bool) { asked = append(asked, ip); return c.held, c.known }
+			}
+			n.answers = [][]byte{arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, netip.IPv4Unspecified())}
+			err := s.Probe(Target{testIP4, eth0}, time.Millisecond)
+			msg := err.Error()
+			want := testIP4.String() + ": another host (" + otherMAC.String() + ") answered the conflict probe on eth0"
+			if !errors.Is(err, ErrConflict) || !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, ": release it on that host, then retry") {
+				t.Errorf("refusal %q: want ErrConflict, starting %q and ending with what to do", msg, want)
+			}
+			if got := strings.Contains(msg, "this node does not hold it"); got != c.notHeld {
+				t.Errorf("refusal %q says the node does not hold it: %v, want %v", msg, got, c.notHeld)
+			}
+			if msg != strings.ToLower(msg) || strings.Contains(msg, "\n") {
+				t.Errorf("refusal %q is not one lowercase line", msg)
+			}
+			if c.hook && !slices.Equal(asked, []netip.Addr{testIP4}) {
+				t.Errorf("HeldHere asked about %v, want %s once", asked, testIP4)
+			}
+		})
+	}
+}
+
+func TestAFreeAddressDoesNotAskWhetherThisNodeHoldsIt(t *testing.T) {
+	s, _, _ := newTestSession(t, 1)
+	s.o.HeldHere = func(ip netip.Addr) (bool, bool) {
+		t.Errorf("HeldHere(%s) asked with no conflict", ip)
+		return false, false
+	}
+	if err := s.Probe(Target{testIP4, eth0}, time.Millisecond); err != nil {
+		t.Fatalf("Probe of a free address: %v", err)
+	}
+}
+
 func TestSessionAnnouncesFirstRoundsPerUplinkAndStopsAtAFailure(t *testing.T) {
 	s, n, _ := newTestSession(t, 1)
 	n.fail["arp"] = unix.ENETDOWN

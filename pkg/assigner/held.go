@@ -28,6 +28,19 @@ func (a *Assigner) WhileHeldOn(uplink string, ips []netip.Addr, f func(held []ne
 	return a.whileIndexed(ips, func(e ipEntry) bool { return len(e.Holders) > 0 && e.Uplink == uplink }, f)
 }
 
+// Holds reports whether any attachment on this node holds ip, read under
+// the lock and changing nothing: what a refusal of ip says about this node.
+// No state directory holds nothing; with a change pending (a journal) the
+// holders are not known, an error.
+func (a *Assigner) Holds(ip netip.Addr) (bool, error) {
+	held := false
+	err := a.whileIndexed([]netip.Addr{ip}, func(e ipEntry) bool { return len(e.Holders) > 0 }, func([]netip.Addr) error {
+		held = true
+		return nil
+	})
+	return held, err
+}
+
 // whileIndexed runs f under the lock with those of ips whose index entry
 // keep accepts, and not at all when none is.
 func (a *Assigner) whileIndexed(ips []netip.Addr, keep func(ipEntry) bool, f func(held []netip.Addr) error) error {

@@ -78,3 +78,33 @@ func TestWhileHeldOnSendsWhatAnyAttachmentStillHoldsOnThatUplink(t *testing.T) {
 		t.Errorf("WhileHeldOn(eth0) after every holder left = %v, want nothing", got)
 	}
 }
+
+func TestHoldsSaysWhetherAnyAttachmentHoldsTheIPAndDoesNotGuessWhileAChangeIsPending(t *testing.T) {
+	f := newFixture(t)
+	holds := func(ip netip.Addr) bool {
+		t.Helper()
+		held, err := f.assigner().Holds(ip)
+		if err != nil {
+			t.Fatalf("Holds(%s) = %v", ip, err)
+		}
+		return held
+	}
+	if holds(v4a) {
+		t.Errorf("Holds(%s) without a state directory = true", v4a)
+	}
+	f.add(attA, v4a)
+	f.add(attB, v4a, v6a)
+	if !holds(v4a) || !holds(v6a) || holds(v4b) {
+		t.Errorf("Holds: %s %v, %s %v, %s %v; want true, true, false", v4a, holds(v4a), v6a, holds(v6a), v4b, holds(v4b))
+	}
+	f.del(attB)
+	if !holds(v4a) || holds(v6a) {
+		t.Errorf("after attB left, Holds: %s %v, %s %v; want true (attA), false", v4a, holds(v4a), v6a, holds(v6a))
+	}
+	if err := os.WriteFile(f.assigner().st.journalPath(), []byte(`{"key":"x","touch":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.assigner().Holds(v6a); !errors.Is(err, ErrState) {
+		t.Errorf("Holds with a journal pending = %v, want ErrState", err)
+	}
+}

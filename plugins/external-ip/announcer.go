@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -16,12 +17,29 @@ import (
 func session(inv *invocation) *announce.Session {
 	return announce.NewSession(announce.SessionOptions{
 		Rounds: inv.conf.Announce.Count, Interval: inv.conf.Announce.Interval,
-		Log: inv.logTo, Logger: inv.log, Park: park.Files,
+		Log: inv.logTo, Logger: inv.log, Park: park.Files, HeldHere: heldHere(inv.conf),
 		Owner: &announce.Owner{
 			DataDir: inv.conf.DataDir, Device: inv.conf.Device,
 			Network: inv.att.Network, ContainerID: inv.att.ContainerID, IfName: inv.att.IfName,
 		},
 	})
+}
+
+// refusalLockWait bounds how long a conflict's refusal waits for the
+// state lock to say whether this node holds the address: the refusal
+// stands either way, so it does not wait a whole lockTimeout.
+const refusalLockWait = time.Second
+
+// heldHere answers the session's question after a conflict from the state,
+// with an Assigner of its own: the probes run concurrently, before ADD's
+// Assigner takes the lock.
+func heldHere(conf *config.Config) func(netip.Addr) (bool, bool) {
+	return func(ip netip.Addr) (bool, bool) {
+		as := assigner.New(assigner.Options{Device: conf.Device, DataDir: conf.DataDir, LockTimeout: min(conf.LockTimeout, refusalLockWait)})
+		defer as.Close()
+		held, err := as.Holds(ip)
+		return held, err == nil
+	}
 }
 
 // callbacks are the assigner's calls into the session for one ADD;
