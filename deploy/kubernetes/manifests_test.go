@@ -24,7 +24,8 @@ func decode(t *testing.T, data []byte) any {
 	if err := yaml.Unmarshal(data, &meta); err != nil {
 		t.Fatalf("not YAML: %v", err)
 	}
-	objs := map[string]any{"Namespace": &corev1.Namespace{}, "ConfigMap": &corev1.ConfigMap{}, "DaemonSet": &appsv1.DaemonSet{}}
+	objs := map[string]any{"Namespace": &corev1.Namespace{}, "ConfigMap": &corev1.ConfigMap{}, "DaemonSet": &appsv1.DaemonSet{},
+		"StatefulSet": &appsv1.StatefulSet{}, "Deployment": &appsv1.Deployment{}}
 	obj, ok := objs[meta.Kind]
 	if !ok {
 		t.Fatalf("kind %q: not one this test knows; add it", meta.Kind)
