@@ -170,7 +170,23 @@ func (p probeConn) ReadFrame(b []byte) (int, error) {
 }
 
 func (p probeConn) SetReadDeadline(t time.Time) error { return p.c.SetReadDeadline(t) }
-func (p probeConn) Close() error                      { return p.c.Close() }
+
+// Queued asks the kernel for the length of the frame at the head of the
+// socket's queue (SIOCINQ, which AF_PACKET answers so): none is 0.
+func (p probeConn) Queued() (bool, error) {
+	rc, err := p.c.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	var ioErr error
+	if err := rc.Control(func(s uintptr) { n, ioErr = unix.IoctlGetInt(int(s), unix.SIOCINQ) }); err != nil {
+		return false, err
+	}
+	return n > 0, ioErr
+}
+
+func (p probeConn) Close() error { return p.c.Close() }
 
 func (p probeConn) File() (*os.File, error) {
 	rc, err := p.c.SyscallConn()

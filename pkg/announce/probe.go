@@ -95,7 +95,7 @@ func newQuestion(up Uplink, ip netip.Addr) (question, error) {
 }
 
 // ask sends the probe on c, which already listens, then reads until a frame
-// is a claim or wait has passed.
+// is a claim or wait has passed, and then what is still queued (see late).
 func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
 	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
 	for {
 		n, err := c.ReadFrame(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, nil
+			return q.late(c, buf)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading answers: %w", err)
@@ -117,6 +117,45 @@ func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
 		}
 	}
 }
+
+// queuer is a Conn that can tell whether a received frame waits in its
+// socket.
+type queuer interface {
+	Queued() (bool, error)
+}
+
+// late reads the frames that the socket queued but ask never read: Go
+// fails a read once its deadline has passed without looking at the socket,
+// so a probe descheduled past its window (a loaded node) would miss an
+// answer that came in time, and take an address another host holds. The
+// queue is asked first, so that no read blocks.
+func (q question) late(c Conn, buf []byte) (net.HardwareAddr, error) {
+	qc, ok := c.(queuer)
+	if !ok {
+		return nil, nil
+	}
+	// The filter passes only frames about the IP, but a host repeating
+	// them must not keep the probe reading.
+	for range lateFrames {
+		if waiting, err := qc.Queued(); err != nil || !waiting {
+			return nil, err
+		}
+		if err := c.SetReadDeadline(time.Time{}); err != nil {
+			return nil, err
+		}
+		n, err := c.ReadFrame(buf)
+		if err != nil {
+			return nil, fmt.Errorf("reading queued answers: %w", err)
+		}
+		if mac := q.claim(buf[:n]); mac != nil {
+			return mac, nil
+		}
+	}
+	return nil, nil
+}
+
+// lateFrames bounds what late reads.
+const lateFrames = 64
 
 // arpProbe returns the Ethernet frame of an RFC 5227 section 2.1.1 ARP
 // probe: broadcast, operation 1, sender mac and 0.0.0.0, target hardware

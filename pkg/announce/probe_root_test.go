@@ -2,8 +2,10 @@ package announce
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -263,4 +265,44 @@ func lanProbe(t *testing.T, mac net.HardwareAddr, addr netip.Addr) ([]byte, int)
 		t.Fatal(err)
 	}
 	return f, unix.ETH_P_IPV6
+}
+
+// TestProbeHearsAnAnswerThatCameInTimeButWasReadLate stands for a probe
+// descheduled past its window on a loaded node: the LAN host's answer is
+// queued in time, but Go fails a read whose deadline has passed without
+// looking at the socket. The probe must still read it.
+func TestProbeHearsAnAnswerThatCameInTimeButWasReadLate(t *testing.T) {
+	for _, addr := range probeIPs {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := newLink(t)
+			l.lanHolds(t, addr)
+			want := l.lanMAC(t)
+			q, err := newQuestion(l.uplink, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.inNode(t, func() error {
+				c, err := Sockets{}.probe(l.uplink, q.proto, q.filter)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				if err := c.WriteFrame(q.frame); err != nil {
+					return err
+				}
+				// The answer comes within a millisecond; the deadline then passes unread.
+				time.Sleep(100 * time.Millisecond)
+				c.SetReadDeadline(time.Now().Add(-time.Second))
+				buf := make([]byte, 9216)
+				if _, err := c.ReadFrame(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("a read past the deadline = %v; want the timeout this test is about", err)
+				}
+				got, err := q.late(c, buf)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("late(%s) = %v, %v; want the queued answer of %s", addr, got, err, want)
+				}
+				return nil
+			})
+		})
+	}
 }

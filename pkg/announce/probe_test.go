@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +305,45 @@ func TestProbeFiltersPassOnlyFramesAboutTheIP(t *testing.T) {
 				t.Errorf("filter kept %d bytes of % x; want pass=%v", n, tc.frame, tc.pass)
 			}
 		})
+	}
+}
+
+// lateConn reads as Go reads a socket: once the deadline has passed every
+// read fails, whatever the socket has queued; Queued says what waits.
+type lateConn struct{ fakeConn }
+
+func (c *lateConn) ReadFrame(b []byte) (int, error) {
+	c.mu.Lock()
+	expired := !c.deadline.IsZero() && !time.Now().Before(c.deadline)
+	c.mu.Unlock()
+	if expired {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.fakeConn.ReadFrame(b)
+}
+
+func (c *lateConn) Queued() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.toRead) > 0, nil
+}
+
+func TestProbeReadsAnAnswerQueuedInTimeThoughItsDeadlinePassedBeforeItRead(t *testing.T) {
+	q, err := newQuestion(Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := make(net.HardwareAddr, 6)
+	notAClaim := arpFrameOf(t, arp.OperationRequest, otherMAC, netip.MustParseAddr("198.51.100.1"), zero, testIP4)
+	claim := arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, netip.IPv4Unspecified())
+	// A wait of 0: the deadline has passed before the first read, as when
+	// the process was descheduled past its window.
+	c := &lateConn{fakeConn{toRead: [][]byte{notAClaim, claim}}}
+	if mac, err := q.ask(c, 0); err != nil || !bytes.Equal(mac, otherMAC) {
+		t.Errorf("ask = %v, %v; want the claim queued before the deadline (%s)", mac, err, otherMAC)
+	}
+	quiet := &lateConn{fakeConn{toRead: [][]byte{notAClaim, notAClaim}}}
+	if mac, err := q.ask(quiet, 0); err != nil || mac != nil || len(quiet.toRead) != 0 {
+		t.Errorf("ask = %v, %v with %d frames unread; want no claim, every queued frame read", mac, err, len(quiet.toRead))
 	}
 }

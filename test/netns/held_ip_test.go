@@ -105,8 +105,20 @@ func moveHeldIP(t *testing.T, ip netip.Addr) {
 	if len(got[0]) == 0 {
 		t.Fatalf("within 5 s of node2's ADD, no echo reply from %s reached the LAN from node2 (%s)", ip, node2MAC)
 	}
-	followed := got[0][0].At.Sub(deleted)
-	t.Logf("%s: node1's DEL to the LAN's first answer from node2: %s; node2's ADD took %s (probe window %s + its own cost %s); goal %s (probe window + ADD's own cost + 10ms)",
-		ip, followed.Round(100*time.Microsecond), took.Round(100*time.Microsecond), probeWindow,
-		(took - probeWindow).Round(100*time.Microsecond), (took + 10*time.Millisecond).Round(100*time.Microsecond))
+	logFollowed(t, ip, got[0][0].At.Sub(deleted), took)
+}
+
+// logFollowed prints how long the LAN took to follow the IP to node2
+// against the goal: it follows at once, so within node2's ADD (its probe
+// window and its own cost) and 10 ms. A figure, not an assertion: a loaded
+// machine stretches it.
+func logFollowed(t *testing.T, ip netip.Addr, followed, add time.Duration) {
+	goal := add + 10*time.Millisecond
+	verdict := "within it"
+	if followed > goal {
+		verdict = "over it by " + (followed - goal).Round(100*time.Microsecond).String()
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	t.Logf("%s: node1's DEL to the LAN's first answer from node2: %s; goal %s = probe window %s + node2's ADD's own cost %s + 10ms: %s",
+		ip, r(followed), r(goal), probeWindow, r(add-probeWindow), verdict)
 }
