@@ -35,11 +35,11 @@ func echoReplyFrom(ip netip.Addr, mac net.HardwareAddr) func([]byte) bool {
 	}
 }
 
-// pingFast has the LAN host ping ip every 2 ms for at most 10 s, until the
+// pingFast has the LAN host ping ip every 2 ms for at most 30 s, until the
 // test ends: whichever node answers, the capture sees when.
 func pingFast(t *testing.T, lan string, ip netip.Addr) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", lan, "ping", "-q", "-i", "0.002", "-w", "10", ip.String())
+	cmd := exec.Command("ip", "netns", "exec", lan, "ping", "-q", "-i", "0.002", "-w", "30", ip.String())
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting ping of %s in %s: %v", ip, lan, err)
 	}
