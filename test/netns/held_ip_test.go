@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/arp"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,8 +87,10 @@ func moveHeldIP(t *testing.T, ip netip.Addr) {
 	r := nodes[1].run(attach("ADD", "c2", confs[1]))
 	r.mustFail(t, "ADD on node2 of the IP node1 holds", codeConflict, "pod annotation external-ip/addresses[0]: "+ip.String()+": ",
 		bridgedNodes[0].mac, "uplink0", "this node does not hold it", "release it on that host, then retry")
-	if r.msg != strings.ToLower(r.msg) {
-		t.Errorf("the refusal %q is not lowercase", r.msg)
+	want := "pod annotation external-ip/addresses[0]: " + ip.String() + ": another host (" + bridgedNodes[0].mac +
+		") answered the conflict probe on uplink0, and this node does not hold it: release it on that host, then retry"
+	if r.msg != want || r.msg != strings.ToLower(r.msg) {
+		t.Errorf("the refusal reads\n%q, want, in lowercase,\n%q", r.msg, want)
 	}
 	t.Logf("node2's refusal, as kubelet's event carries it: %s", r.msg)
 	nodes[1].mustBeUnchanged(t, "the refused ADD on node2", before)
@@ -101,24 +104,33 @@ func moveHeldIP(t *testing.T, ip netip.Addr) {
 	nodes[1].run(attach("CHECK", "c2", confs[1])).mustOK(t, "CHECK on node2 after its ADD")
 
 	node2MAC, _ := net.ParseMAC(bridgedNodes[1].mac)
-	got := collectWire(frames, 5*time.Second, wireWant{echoReplyFrom(ip, node2MAC), 1})
+	announced := wireWant{arpAbout(ip, arp.OperationRequest), 1}
+	if ip.Is6() {
+		announced = wireWant{naFor(ip), 1}
+	}
+	got := collectWire(frames, 5*time.Second, wireWant{echoReplyFrom(ip, node2MAC), 1}, announced)
 	if len(got[0]) == 0 {
 		t.Fatalf("within 5 s of node2's ADD, no echo reply from %s reached the LAN from node2 (%s)", ip, node2MAC)
 	}
-	logFollowed(t, ip, got[0][0].At.Sub(deleted), took)
+	var announcedAt time.Duration
+	if len(got[1]) > 0 {
+		announcedAt = got[1][0].At.Sub(deleted)
+	}
+	logFollowed(t, ip, got[0][0].At.Sub(deleted), announcedAt, took)
 }
 
 // logFollowed prints how long the LAN took to follow the IP to node2
 // against the goal: it follows at once, so within node2's ADD (its probe
 // window and its own cost) and 10 ms. A figure, not an assertion: a loaded
-// machine stretches it.
-func logFollowed(t *testing.T, ip netip.Addr, followed, add time.Duration) {
+// machine stretches it. When node2's first announcement reached the LAN
+// tells the ADD's share from the LAN's.
+func logFollowed(t *testing.T, ip netip.Addr, followed, announced, add time.Duration) {
 	goal := add + 10*time.Millisecond
 	verdict := "within it"
 	if followed > goal {
 		verdict = "over it by " + (followed - goal).Round(100*time.Microsecond).String()
 	}
 	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
-	t.Logf("%s: node1's DEL to the LAN's first answer from node2: %s; goal %s = probe window %s + node2's ADD's own cost %s + 10ms: %s",
-		ip, r(followed), r(goal), probeWindow, r(add-probeWindow), verdict)
+	t.Logf("%s: node1's DEL to the LAN's first answer from node2: %s (node2's announcement on the LAN at %s); goal %s = probe window %s + node2's ADD's own cost %s + 10ms: %s",
+		ip, r(followed), r(announced), r(goal), probeWindow, r(add-probeWindow), verdict)
 }
