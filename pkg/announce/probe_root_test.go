@@ -3,6 +3,7 @@ package announce
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -281,6 +282,9 @@ func TestProbeHearsAnAnswerThatCameInTimeButWasReadLate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var got net.HardwareAddr
+			// The namespace runs f on a goroutine of its own: f returns
+			// its failures rather than ending the test there.
 			l.inNode(t, func() error {
 				c, err := Sockets{}.probe(l.uplink, q.proto, q.filter)
 				if err != nil {
@@ -290,19 +294,42 @@ func TestProbeHearsAnAnswerThatCameInTimeButWasReadLate(t *testing.T) {
 				if err := c.WriteFrame(q.frame); err != nil {
 					return err
 				}
-				// The answer comes within a millisecond; the deadline then passes unread.
-				time.Sleep(100 * time.Millisecond)
+				// The answer comes within a millisecond, later on a loaded
+				// machine: wait until the kernel has queued it, then let
+				// the deadline pass unread.
+				if err := waitQueued(c); err != nil {
+					return err
+				}
 				c.SetReadDeadline(time.Now().Add(-time.Second))
 				buf := make([]byte, 9216)
 				if _, err := c.ReadFrame(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Fatalf("a read past the deadline = %v; want the timeout this test is about", err)
+					return fmt.Errorf("a read past the deadline = %v; want the timeout this test is about", err)
 				}
-				got, err := q.late(c, buf)
-				if err != nil || !bytes.Equal(got, want) {
-					t.Errorf("late(%s) = %v, %v; want the queued answer of %s", addr, got, err, want)
-				}
-				return nil
+				got, err = q.late(c, buf)
+				return err
 			})
+			if !bytes.Equal(got, want) {
+				t.Errorf("late(%s) = %v; want the queued answer of %s", addr, got, want)
+			}
 		})
+	}
+}
+
+// waitQueued waits until c's socket holds a received frame.
+func waitQueued(c Conn) error {
+	qc, ok := c.(queuer)
+	if !ok {
+		return fmt.Errorf("%T cannot tell what its socket queued", c)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		waiting, err := qc.Queued()
+		if err != nil || waiting {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no answer queued within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
