@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,7 +23,9 @@ const (
 	msgCtDelete     = 2
 	ctaTupleOrig    = 1
 	ctaTupleReply   = 2
+	ctaStatus       = 3
 	ctaZone         = 18
+	ctaStatusMask   = 26
 	ctaTupleIP      = 1
 	ctaIPv4Src      = 1
 	ctaIPv4Dst      = 2
@@ -34,6 +37,9 @@ const (
 	ctaFilterReplyFlags = 2
 	ctaFilterFlagIPSrc  = 1 << 0
 	ctaFilterFlagIPDst  = 1 << 1
+
+	// ipsSrcNAT is IPS_SRC_NAT of ct status, as ipsDstNAT.
+	ipsSrcNAT = 0x10
 )
 
 // Conntrack deletes conntrack entries over its own ctnetlink socket, which,
@@ -73,34 +79,40 @@ func (ct *Conntrack) Close() error { return ct.c.Close() }
 func (ct *Conntrack) File() (*os.File, error) { return dupConn(ct.c, "conntrack") }
 
 // ForgetTarget deletes the entries of flows to ip that were DNATed to
-// target (original destination ip, reply source target), so that a client
-// whose flow went to a leaving holder starts a new flow, which the
-// remaining holders get, instead of sending into the void.
+// target (original destination ip, reply source target, status DST_NAT),
+// so that a client whose flow went to a leaving holder starts a new flow,
+// which the remaining holders get, instead of sending into the void.
 func (ct *Conntrack) ForgetTarget(ip, target netip.Addr) (uint, error) {
 	if ip.Is4() != target.Is4() {
 		return 0, nil // no entry has tuples of two families
 	}
-	return ct.forget(ip, flowFilter{origDst: ip, replySrc: target})
+	return ct.forget(ip, flowFilter{origDst: ip, replySrc: target, status: ipsDstNAT})
 }
 
-// ForgetIP deletes every entry of ip: flows to it (original destination)
-// and flows SNATed from it (reply destination), for an IP leaving the node.
-// The kernel's filter ANDs what it compares, so the OR takes two filters.
+// ForgetIP deletes the entries that our rules made for ip: flows DNATed
+// from it (original destination) and flows SNATed to it (reply
+// destination), for an IP leaving the node. The kernel's filter ANDs what
+// it compares, so the OR takes two filters.
 func (ct *Conntrack) ForgetIP(ip netip.Addr) (uint, error) {
-	return ct.forget(ip, flowFilter{origDst: ip}, flowFilter{replyDst: ip})
+	return ct.forget(ip, flowFilter{origDst: ip, status: ipsDstNAT}, flowFilter{replyDst: ip, status: ipsSrcNAT})
 }
 
 // flow is what forget reads of one entry, and what deleting it takes.
 type flow struct {
 	origDst, replySrc, replyDst netip.Addr
+	status                      uint32
 	orig, zone                  []byte // the raw attributes, sent back to delete
 }
 
-// flowFilter picks entries by address; an invalid address matches any.
-// The kernel applies it to an IPv4 dump (CTA_FILTER, Linux 5.8), so that a
-// DEL costs the entries of its IP, not every connection on the node.
+// flowFilter picks entries by address and NAT status; an invalid address
+// or a zero status matches any. The kernel applies the status to a dump of
+// either family (CTA_STATUS, Linux 6.1) and the addresses to an IPv4 one
+// (CTA_FILTER, Linux 5.8), so that the clean-up costs the entries our
+// rules NATed, not every connection on the node: the kernel still walks
+// its whole hash, but copies and we parse only what matches.
 type flowFilter struct {
 	origDst, replySrc, replyDst netip.Addr
+	status                      uint32
 }
 
 // match repeats the kernel's test: a kernel older than 5.8 ignores the
@@ -108,7 +120,8 @@ type flowFilter struct {
 func (ff flowFilter) match(f flow) bool {
 	return (!ff.origDst.IsValid() || f.origDst == ff.origDst) &&
 		(!ff.replySrc.IsValid() || f.replySrc == ff.replySrc) &&
-		(!ff.replyDst.IsValid() || f.replyDst == ff.replyDst)
+		(!ff.replyDst.IsValid() || f.replyDst == ff.replyDst) &&
+		f.status&ff.status == ff.status
 }
 
 func (ct *Conntrack) forget(ip netip.Addr, filters ...flowFilter) (uint, error) {
@@ -150,7 +163,7 @@ func (ct *Conntrack) matching(fam byte, filters []flowFilter) ([]flow, error) {
 		return nil, nil
 	}
 	dumps := filters
-	if !kernelFilters(fam) || (err == nil && n <= smallTable) {
+	if err == nil && n <= smallTable {
 		dumps = []flowFilter{{}} // the whole family, once
 	}
 	seen := map[string]bool{}
@@ -175,13 +188,14 @@ func (ct *Conntrack) matching(fam byte, filters []flowFilter) ([]flow, error) {
 // For IPv6 it is inverted (ctnetlink_filter_match_tuple skips an entry
 // when !ipv6_addr_cmp, that is when the addresses are equal; 5.8 to at
 // least 6.18: a filter for one address returned every entry but that
-// address's), so IPv6 dumps the whole family and matches here.
+// address's), so an IPv6 dump is filtered by status alone and the
+// addresses are matched here.
 func kernelFilters(fam byte) bool { return fam == unix.AF_INET }
 
 // dump returns the entries the kernel picks by ff, unchecked, so that a
 // test can tell the kernel's filtering from forget's.
 func (ct *Conntrack) dump(fam byte, ff flowFilter) ([]flow, error) {
-	attrs, err := ff.encode()
+	attrs, err := ff.encode(fam)
 	if err != nil {
 		return nil, err
 	}
@@ -215,18 +229,26 @@ func (ct *Conntrack) delete(fam byte, f flow) error {
 }
 
 // encode writes ff as ctnetlink_alloc_filter reads it: the addresses in
-// the tuples, and in CTA_FILTER which of them to compare. The kernel needs
-// NLA_F_NESTED on CTA_FILTER (a strict parse) and reads the flags in host
-// order, as every nla u32 (unlike the addresses, in network order).
-func (ff flowFilter) encode() ([]byte, error) {
+// the tuples, and in CTA_FILTER which of them to compare (IPv4 only, see
+// kernelFilters); the status and its mask, both big-endian. The kernel
+// needs NLA_F_NESTED on CTA_FILTER (a strict parse) and reads its flags in
+// host order, as every nla u32 (unlike the addresses, in network order).
+// A kernel older than 6.1 ignores the status (a lenient parse).
+func (ff flowFilter) encode(fam byte) ([]byte, error) {
 	ae := netlink.NewAttributeEncoder()
-	origFlags := tupleFilter(ae, ctaTupleOrig, netip.Addr{}, ff.origDst)
-	replyFlags := tupleFilter(ae, ctaTupleReply, ff.replySrc, ff.replyDst)
-	ae.Nested(ctaFilter, func(fe *netlink.AttributeEncoder) error {
-		fe.Uint32(ctaFilterOrigFlags, origFlags)
-		fe.Uint32(ctaFilterReplyFlags, replyFlags)
-		return nil
-	})
+	if kernelFilters(fam) && (ff.origDst.IsValid() || ff.replySrc.IsValid() || ff.replyDst.IsValid()) {
+		origFlags := tupleFilter(ae, ctaTupleOrig, netip.Addr{}, ff.origDst)
+		replyFlags := tupleFilter(ae, ctaTupleReply, ff.replySrc, ff.replyDst)
+		ae.Nested(ctaFilter, func(fe *netlink.AttributeEncoder) error {
+			fe.Uint32(ctaFilterOrigFlags, origFlags)
+			fe.Uint32(ctaFilterReplyFlags, replyFlags)
+			return nil
+		})
+	}
+	if ff.status != 0 {
+		ae.Bytes(ctaStatus, binary.BigEndian.AppendUint32(nil, ff.status))
+		ae.Bytes(ctaStatusMask, binary.BigEndian.AppendUint32(nil, ff.status))
+	}
 	return ae.Encode()
 }
 
@@ -298,6 +320,10 @@ func parseFlow(data []byte) (flow, bool) {
 			f.replySrc, f.replyDst = parseTuple(ad.Bytes())
 		case ctaZone:
 			f.zone = ad.Bytes()
+		case ctaStatus:
+			if b := ad.Bytes(); len(b) == 4 {
+				f.status = binary.BigEndian.Uint32(b)
+			}
 		}
 	}
 	return f, ad.Err() == nil && f.orig != nil
