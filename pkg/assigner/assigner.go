@@ -67,6 +67,8 @@ type Assigner struct {
 	// on the holder; undoing is set while an ADD is being undone.
 	fresh, put map[netip.Addr]bool
 	undoing    bool
+	// queued is set once a change queues a conntrack clean-up (forget.go).
+	queued bool
 }
 
 // New returns an Assigner working on the host's kernel.

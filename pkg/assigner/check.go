@@ -42,7 +42,10 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 			return nil, err
 		}
 	}
-	return rec.IPs, a.checkNAT(rec)
+	if err := a.checkNAT(rec); err != nil {
+		return nil, err
+	}
+	return rec.IPs, a.checkForgets(rec.IPs)
 }
 
 func (a *Assigner) checkHolder() (int, error) {

@@ -14,7 +14,14 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 	if err != nil {
 		return err
 	}
-	return a.underLock(lost, func() error { return a.collect(network, keep) })
+	if err := a.underLock(lost, func() error { return a.collect(network, keep) }); err != nil {
+		return err
+	}
+	// Best effort: a failure stays queued, for status and the next GC.
+	if err := a.ForgetPending(); err != nil {
+		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", oneLine(err))
+	}
+	return nil
 }
 
 // lostState says whether the state directory is gone while the holder of
@@ -219,7 +226,7 @@ func (a *Assigner) Repair() error {
 	if err != nil {
 		return err
 	}
-	return a.underLock(lost, func() error {
+	err = a.underLock(lost, func() error {
 		recs, err := a.st.records()
 		if err != nil {
 			return err
@@ -227,4 +234,9 @@ func (a *Assigner) Repair() error {
 		a.log.Info("repairing", "records", len(recs))
 		return a.reconcile(recs)
 	})
+	if err != nil {
+		return err
+	}
+	// Off the lock; the operator sees a failure, which stays queued.
+	return oneLine(a.ForgetPending())
 }

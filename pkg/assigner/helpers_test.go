@@ -73,6 +73,15 @@ func (f *fixture) del(att Attachment) {
 	}
 }
 
+// forget runs the queued conntrack clean-ups, as the plugin's detached
+// child does after a DEL.
+func (f *fixture) forget() {
+	f.t.Helper()
+	if err := f.assigner().ForgetPending(); err != nil {
+		f.t.Fatalf("ForgetPending: %v", err)
+	}
+}
+
 func (f *fixture) holderAddrs() []netip.Addr {
 	f.t.Helper()
 	return f.k.addrs(f.t, f.opts.Device)

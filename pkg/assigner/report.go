@@ -62,6 +62,11 @@ func (a *Assigner) Report() (*Report, error) {
 	if err := a.reportIPs(rep, recs, dev); err != nil {
 		return nil, err
 	}
+	late, err := a.overdue(netip.Addr{})
+	if err != nil {
+		return nil, err
+	}
+	rep.Drift = append(rep.Drift, late...)
 	return rep, a.reportNAT(rep, recs, false)
 }
 

@@ -3,6 +3,7 @@
 package assigner
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -11,5 +12,21 @@ func atStep(step string) {
 	if os.Getenv(CrashEnv) == step {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
+	}
+}
+
+func conntrackFault() error {
+	if os.Getenv(ConntrackFaultEnv) != "" {
+		return errors.New("deleting conntrack entries: operation not permitted (fault injected)")
+	}
+	return nil
+}
+
+// conntrackStall blocks until the test opens the FIFO for writing.
+func conntrackStall() {
+	if path := os.Getenv(ConntrackStallEnv); path != "" {
+		if f, err := os.Open(path); err == nil {
+			f.Close()
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package assigner
 
 import (
-	"errors"
 	"net/netip"
 	"slices"
 
@@ -30,8 +29,10 @@ type NAT interface {
 	Ensure() error
 	Probe() error
 	// Forget deletes the conntrack entries of flows to ip DNATed to
-	// target, or, with no target, every entry of ip.
+	// target, or, with no target, every entry our rules made for ip.
 	Forget(ip, target netip.Addr) error
+	// Tracked says whether the node has any conntrack entry at all.
+	Tracked() (bool, error)
 }
 
 // steering is what a record keeps so that its NAT rules can be made,
@@ -200,9 +201,10 @@ func (a *Assigner) steer(j *journal, w *written) error {
 		ch.Ingress[ip] = want[i]
 	}
 	if err := a.opts.NAT.Apply(ch); err != nil {
-		return err // a replay forgets the leaving flows once it applies
+		return err // a replay queues the leaving flows once it applies
 	}
-	return a.forget(leaving)
+	a.queueForget(leaving)
+	return nil
 }
 
 // keepSharedHairpins drops the hairpin subnets ch would remove. A subnet
@@ -271,12 +273,10 @@ type gone struct{ ip, target netip.Addr }
 // leaving reads each touched IP's targets from its holders' records, and
 // lists the targets that left and the IPs that nobody holds any more.
 // Their conntrack entries are deleted once the table no longer steers to
-// them (forget): deleted before, a new flow in between would be DNATed to
-// the leaving target again, and its entry, kept alive by the client's
-// retransmissions, would black-hole it for minutes. (Closing the conntrack
-// socket after an nf_tables commit waits out the commit's RCU grace
-// period; the plugin keeps both sockets open past its exit, see
-// HostTable.Files.)
+// them (queued, then deleted off the lock: forget.go): deleted before, a
+// new flow in between would be DNATed to the leaving target again, and
+// its entry, kept alive by the client's retransmissions, would black-hole
+// it for minutes.
 func (a *Assigner) leaving(touch []netip.Addr, was []*steering, w *written) ([][]netip.Addr, []gone, map[netip.Addr][]string, error) {
 	want := make([][]netip.Addr, len(touch))
 	var out []gone
@@ -298,14 +298,6 @@ func (a *Assigner) leaving(touch []netip.Addr, was []*steering, w *written) ([][
 		}
 	}
 	return want, out, holders, nil
-}
-
-func (a *Assigner) forget(leaving []gone) error {
-	var errs []error
-	for _, g := range leaving {
-		errs = append(errs, a.opts.NAT.Forget(g.ip, g.target))
-	}
-	return errors.Join(errs...)
 }
 
 // written is what apply has just stored for one change: the touched IPs'

@@ -121,7 +121,14 @@ func (h *HostTable) Read() (*nat.State, error) {
 	return st, kernelErr(err)
 }
 
+// Tracked reads the kernel's count of conntrack entries; without the
+// conntrack module there is none.
+func (h *HostTable) Tracked() (bool, error) { return nat.Tracked() }
+
 func (h *HostTable) Forget(ip, target netip.Addr) error {
+	if err := conntrackFault(); err != nil {
+		return kernelErr(err)
+	}
 	if h.ct == nil {
 		ct, err := nat.OpenConntrack()
 		if err != nil {

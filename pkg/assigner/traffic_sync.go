@@ -125,23 +125,23 @@ func (a *Assigner) dropStrayIngress(st *nat.State, w natWant, recs map[string]*r
 			errs = append(errs, err) // still steered: the next GC forgets
 			continue
 		}
-		errs = append(errs, a.forgetStray(ip, targets, held[ip]))
+		a.queueForget(strayFlows(ip, targets, held[ip]))
 	}
 	return errors.Join(errs...)
 }
 
-// forgetStray forgets the flows to ip DNATed to the stray rule's targets.
+// strayFlows are the flows to ip DNATed to the stray rule's targets.
 // Only an IP no record holds loses every flow: one held for egress alone
 // carries the container's flows SNATed from it, which must live on.
-func (a *Assigner) forgetStray(ip netip.Addr, targets []netip.Addr, held bool) error {
+func strayFlows(ip netip.Addr, targets []netip.Addr, held bool) []gone {
 	if !held {
-		return a.opts.NAT.Forget(ip, netip.Addr{})
+		return []gone{{ip: ip}}
 	}
-	var errs []error
+	var out []gone
 	for _, t := range targets {
-		errs = append(errs, a.opts.NAT.Forget(ip, t))
+		out = append(out, gone{ip, t})
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 func (a *Assigner) reconcileEgress(st *nat.State, w natWant) error {

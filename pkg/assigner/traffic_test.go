@@ -23,7 +23,13 @@ type fakeNAT struct {
 	stillSteered []string
 	// fresh is the Fresh of the last Apply.
 	fresh map[netip.Addr]bool
+	// untracked says the node has no conntrack entry; forgetErr is what
+	// Forget returns.
+	untracked bool
+	forgetErr error
 }
+
+func (n *fakeNAT) Tracked() (bool, error) { return !n.untracked, nil }
 
 func newFakeNAT() *fakeNAT {
 	return &fakeNAT{st: nat.State{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}}
@@ -88,7 +94,7 @@ func (n *fakeNAT) Forget(ip, target netip.Addr) error {
 	if _, steered := n.st.Ingress[ip]; steered && (!target.IsValid() || slices.Contains(n.st.Ingress[ip], target)) {
 		n.stillSteered = append(n.stillSteered, fmt.Sprintf("%s->%v", ip, target))
 	}
-	return nil
+	return n.forgetErr
 }
 
 var (
@@ -119,6 +125,7 @@ func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
 		t.Errorf("egress of b is %v, want from %s via eth0", n.st.Egress, v4a)
 	}
 	f.del(attB)
+	f.forget()
 	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {
 		t.Errorf("after b's DEL %s steers to %v, want only a", v4a, got)
 	}
@@ -129,6 +136,7 @@ func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
 		t.Error("b's egress rule outlived its DEL")
 	}
 	f.del(attA)
+	f.forget()
 	if len(n.st.Ingress)+len(n.st.Egress) != 0 {
 		t.Errorf("after the last DEL the table still has %+v", n.st)
 	}
@@ -256,7 +264,9 @@ func TestCheckFailsWhenTheSpreadAlsoPointsAtATargetNoHolderHas(t *testing.T) {
 func TestALeavingTargetIsForgottenOnlyOnceTheTableNoLongerSteersToIt(t *testing.T) {
 	f, n := twoHolders(t)
 	f.del(attB)
+	f.forget()
 	f.del(attA)
+	f.forget()
 	if len(n.forgot) != 2 || len(n.stillSteered) != 0 {
 		t.Errorf("forgot %v, of which the table still steered to %v at the time, want none", n.forgot, n.stillSteered)
 	}

@@ -72,6 +72,16 @@ func countEntries() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
+// Tracked says whether the current network namespace has any conntrack
+// entry; without the conntrack module it has none.
+func Tracked() (bool, error) {
+	n, err := countEntries()
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return n > 0, err
+}
+
 // Close closes the socket.
 func (ct *Conntrack) Close() error { return ct.c.Close() }
 

@@ -1,0 +1,209 @@
+package assigner
+
+// Deleting the conntrack entries of a target that left, off the lock.
+//
+// A change that stops steering an IP to a target (a DEL, a re-ADD, GC's
+// stray rules) queues the target here under the lock, once its commit has
+// taken the rules out: from then on no new flow goes to it. The entries
+// already made are deleted after the lock is released (ForgetPending), by
+// a detached child for ADD and DEL, by GC and repair themselves: finding
+// them walks the kernel's whole conntrack hash, which must hold neither
+// the node's other invocations nor the runtime. It is a best-effort
+// clean-up, as portmap's: a failure is logged, kept in the queue with its
+// error (status and CHECK report it), and retried by the next clean-up,
+// GC or repair; it never fails a change nor blocks the next one.
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// forgetName is the queue's file in the device's state directory.
+const forgetName = "conntrack"
+
+// ForgetBound is how soon after the change that queued it a clean-up is
+// due: past it, a queued clean-up is drift (status, CHECK). The detached
+// child takes milliseconds; the bound leaves room for a loaded node.
+const ForgetBound = time.Second
+
+// forgetEntry is one queued clean-up: the flows to IP DNATed to Target,
+// or with no target every flow our rules made for IP (it left the node).
+type forgetEntry struct {
+	IP     netip.Addr `json:"ip"`
+	Target netip.Addr `json:"target,omitzero"`
+	// Since is when the change that queued it committed; a later change of
+	// the same pair moves it, so that a clean-up that started before does
+	// not take it off the queue.
+	Since time.Time `json:"since"`
+	Error string    `json:"error,omitempty"`
+	Tries int       `json:"tries,omitempty"`
+}
+
+func (e forgetEntry) same(o forgetEntry) bool { return e.IP == o.IP && e.Target == o.Target }
+
+func (e forgetEntry) String() string {
+	if e.Target.IsValid() {
+		return fmt.Sprintf("flows to %s DNATed to %s", e.IP, e.Target)
+	}
+	return fmt.Sprintf("flows of %s", e.IP)
+}
+
+// queueForget records leaving's clean-ups, under the lock, when the node
+// has any conntrack entry at all: with none, no entry can be of a flow to
+// what left (the count is read after the commit). It never fails the
+// change: an entry it cannot queue is logged, and only waits for its
+// timeout.
+func (a *Assigner) queueForget(leaving []gone) {
+	if len(leaving) == 0 {
+		return
+	}
+	if some, err := a.opts.NAT.Tracked(); err == nil && !some {
+		return
+	}
+	now := time.Now()
+	var add []forgetEntry
+	for _, g := range leaving {
+		add = append(add, forgetEntry{IP: g.ip, Target: g.target, Since: now})
+	}
+	q, err := a.readForgets()
+	if err == nil {
+		q = mergeForgets(q, add)
+		err = a.st.writeJSON(top, forgetName, q)
+	}
+	if err != nil {
+		a.log.Warn("conntrack clean-up not queued; its entries live until they time out", "flows", add, "error", oneLine(err))
+		return
+	}
+	a.queued = true
+}
+
+// mergeForgets adds add to q, a pair already there moved to add's time
+// with its error cleared: the clean-up it needs starts afresh.
+func mergeForgets(q, add []forgetEntry) []forgetEntry {
+	for _, e := range add {
+		if i := slices.IndexFunc(q, e.same); i >= 0 {
+			q[i] = e
+			continue
+		}
+		q = append(q, e)
+	}
+	return q
+}
+
+func (a *Assigner) readForgets() ([]forgetEntry, error) {
+	var q []forgetEntry
+	_, err := a.st.readJSON(top, forgetName, &q)
+	return q, err
+}
+
+// Queued says whether this invocation queued a conntrack clean-up, which
+// its caller then runs, or has a detached child run, with ForgetPending.
+func (a *Assigner) Queued() bool { return a.queued }
+
+// ForgetPending deletes the queued clean-ups' entries. The lock is held
+// only to read the queue and, after the walk, to take off it what was
+// done and record what failed. It fails when a clean-up failed; the
+// failure is in the queue, for status, CHECK and the next retry.
+func (a *Assigner) ForgetPending() error {
+	if a.opts.NAT == nil {
+		return nil
+	}
+	q, err := a.pendingForgets()
+	if err != nil || len(q) == 0 {
+		return err
+	}
+	conntrackStall()
+	errs := make([]error, len(q))
+	for i, e := range q {
+		errs[i] = a.opts.NAT.Forget(e.IP, e.Target)
+		if errs[i] != nil {
+			a.log.Warn("conntrack clean-up failed; GC or repair retries it", "flows", e.String(), "error", oneLine(errs[i]))
+		}
+	}
+	if err := a.settleForgets(q, errs); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// pendingForgets reads the queue under the lock, none when there is no
+// state.
+func (a *Assigner) pendingForgets() ([]forgetEntry, error) {
+	l, err := a.lockToRead()
+	if err != nil || l == nil {
+		return nil, err
+	}
+	defer l.unlock()
+	return a.readForgets()
+}
+
+// settleForgets takes off the queue each entry of done that succeeded, as
+// long as no later change queued its pair again, and records the errors
+// of those that failed.
+func (a *Assigner) settleForgets(done []forgetEntry, errs []error) error {
+	l, err := a.st.lockState(makeParts, a.opts.LockTimeout)
+	if err != nil || l == nil {
+		return err
+	}
+	defer l.unlock()
+	q, err := a.readForgets()
+	if err != nil {
+		return err
+	}
+	out := q[:0]
+	for _, e := range q {
+		i := slices.IndexFunc(done, func(d forgetEntry) bool { return d.same(e) && d.Since.Equal(e.Since) })
+		switch {
+		case i < 0:
+		case errs[i] == nil:
+			continue
+		default:
+			e.Error, e.Tries = oneLine(errs[i]).Error(), e.Tries+1
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return a.st.remove(top, forgetName)
+	}
+	return a.st.writeJSON(top, forgetName, out)
+}
+
+// overdue lists the queued clean-ups that failed or are past ForgetBound,
+// for the reports; ip, when valid, keeps only that IP's.
+func (a *Assigner) overdue(ip netip.Addr) ([]string, error) {
+	q, err := a.readForgets()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range q {
+		if ip.IsValid() && e.IP != ip {
+			continue
+		}
+		switch {
+		case e.Error != "":
+			out = append(out, fmt.Sprintf("conntrack: %s not deleted after %d tries (%s); GC or repair retries", e, e.Tries, e.Error))
+		case time.Since(e.Since) > ForgetBound:
+			out = append(out, fmt.Sprintf("conntrack: %s not deleted since %s; GC or repair deletes them", e, e.Since.UTC().Format(time.RFC3339)))
+		}
+	}
+	return out, nil
+}
+
+// checkForgets fails CHECK when a clean-up of one of ips is overdue: some
+// of their clients may still send to a target that left.
+func (a *Assigner) checkForgets(ips []netip.Addr) error {
+	for _, ip := range ips {
+		late, err := a.overdue(ip)
+		if err != nil {
+			return err
+		}
+		if len(late) > 0 {
+			return Errorf(ErrDrift, "%s", late[0])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package assigner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func (f *fixture) queue(t *testing.T) []forgetEntry {
+	t.Helper()
+	a := f.assigner()
+	q, err := a.pendingForgets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func bLeft() string { return v4a.String() + "->" + ctrB4.Addr().String() }
+
+// The walk that finds a leaving target's entries is not DEL's: DEL only
+// queues it, under the lock, and ForgetPending (the detached child's, after
+// the lock is released) deletes them and empties the queue.
+func TestDelQueuesTheConntrackCleanUpAndForgetsNothingItself(t *testing.T) {
+	f, n := twoHolders(t)
+	a := f.assigner()
+	if err := a.Del(attB); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.forgot) != 0 {
+		t.Fatalf("DEL forgot %v itself, want the clean-up left to ForgetPending", n.forgot)
+	}
+	if !a.Queued() {
+		t.Error("Queued() is false after a DEL whose target left: the plugin would start no clean-up")
+	}
+	if q := f.queue(t); len(q) != 1 || q[0].IP != v4a || q[0].Target != ctrB4.Addr() {
+		t.Fatalf("queue after b's DEL is %+v, want b's flows to %s", q, v4a)
+	}
+	f.forget()
+	if !slices.Equal(n.forgot, []string{bLeft()}) {
+		t.Errorf("ForgetPending forgot %v, want %v", n.forgot, bLeft())
+	}
+	if _, err := os.Lstat(filepath.Join(f.stateDir(), forgetName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the queue outlived a clean-up that succeeded: %v", err)
+	}
+}
+
+// With no conntrack entry on the node there is nothing to forget: no
+// queue, and no child for the plugin to start.
+func TestNothingIsQueuedOnANodeWithoutConntrackEntries(t *testing.T) {
+	f, n := twoHolders(t)
+	n.untracked = true
+	a := f.assigner()
+	if err := a.Del(attB); err != nil {
+		t.Fatal(err)
+	}
+	if a.Queued() || len(f.queue(t)) != 0 {
+		t.Errorf("queued %v (Queued %v) on a node without conntrack entries", f.queue(t), a.Queued())
+	}
+}
+
+// A conntrack fault neither fails the DEL nor any later change; it is
+// kept with its error, reported by CHECK and status, and GC retries it.
+func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
+	f, n := twoHolders(t)
+	n.forgetErr = errors.New("deleting conntrack entries: operation not permitted")
+	f.del(attB)
+	if err := f.assigner().ForgetPending(); err == nil {
+		t.Fatal("ForgetPending hid the fault")
+	}
+	q := f.queue(t)
+	if len(q) != 1 || q[0].Tries != 1 || !strings.Contains(q[0].Error, "not permitted") {
+		t.Fatalf("queue after the fault is %+v, want b's flows with the error and one try", q)
+	}
+	_, err := f.assigner().Check(attA)
+	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "conntrack") || !strings.Contains(err.Error(), ctrB4.Addr().String()) {
+		t.Errorf("CHECK of a with b's flows not deleted: %v, want drift naming conntrack and %s", err, ctrB4.Addr())
+	}
+	rep, err := f.assigner().Report()
+	if err != nil || !slices.ContainsFunc(rep.Drift, func(d string) bool { return strings.Contains(d, "not permitted") }) {
+		t.Errorf("status drift %v (%v), want the failed clean-up with its error", rep.Drift, err)
+	}
+	f.steered(n, TrafficBoth, ctrC4)
+	f.add(attC, v4a) // the next changes go through
+	f.del(attC)
+	n.forgetErr = nil
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	if q := f.queue(t); len(q) != 0 {
+		t.Errorf("GC left %+v queued once conntrack works again", q)
+	}
+	if !slices.Contains(n.forgot, bLeft()) {
+		t.Errorf("GC did not retry b's flows: forgot %v", n.forgot)
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK of a after GC's retry: %v", err)
+	}
+}
+
+// A clean-up that read the queue before a later change queued the same
+// pair again (the target came back and left again) must not take the
+// later one off: new flows may have reached the target in between.
+func TestACleanUpLeavesAPairQueuedAgainMeanwhile(t *testing.T) {
+	f, _ := twoHolders(t)
+	f.del(attB)
+	a := f.assigner()
+	read, err := a.pendingForgets()
+	if err != nil || len(read) != 1 {
+		t.Fatalf("queue %+v, %v", read, err)
+	}
+	f.steered(f.opts.NAT.(*fakeNAT), TrafficBoth, ctrB4)
+	f.add(attB, v4a)
+	f.del(attB)
+	if err := a.settleForgets(read, []error{nil}); err != nil {
+		t.Fatal(err)
+	}
+	if q := f.queue(t); len(q) != 1 || q[0].Since.Equal(read[0].Since) {
+		t.Errorf("queue %+v after settling the earlier read, want the later queuing kept", q)
+	}
+}
+
+func TestMergeForgetsKeepsEachPairOnceAtItsLatestTime(t *testing.T) {
+	old := forgetEntry{IP: v4a, Target: ctrB4.Addr(), Error: "failed", Tries: 2}
+	other := forgetEntry{IP: v4b}
+	again := forgetEntry{IP: v4a, Target: ctrB4.Addr()}
+	again.Since = old.Since.Add(1)
+	got := mergeForgets([]forgetEntry{old, other}, []forgetEntry{again})
+	if len(got) != 2 || got[0] != again || got[1] != other {
+		t.Errorf("merged %+v, want the pair moved to its new time, error cleared, and the other kept", got)
+	}
+}
