@@ -71,7 +71,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	if len(reqs) == 0 {
 		// The attachment holds none now: an earlier ADD's IPs are released.
-		if err := inv.as.Del(inv.att); err != nil {
+		err := inv.as.Del(inv.att)
+		startForget(inv)
+		if err != nil {
 			inv.log.Error("add failed", "error", err)
 			return cniError(err, nil)
 		}
@@ -86,6 +88,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	s := session(inv)
 	_, err = inv.as.Add(inv.att, addrs(reqs), callbacks(s, inv.conf))
+	startForget(inv)
 	keepNAT(s, inv.nat, inv.log)
 	if herr := s.Finish(err == nil); herr != nil {
 		inv.log.Warn("sockets or later rounds not handed over", "error", herr)
@@ -133,7 +136,9 @@ func cmdDel(args *skel.CmdArgs) error {
 		return err
 	}
 	defer inv.done()
-	if err := inv.as.Del(inv.att); err != nil {
+	err = inv.as.Del(inv.att)
+	startForget(inv)
+	if err != nil {
 		inv.log.Error("del failed", "error", err)
 		return cniError(err, nil)
 	}

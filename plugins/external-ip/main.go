@@ -16,6 +16,9 @@ func main() {
 	if plan := os.Getenv(announce.EnvPlan); plan != "" {
 		os.Exit(runAnnouncer(plan))
 	}
+	if job := os.Getenv(envForget); job != "" {
+		os.Exit(runForget(job))
+	}
 	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}

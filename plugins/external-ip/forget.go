@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"syscall"
+
+	"github.com/external-ip/external-ip/pkg/announce"
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+)
+
+// envForget carries, to the detached child that deletes the conntrack
+// entries of targets that left, the state whose queue it works through.
+const envForget = "EXTERNAL_IP_FORGET"
+
+type forgetJob struct {
+	DataDir string            `json:"dataDir"`
+	Device  string            `json:"device"`
+	Log     *announce.PlanLog `json:"log,omitempty"`
+}
+
+// startForget starts the clean-up child once the lock is released, when
+// this invocation queued one (only on a node with conntrack entries): the
+// walk of the kernel's conntrack hash it takes then holds neither the
+// node's other invocations nor the runtime, which waits for our exit.
+// Its failure is logged: GC and repair retry what stays queued.
+func startForget(inv *invocation) {
+	if !inv.as.Queued() {
+		return
+	}
+	if err := detachForget(forgetJob{DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}); err != nil {
+		inv.log.Warn("conntrack clean-up not started; GC or repair runs it", "error", err)
+	}
+}
+
+// detachForget starts this binary in a session of its own with /dev/null
+// for stdio, as announce.Detach does, and does not wait for it.
+func detachForget(job forgetJob) error {
+	b, err := json.Marshal(job)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("starting the conntrack clean-up: %w", err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("starting the conntrack clean-up: %w", err)
+	}
+	defer null.Close()
+	_, err = syscall.ForkExec(exe, []string{exe}, &syscall.ProcAttr{
+		Env:   append(os.Environ(), envForget+"="+string(b)),
+		Files: []uintptr{null.Fd(), null.Fd(), null.Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fmt.Errorf("starting the conntrack clean-up %s: %w", exe, err)
+	}
+	return nil // once the plugin exits, init reaps the child
+}
+
+// runForget is the clean-up child's whole life.
+func runForget(env string) int {
+	var job forgetJob
+	if err := json.Unmarshal([]byte(env), &job); err != nil || job.DataDir == "" || job.Device == "" {
+		return 1
+	}
+	log, done := slog.New(slog.DiscardHandler), func() {}
+	if job.Log != nil {
+		if l, d, err := newLog(job.Log); err == nil {
+			log, done = l.With("pid", os.Getpid()), d
+		}
+	}
+	defer done()
+	nat := assigner.HostNAT()
+	defer nat.Close()
+	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
+	if err := as.ForgetPending(); err != nil {
+		return 1 // logged by ForgetPending, and kept in the queue
+	}
+	log.Debug("conntrack clean-up done")
+	return 0
+}
