@@ -1,0 +1,195 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+)
+
+// busyEntries is how many unrelated conntrack entries of each family the
+// busy node holds: the walk that finds a gone target's entries passes
+// every one of them.
+const busyEntries = 100_000
+
+// pluginConf is the world's external-ip entry as a runtime sends it to
+// the plugin alone (DEL and GC need no prevResult).
+func (w *world) pluginConf(cniVersion string) map[string]any {
+	return map[string]any{
+		"cniVersion": cniVersion, "name": "steer", "type": "external-ip",
+		"dataDir": w.h.dataDir, "traffic": w.traffic,
+		"allowedRanges": []string{subnet4, subnet6}, "conflictProbe": "0s",
+	}
+}
+
+// flowsToBoth connects from the LAN to each external IP until both
+// holders have flows of each family (the spread alternates).
+func (w *world) flowsToBoth(a, b *container) {
+	w.t.Helper()
+	families(w.t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		for i := range 8 {
+			if _, _, err := ask(t, nsPath(w.h.lan), "tcp", ext, svPort); err != nil {
+				t.Fatalf("connection %d to %s: %v", i, ext, err)
+			}
+		}
+		for _, c := range []*container{a, b} {
+			if w.conntrackTo(ext, addr(c)) == "" {
+				t.Fatalf("no flow to %s went to %s", ext, addr(c))
+			}
+		}
+	})
+}
+
+// fillConntrack adds n unrelated UDP entries of each family to the node.
+func (w *world) fillConntrack(n int) {
+	w.t.Helper()
+	start := time.Now()
+	w.inNode("filling conntrack", func() error {
+		for i := range n {
+			for _, p := range [][2]netip.Addr{
+				{netip.MustParseAddr("198.51.100.77"), netip.AddrFrom4([4]byte{203, 0, 113, byte(i % 250)})},
+				{netip.MustParseAddr("2001:db8:ff::7"), netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xfe, 12: byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)})},
+			} {
+				fam := netlink.InetFamily(unix.AF_INET)
+				if p[0].Is6() {
+					fam = unix.AF_INET6
+				}
+				sport := uint16(1024 + i%60000)
+				f := &netlink.ConntrackFlow{FamilyType: uint8(fam), TimeOut: 3600,
+					Forward: netlink.IPTuple{SrcIP: p[0].AsSlice(), DstIP: p[1].AsSlice(), Protocol: unix.IPPROTO_UDP, SrcPort: sport, DstPort: 53},
+					Reverse: netlink.IPTuple{SrcIP: p[1].AsSlice(), DstIP: p[0].AsSlice(), Protocol: unix.IPPROTO_UDP, SrcPort: 53, DstPort: sport}}
+				if err := netlink.ConntrackCreate(netlink.ConntrackTable, fam, f); err != nil {
+					return fmt.Errorf("entry %d: %w", i, err)
+				}
+			}
+		}
+		return nil
+	})
+	w.t.Logf("%d conntrack entries of each family made in %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// goneAfter fails when, bound after since, an entry to an external IP
+// still goes to c. It waits out the bound and looks once: listing a busy
+// table takes conntrack -L most of a second, too slow to poll with.
+func (w *world) goneAfter(c *container, bound time.Duration, since time.Time) {
+	w.t.Helper()
+	time.Sleep(time.Until(since.Add(bound)))
+	families(w.t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		if left := w.conntrackTo(ext, addr(c)); left != "" {
+			t.Errorf("%v after, conntrack still has flows to %s DNATed to the gone %s:\n%s", bound, ext, addr(c), left)
+		}
+	})
+}
+
+// On a node with 100,000 conntrack entries of each family, a DEL's
+// clean-up holds no lock: while it is stalled (faultinject, after reading
+// its queue) an ADD of another attachment completes; once it goes on, the
+// gone target's entries are deleted within assigner.ForgetBound, and the
+// remaining holder's stay.
+func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
+	w := newWorld(t, "both")
+	a := w.add("a", extV4, extV6)
+	b := w.add("b", extV4, extV6)
+	serve(t, a.netns, "a", svPort)
+	serve(t, b.netns, "b", svPort)
+	w.flowsToBoth(a, b)
+	w.fillConntrack(busyEntries)
+	fifo := filepath.Join(t.TempDir(), "stall")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := faultBinary(t)
+	del := time.Now()
+	w.h.runWith(bin, attach("DEL", b.id, w.pluginConf("1.0.0")), assigner.ConntrackStallEnv+"="+fifo).mustOK(t, "DEL of b")
+	t.Logf("DEL returned in %v", time.Since(del).Round(time.Millisecond))
+	w.add("c", extV4, extV6) // takes the lock while the clean-up is stalled
+	// Opening for writing without blocking succeeds only with a reader:
+	// the clean-up waiting in its stall.
+	var release *os.File
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		release, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil || !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("no conntrack clean-up is waiting in its stall: %v", err)
+	}
+	went := time.Now()
+	release.Close()
+	w.goneAfter(b, assigner.ForgetBound, went)
+	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		if w.conntrackTo(ext, addr(a)) == "" {
+			t.Errorf("the clean-up of b deleted a's flows to %s too", ext)
+		}
+	})
+	for _, r := range w.h.status() {
+		if len(r.Drift) > 0 {
+			t.Errorf("drift after the clean-up: %v", r.Drift)
+		}
+	}
+}
+
+// A conntrack fault (the kernel refuses) neither fails the DEL nor any
+// later ADD or DEL, all through libcni as a runtime calls them; status and
+// CHECK report it; GC retries it and, with conntrack working again,
+// deletes the gone target's entries.
+func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
+	w := newWorld(t, "both")
+	dir := t.TempDir()
+	if err := os.Symlink(faultBinary(t), filepath.Join(dir, "external-ip")); err != nil {
+		t.Fatal(err)
+	}
+	w.cni = libcni.NewCNIConfig([]string{exampleTools(t), dir}, nil)
+	a := w.add("a", extV4, extV6)
+	b := w.add("b", extV4, extV6)
+	serve(t, a.netns, "a", svPort)
+	serve(t, b.netns, "b", svPort)
+	w.flowsToBoth(a, b)
+	t.Setenv(assigner.ConntrackFaultEnv, "1")
+	w.del(b)
+	var drift string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !strings.Contains(drift, "not permitted"); time.Sleep(20 * time.Millisecond) {
+		drift = ""
+		for _, r := range w.h.status() {
+			drift += strings.Join(r.Drift, "\n")
+		}
+	}
+	if !strings.Contains(drift, "conntrack") || !strings.Contains(drift, "not permitted") {
+		t.Fatalf("status drift %q, want the failed conntrack clean-up with its error", drift)
+	}
+	if err := w.check(a); err == nil || !strings.Contains(err.Error(), "conntrack") {
+		t.Errorf("CHECK of a with b's flows not deleted: %v, want drift naming conntrack", err)
+	}
+	c := w.add("c", extV4, extV6) // not wedged, conntrack still refusing
+	serve(t, c.netns, "c", svPort)
+	w.flowsToBoth(a, c)
+	w.del(c)
+	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		if w.conntrackTo(ext, addr(b)) == "" {
+			t.Fatalf("b's flows to %s are gone though conntrack refused", ext)
+		}
+	})
+	os.Unsetenv(assigner.ConntrackFaultEnv)
+	gc := w.pluginConf("1.1.0")
+	gc["cni.dev/valid-attachments"] = []map[string]string{{"containerID": a.id, "ifname": "eth0"}}
+	retried := time.Now()
+	w.h.run(call{command: "GC", conf: gc}).mustOK(t, "GC")
+	w.goneAfter(b, 0, retried) // GC runs the clean-up before it returns
+	w.goneAfter(c, 0, retried)
+	if err := w.check(a); err != nil {
+		t.Errorf("CHECK of a after GC's retry: %v", err)
+	}
+}
