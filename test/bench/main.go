@@ -30,7 +30,7 @@ import (
 type options struct {
 	n, warmup, fillWorkers int
 	held4, held6           []int
-	conntrack              int
+	conntrack, concurrent  int
 	out, src               string
 	seed                   uint64
 	// Profiling hooks: each runs profileRuns ADDs of the profiled
@@ -74,7 +74,8 @@ func parseFlags() options {
 	flag.StringVar(&o.out, "out", "", "directory for benchmark.svg and benchmark.csv (none: print only)")
 	flag.StringVar(&held4, "held", "1000,10000", "IPv4 attachments held on a node of their own, one held-node scenario per count (comma list)")
 	flag.StringVar(&held6, "held6", "1000,10000", "IPv6 attachments held, as -held")
-	flag.IntVar(&o.conntrack, "conntrack", 1000, "unrelated conntrack entries of each family on a node of their own, whose steered DEL walks them (0: no such node)")
+	flag.IntVar(&o.conntrack, "conntrack", 100_000, "unrelated conntrack entries of each family on a node of their own, whose steered DEL queues a clean-up that walks them (0: no such node)")
+	flag.IntVar(&o.concurrent, "concurrent", 64, "largest batch of concurrent ADDs and DELs against serial on the conntrack node, after the iterations (0: none)")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
@@ -84,7 +85,7 @@ func parseFlags() options {
 	flag.IntVar(&o.profileRuns, "profile-n", 20, "ADDs of each binary per profiling hook")
 	flag.Parse()
 	if *quick {
-		o.n, o.warmup, held4, held6, o.profileRuns, o.conntrack = 10, 1, "100", "100", 3, 200
+		o.n, o.warmup, held4, held6, o.profileRuns, o.conntrack, o.concurrent = 10, 1, "100", "100", 3, 200, 8
 	}
 	o.held4, o.held6 = parseCounts(held4), parseCounts(held6)
 	if o.n < 1 {

@@ -148,14 +148,21 @@ func (b *bench) run() error {
 	if err := b.heldUnits(res); err != nil {
 		return err
 	}
-	if err := b.conntrackUnits(res); err != nil {
+	ct, err := b.conntrackUnits(res)
+	if err != nil {
 		return err
 	}
 	b.iterate(res)
 	if err := b.profiles(n0); err != nil {
 		return err
 	}
-	return b.report(res)
+	if err := b.report(res); err != nil {
+		return err
+	}
+	if ct == nil {
+		return nil
+	}
+	return b.concurrency(ct)
 }
 
 // iterate runs every unit once per iteration, in a new order each time, so
