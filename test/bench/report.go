@@ -110,15 +110,18 @@ type comparison struct {
 func (b *bench) comparisons(r *results) []comparison {
 	var cs []comparison
 	for _, fam := range []string{"IPv4", "IPv6"} {
-		for _, t := range []string{trafficNone, trafficBoth} {
-			cs = append(cs, comparison{eipRow("ADD", fam, t), "host-local ADD", false, "<= 1.3 (issue 12)"})
-		}
+		cs = append(cs, comparison{eipRow("ADD", fam, trafficNone), "host-local ADD", false, "<= 1.3 (issue 12)"})
+		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), "host-local ADD", false, "<= 1.3 (issue 12), <= 1.2 (issue 23)"})
+		cs = append(cs, comparison{eipRow("DEL", fam, trafficBoth), "host-local DEL", false, "<= 1.5 (issue 23)"})
 		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), eipRow("ADD", fam, trafficNone), true, "<= +0.5 ms (issue 9)"})
 	}
 	for _, row := range r.rows {
 		if goal := ""; row.group == "held" {
 			if strings.HasSuffix(row.name, " 1000 held") && row.verb == "ADD" {
 				goal = "<= +0.5 ms (issue 9)"
+			}
+			if strings.HasSuffix(row.name, " conntrack entries") && row.verb == "DEL" {
+				goal = "<= +1 ms (issue 23)"
 			}
 			cs = append(cs, comparison{row.name, eipRow(row.verb, strings.Fields(row.name)[2][:4], b.defaultTraffic()), true, goal})
 		}
