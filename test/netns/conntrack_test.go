@@ -92,6 +92,36 @@ func (w *world) goneAfter(c *container, bound time.Duration, since time.Time) {
 	})
 }
 
+// goneWithin polls until no entry to an external IP goes to c, and fails
+// when some still does bound after since.
+func (w *world) goneWithin(c *container, bound time.Duration, since time.Time) {
+	w.t.Helper()
+	families(w.t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		for {
+			left := w.conntrackTo(ext, addr(c))
+			if left == "" {
+				return
+			}
+			if time.Since(since) > bound {
+				t.Fatalf("%v after, conntrack still has flows to %s DNATed to the gone %s:\n%s", bound, ext, addr(c), left)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// longFlows adds, to what flowsToBoth made, an established entry from the
+// LAN to each external IP DNATed to c that lives an hour, as a long
+// connection's would: a slow run must not see the others time out and
+// take that for a clean-up.
+func (w *world) longFlows(c *container, sport int) {
+	w.t.Helper()
+	families(w.t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		w.h.inNode("conntrack -I -p tcp -s %s -d %s --sport %d --dport %s --dst-nat %s -t 3600 --state ESTABLISHED -u SEEN_REPLY,ASSURED",
+			lan, ext, sport, svPort, addr(c))
+	})
+}
+
 // On a node with 100,000 conntrack entries of each family, a DEL's
 // clean-up holds no lock: while it is stalled (faultinject, after reading
 // its queue) an ADD of another attachment completes; once it goes on, the
@@ -104,6 +134,8 @@ func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 	serve(t, a.netns, "a", svPort)
 	serve(t, b.netns, "b", svPort)
 	w.flowsToBoth(a, b)
+	w.longFlows(a, 40000)
+	w.longFlows(b, 40001)
 	w.fillConntrack(busyEntries)
 	fifo := filepath.Join(t.TempDir(), "stall")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
@@ -158,6 +190,7 @@ func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
 	serve(t, a.netns, "a", svPort)
 	serve(t, b.netns, "b", svPort)
 	w.flowsToBoth(a, b)
+	w.longFlows(b, 40000)
 	t.Setenv(assigner.ConntrackFaultEnv, "1")
 	w.del(b)
 	var drift string
