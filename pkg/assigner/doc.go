@@ -18,6 +18,8 @@
 //	ip/<addr>.json  per IP: the keys of its holders (its count) and its uplink
 //	tmp/            where atomic writes are staged before rename
 //	creating-device while the holder is made: the temporary name it is made under
+//	conntrack       the queue of conntrack clean-ups (forget.go): the flows of targets
+//	                that left, deleted off the lock, best effort, retried by GC
 //
 // An IP is on the holder device exactly while it has at least one holder.
 // The package decides: which IPs change hands, where each is announced (the
