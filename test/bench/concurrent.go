@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -50,6 +52,7 @@ func (b *bench) concurrency(n *node) error {
 // a time, and returns the batch's wall time, each call's sorted, and the
 // failures.
 func (b *bench) batch(n *node, s, k int, verb string, inFlight int) (time.Duration, []time.Duration, int) {
+	settle(n)
 	lat := make([]time.Duration, k)
 	errs := make([]error, k)
 	sem := make(chan struct{}, inFlight)
@@ -76,4 +79,17 @@ func (b *bench) batch(n *node, s, k int, verb string, inFlight int) (time.Durati
 		}
 	}
 	return wall, lat, fails
+}
+
+// settle waits (at most 30 s) until the conntrack clean-ups that earlier
+// DELs left to their detached children are done (their queue file gone),
+// so that no batch shares the CPU with the walks of the one before it.
+func settle(n *node) {
+	queue := filepath.Join(n.dataDir, "eip0", "conntrack")
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(queue); os.IsNotExist(err) {
+			return
+		}
+	}
+	logf("%s: conntrack clean-ups still queued after 30 s", n.name)
 }
