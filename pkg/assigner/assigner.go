@@ -67,8 +67,9 @@ type Assigner struct {
 	// on the holder; undoing is set while an ADD is being undone.
 	fresh, put map[netip.Addr]bool
 	undoing    bool
-	// queued is set once a change queues a conntrack clean-up (forget.go).
-	queued bool
+	// queuedAt is when this invocation first queued a conntrack clean-up
+	// (forget.go).
+	queuedAt time.Time
 }
 
 // New returns an Assigner working on the host's kernel.

@@ -10,8 +10,8 @@ package assigner
 // them walks the kernel's whole conntrack hash, which must hold neither
 // the node's other invocations nor the runtime. It is a best-effort
 // clean-up, as portmap's: a failure is logged, kept in the queue with its
-// error (status and CHECK report it), and retried by the next clean-up,
-// GC or repair; it never fails a change nor blocks the next one.
+// error (status and CHECK report it), and retried by GC and repair; it
+// never fails a change nor blocks the next one.
 
 import (
 	"errors"
@@ -64,6 +64,9 @@ func (a *Assigner) queueForget(leaving []gone) {
 		return
 	}
 	now := time.Now()
+	if a.queuedAt.IsZero() {
+		a.queuedAt = now
+	}
 	var add []forgetEntry
 	for _, g := range leaving {
 		add = append(add, forgetEntry{IP: g.ip, Target: g.target, Since: now})
@@ -77,7 +80,6 @@ func (a *Assigner) queueForget(leaving []gone) {
 		a.log.Warn("conntrack clean-up not queued; its entries live until they time out", "flows", add, "error", oneLine(err))
 		return
 	}
-	a.queued = true
 }
 
 // mergeForgets adds add to q, a pair already there moved to add's time
@@ -99,19 +101,23 @@ func (a *Assigner) readForgets() ([]forgetEntry, error) {
 	return q, err
 }
 
-// Queued says whether this invocation queued a conntrack clean-up, which
-// its caller then runs, or has a detached child run, with ForgetPending.
-func (a *Assigner) Queued() bool { return a.queued }
+// Queued says when this invocation first queued a conntrack clean-up;
+// zero if it queued none. Its caller then has a detached child run
+// ForgetPending from that time on.
+func (a *Assigner) Queued() time.Time { return a.queuedAt }
 
-// ForgetPending deletes the queued clean-ups' entries. The lock is held
-// only to read the queue and, after the walk, to take off it what was
-// done and record what failed. It fails when a clean-up failed; the
-// failure is in the queue, for status, CHECK and the next retry.
-func (a *Assigner) ForgetPending() error {
+// ForgetPending deletes the entries of the clean-ups queued at or after
+// from (zero: all of them, as GC and repair retry). A DEL's child takes
+// only its own DEL's and later ones: with every child retrying the whole
+// queue, K concurrent DELs would walk the kernel's hash K*K times. The
+// lock is held only to read the queue and, after the walk, to take off it
+// what was done and record what failed. It fails when a clean-up failed;
+// the failure is in the queue, for status, CHECK, GC and repair.
+func (a *Assigner) ForgetPending(from time.Time) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
-	q, err := a.pendingForgets()
+	q, err := a.pendingForgets(from)
 	if err != nil || len(q) == 0 {
 		return err
 	}
@@ -131,13 +137,14 @@ func (a *Assigner) ForgetPending() error {
 
 // pendingForgets reads the queue under the lock, none when there is no
 // state.
-func (a *Assigner) pendingForgets() ([]forgetEntry, error) {
+func (a *Assigner) pendingForgets(from time.Time) ([]forgetEntry, error) {
 	l, err := a.lockToRead()
 	if err != nil || l == nil {
 		return nil, err
 	}
 	defer l.unlock()
-	return a.readForgets()
+	q, err := a.readForgets()
+	return slices.DeleteFunc(q, func(e forgetEntry) bool { return e.Since.Before(from) }), err
 }
 
 // settleForgets takes off the queue each entry of done that succeeded, as

@@ -7,12 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func (f *fixture) queue(t *testing.T) []forgetEntry {
 	t.Helper()
 	a := f.assigner()
-	q, err := a.pendingForgets()
+	q, err := a.pendingForgets(time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +34,8 @@ func TestDelQueuesTheConntrackCleanUpAndForgetsNothingItself(t *testing.T) {
 	if len(n.forgot) != 0 {
 		t.Fatalf("DEL forgot %v itself, want the clean-up left to ForgetPending", n.forgot)
 	}
-	if !a.Queued() {
-		t.Error("Queued() is false after a DEL whose target left: the plugin would start no clean-up")
+	if a.Queued().IsZero() {
+		t.Error("Queued() is zero after a DEL whose target left: the plugin would start no clean-up")
 	}
 	if q := f.queue(t); len(q) != 1 || q[0].IP != v4a || q[0].Target != ctrB4.Addr() {
 		t.Fatalf("queue after b's DEL is %+v, want b's flows to %s", q, v4a)
@@ -57,7 +58,7 @@ func TestNothingIsQueuedOnANodeWithoutConntrackEntries(t *testing.T) {
 	if err := a.Del(attB); err != nil {
 		t.Fatal(err)
 	}
-	if a.Queued() || len(f.queue(t)) != 0 {
+	if !a.Queued().IsZero() || len(f.queue(t)) != 0 {
 		t.Errorf("queued %v (Queued %v) on a node without conntrack entries", f.queue(t), a.Queued())
 	}
 }
@@ -68,7 +69,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	f, n := twoHolders(t)
 	n.forgetErr = errors.New("deleting conntrack entries: operation not permitted")
 	f.del(attB)
-	if err := f.assigner().ForgetPending(); err == nil {
+	if err := f.assigner().ForgetPending(time.Time{}); err == nil {
 		t.Fatal("ForgetPending hid the fault")
 	}
 	q := f.queue(t)
@@ -108,7 +109,7 @@ func TestACleanUpLeavesAPairQueuedAgainMeanwhile(t *testing.T) {
 	f, _ := twoHolders(t)
 	f.del(attB)
 	a := f.assigner()
-	read, err := a.pendingForgets()
+	read, err := a.pendingForgets(time.Time{})
 	if err != nil || len(read) != 1 {
 		t.Fatalf("queue %+v, %v", read, err)
 	}
@@ -131,5 +132,26 @@ func TestMergeForgetsKeepsEachPairOnceAtItsLatestTime(t *testing.T) {
 	got := mergeForgets([]forgetEntry{old, other}, []forgetEntry{again})
 	if len(got) != 2 || got[0] != again || got[1] != other {
 		t.Errorf("merged %+v, want the pair moved to its new time, error cleared, and the other kept", got)
+	}
+}
+
+// A DEL's child takes its own DEL's clean-ups and later ones, not the
+// older ones (GC and repair retry those): K concurrent DELs would
+// otherwise each walk the kernel's hash for every queued clean-up.
+func TestADelsCleanUpTakesOnlyWhatItQueuedAndLater(t *testing.T) {
+	f, n := twoHolders(t)
+	f.del(attB) // queued, its child not run
+	a := f.assigner()
+	if err := a.Del(attA); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ForgetPending(a.Queued()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{v4a.String() + "->invalid IP"}; !slices.Equal(n.forgot, want) {
+		t.Errorf("a's clean-up forgot %v, want only its own %v", n.forgot, want)
+	}
+	if q := f.queue(t); len(q) != 1 || q[0].Target != ctrB4.Addr() {
+		t.Errorf("queue %+v, want b's older clean-up left for GC", q)
 	}
 }

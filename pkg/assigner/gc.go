@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // GC drops the records of network whose attachments are not in keep, then
@@ -18,7 +19,7 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 		return err
 	}
 	// Best effort: a failure stays queued, for status and the next GC.
-	if err := a.ForgetPending(); err != nil {
+	if err := a.ForgetPending(time.Time{}); err != nil {
 		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", oneLine(err))
 	}
 	return nil
@@ -238,5 +239,5 @@ func (a *Assigner) Repair() error {
 		return err
 	}
 	// Off the lock; the operator sees a failure, which stays queued.
-	return oneLine(a.ForgetPending())
+	return oneLine(a.ForgetPending(time.Time{}))
 }

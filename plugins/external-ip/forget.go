@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -17,6 +18,9 @@ import (
 const envForget = "EXTERNAL_IP_FORGET"
 
 type forgetJob struct {
+	// From is when the invocation first queued: the child takes its own
+	// clean-ups and later ones, GC and repair retry the older failures.
+	From    time.Time         `json:"from"`
 	DataDir string            `json:"dataDir"`
 	Device  string            `json:"device"`
 	Log     *announce.PlanLog `json:"log,omitempty"`
@@ -28,10 +32,11 @@ type forgetJob struct {
 // node's other invocations nor the runtime, which waits for our exit.
 // Its failure is logged: GC and repair retry what stays queued.
 func startForget(inv *invocation) {
-	if !inv.as.Queued() {
+	from := inv.as.Queued()
+	if from.IsZero() {
 		return
 	}
-	if err := detachForget(forgetJob{DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}); err != nil {
+	if err := detachForget(forgetJob{From: from, DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}); err != nil {
 		inv.log.Warn("conntrack clean-up not started; GC or repair runs it", "error", err)
 	}
 }
@@ -79,7 +84,7 @@ func runForget(env string) int {
 	nat := assigner.HostNAT()
 	defer nat.Close()
 	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
-	if err := as.ForgetPending(); err != nil {
+	if err := as.ForgetPending(job.From); err != nil {
 		return 1 // logged by ForgetPending, and kept in the queue
 	}
 	log.Debug("conntrack clean-up done")
