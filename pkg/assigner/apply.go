@@ -31,7 +31,7 @@ func (a *Assigner) apply(j *journal) error {
 	}
 	a.step("record")
 	var errs []error
-	w := &written{key: j.Key, record: j.Record, holders: map[netip.Addr][]string{}}
+	w := &written{key: j.Key, record: j.Record, holders: map[netip.Addr][]string{}, uplinks: map[netip.Addr]string{}}
 	for _, ip := range j.Touch {
 		if err := a.applyIP(dev, j, ip, hold[ip], w); err != nil {
 			if j.Record != nil {
@@ -58,6 +58,7 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *wri
 	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
 		e.Uplink, changed = up, true
 	}
+	w.uplinks[ip] = e.Uplink
 	if len(holders) == 0 {
 		if err := a.release(dev, ip, e); err != nil {
 			return err

@@ -26,6 +26,9 @@ type Options struct {
 	// container's own addresses from prevResult.
 	Traffic   string
 	Container []netip.Prefix
+	// Routing sends the flows of external IPs on uplinks other than the
+	// default route's out of their own uplink (uplinks.go); nil never does.
+	Routing Routing
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and
@@ -70,6 +73,8 @@ type Assigner struct {
 	// queuedAt is when this invocation first queued a conntrack clean-up
 	// (forget.go).
 	queuedAt time.Time
+	// routing keeps each uplink's routing verdict for the invocation.
+	routing routeCache
 }
 
 // New returns an Assigner working on the host's kernel.

@@ -203,8 +203,9 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if err := a.opts.NAT.Apply(ch); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
+	err = a.routeChange(j, was, want, w)
 	a.queueForget(leaving)
-	return nil
+	return err
 }
 
 // keepSharedHairpins drops the hairpin subnets ch would remove. A subnet
@@ -309,6 +310,9 @@ type written struct {
 	key     string
 	record  *record
 	holders map[netip.Addr][]string
+	// uplinks is each touched IP's uplink as its index had it, also of an
+	// IP the change released (whose index it cleared).
+	uplinks map[netip.Addr]string
 }
 
 // holdersOf is ip's holders as w has them, or from ip's index entry.

@@ -56,6 +56,9 @@ type Config struct {
 	LockTimeout time.Duration
 	// Traffic says which flows of the external IPs are steered (pkg/nat).
 	Traffic Traffic
+	// UplinkRouting routes replies and egress out of an external IP's own
+	// uplink (uplinks.go).
+	UplinkRouting UplinkRouting
 	// PrevResult is the main plugin's result, nil when absent.
 	PrevResult types.Result
 	// PrevResultJSON is that result as it came, when it names the config's
@@ -96,6 +99,7 @@ type netConf struct {
 	LogLevel         string               `json:"logLevel"`
 	LockTimeout      json.RawMessage      `json:"lockTimeout"`
 	Traffic          json.RawMessage      `json:"traffic"`
+	UplinkRouting    json.RawMessage      `json:"uplinkRouting"`
 	RuntimeConfig    struct {
 		ExternalIPs    json.RawMessage   `json:"externalIPs"`
 		PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
@@ -127,6 +131,7 @@ func Load(stdin []byte) (*Config, error) {
 	// Each step reads its keys from raw once; a new key is a new step.
 	steps := []func(*netConf) error{
 		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setTraffic,
+		c.setUplinkRouting,
 	}
 	for _, step := range steps {
 		if err := step(raw); err != nil {

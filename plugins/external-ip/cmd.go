@@ -42,13 +42,16 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 		return nil, cniError(err, nil)
 	}
 	nat := assigner.HostNAT()
+	ur := conf.UplinkRouting
+	routing := assigner.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	as := assigner.New(assigner.Options{
 		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
 		LockTimeout: conf.LockTimeout, Log: log,
 		NAT: nat, Traffic: string(conf.Traffic), Container: conf.ContainerAddrs(),
+		Routing: routing,
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
-	finish := func() { handOverNAT(nat, log); done() }
+	finish := func() { routing.Close(); handOverNAT(nat, log); done() }
 	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: finish, nat: nat}, nil
 }
 

@@ -1,0 +1,24 @@
+// Package uplinkroute is the policy routing that sends an external IP's
+// flows out of the IP's own uplink when that uplink is not the one the
+// main table's default route uses.
+//
+// It owns, per uplink it is asked to route (a "slot" s, 1 to Config.Slots):
+//
+//	ip rule  pref P    not fwmark 0/M lookup main suppress_prefixlength 0   (one per family)
+//	ip rule  pref P+1  fwmark s<<shift(M)/M lookup T+s                     (per slot and family)
+//	table    T+s       default via GATEWAY dev UPLINK onlink                (per family with a gateway)
+//
+// every rule and route tagged with protocol Protocol, and it sets
+// net.ipv4.conf.UPLINK.src_valid_mark to 1 so that the kernel's reverse
+// path check (rp_filter) looks up a marked packet's source with its mark:
+// without it, with rp_filter 1, a flow from a client behind the uplink's
+// router is dropped as arriving on the wrong interface. The marks are set
+// by package nat (chain "uplinks" of table inet external-ip); which uplink
+// gets which slot, and when, is package assigner's decision.
+//
+// It never changes or removes a rule or route that is not tagged as its
+// own, and refuses a slot whose table holds another program's routes or
+// is looked up by another program's rule. It also answers the questions
+// the decision needs from the main table: the default route's uplink, and
+// an uplink's gateway.
+package uplinkroute
