@@ -45,7 +45,10 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 	if err := a.checkNAT(rec); err != nil {
 		return nil, err
 	}
-	return rec.IPs, a.checkForgets(rec.IPs)
+	if err := a.checkForgets(rec.IPs); err != nil {
+		return rec.IPs, err
+	}
+	return rec.IPs, a.checkRouting(rec)
 }
 
 func (a *Assigner) checkHolder() (int, error) {

@@ -92,7 +92,7 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	for _, ip := range union(indexed, keys(want)) {
 		errs = append(errs, a.reconcileIP(dev, ip, want[ip]))
 	}
-	errs = append(errs, a.dropStray(dev, want), a.st.sweepTmp(), a.followUplinks(recs), a.reconcileNAT(recs))
+	errs = append(errs, a.dropStray(dev, want), a.st.sweepTmp(), a.followUplinks(recs), a.reconcileNAT(recs), a.reconcileRouting(recs))
 	return errors.Join(errs...)
 }
 

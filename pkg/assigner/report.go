@@ -19,6 +19,8 @@ type Report struct {
 	IPs      []IPReport `json:"ips"`
 	// Drift lists every way the kernel and the state disagree.
 	Drift []string `json:"drift"`
+	// Uplinks lists the uplinks whose flows we route (uplinks_sync.go).
+	Uplinks []UplinkReport `json:"uplinks,omitempty"`
 }
 
 // IPReport is one held IP.
@@ -67,7 +69,10 @@ func (a *Assigner) Report() (*Report, error) {
 		return nil, err
 	}
 	rep.Drift = append(rep.Drift, late...)
-	return rep, a.reportNAT(rep, recs, false)
+	if err := a.reportNAT(rep, recs, false); err != nil {
+		return nil, err
+	}
+	return rep, a.reportRouting(rep, recs)
 }
 
 // holderState describes the holder and returns its index, 0 when it is

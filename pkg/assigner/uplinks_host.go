@@ -16,6 +16,7 @@ type HostRouting struct {
 	c        uplinkroute.Config
 	gateways map[string][]netip.Addr
 	off      bool
+	now      *uplinkroute.State // our tables as first read, for routedBy
 }
 
 var _ Routing = (*HostRouting)(nil)
@@ -42,7 +43,30 @@ func (h *HostRouting) Gateway(uplink string, index int, ip netip.Addr) (netip.Ad
 			return g, nil
 		}
 	}
-	return h.r.Gateway(index, ip)
+	gw, err := h.r.Gateway(index, ip)
+	if err != nil || gw.IsValid() {
+		return gw, err
+	}
+	return h.routedBy(uplink, ip.Is6())
+}
+
+// routedBy is the gateway our table routes uplink by now: a gateway that
+// a network's key named is kept by those who do not have its config
+// (external-ip status and repair) and by a network that does not name it.
+func (h *HostRouting) routedBy(uplink string, v6 bool) (netip.Addr, error) {
+	if h.now == nil {
+		st, err := h.r.Read()
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		h.now = st
+	}
+	for _, sl := range h.now.Slots {
+		if sl.Uplink == uplink {
+			return sl.Gateway[fam(v6)], nil
+		}
+	}
+	return netip.Addr{}, nil
 }
 
 func (h *HostRouting) ReadRoutes() (*uplinkroute.State, error) { return h.r.Read() }

@@ -327,8 +327,9 @@ func (r *Routes) slotRule(i, s int) *netlink.Rule {
 }
 
 // Remove takes slot s's rules and routes away, and the suppress rules
-// when no other slot is left (others lists the slots that stay). What is
-// already gone is no error.
+// when no other slot is left (others lists the slots that stay); slot 0
+// is none, for suppress rules left alone. What is already gone is no
+// error.
 func (r *Routes) Remove(s int, others []int) error {
 	h, err := r.nl()
 	if err != nil {
@@ -336,10 +337,13 @@ func (r *Routes) Remove(s int, others []int) error {
 	}
 	var errs []error
 	for i, f := range families {
-		errs = append(errs, ignoreGone(h.RuleDel(r.slotRule(i, s))))
 		if len(others) == 0 {
 			errs = append(errs, ignoreGone(h.RuleDel(r.suppressRule(i))))
 		}
+		if s == 0 {
+			continue // the suppress rules only
+		}
+		errs = append(errs, ignoreGone(h.RuleDel(r.slotRule(i, s))))
 		routes, err := r.tableRoutes(f, r.c.TableOf(s))
 		errs = append(errs, err)
 		for _, rt := range routes {

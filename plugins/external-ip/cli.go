@@ -12,6 +12,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 const usage = `usage: external-ip status [--json] [--data-dir DIR] [--device NAME]
@@ -92,8 +93,14 @@ func devices(dataDir, device string) ([]string, error) {
 	return out, err
 }
 
+// cliAssigner works without a network's config: the uplink routing is
+// read and repaired with the default mark, tables and priorities, and
+// each routed uplink keeps the gateway its table has where the main
+// table names none.
 func cliAssigner(dataDir, device string) *assigner.Assigner {
-	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: assigner.HostNAT()})
+	nat := assigner.HostNAT()
+	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: nat,
+		Routing: assigner.NewHostRouting(nat, uplinkroute.Default(), nil, false)})
 }
 
 func repair(dataDir, device string, stdout, stderr io.Writer) int {
@@ -149,6 +156,7 @@ func printReport(w io.Writer, r *assigner.Report) {
 		}
 		printSteering(w, ip)
 	}
+	printUplinks(w, r.Uplinks)
 	if len(r.Drift) == 0 {
 		fmt.Fprintln(w, "  drift: none")
 		return
@@ -163,5 +171,12 @@ func printSteering(w io.Writer, ip assigner.IPReport) {
 	}
 	if len(ip.EgressFrom) > 0 {
 		fmt.Fprintf(w, "      egress from %v\n", ip.EgressFrom)
+	}
+}
+
+// printUplinks shows the uplinks whose flows our rules route.
+func printUplinks(w io.Writer, ups []assigner.UplinkReport) {
+	for _, u := range ups {
+		fmt.Fprintf(w, "  uplink %s routed by mark %s, table %d, gateways %v %v\n", u.Uplink, u.Mark, u.Table, u.Gateway4, u.Gateway6)
 	}
 }

@@ -1,12 +1,15 @@
 package netns
 
 import (
+	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 )
 
 // The node of these tests has two uplinks: uplink0 to the LAN namespace,
@@ -108,7 +111,7 @@ func (u *twoUplinks) node(h *host, o uplinkOpts) {
 		h.sh("ip -n %s route add default via %s dev uplink1 metric 200", n, gwV4)
 		h.sh("ip -n %s -6 route add default via %s dev uplink1 metric 200", n, gwV6)
 	}
-	h.sh("ip netns exec %s ping -c1 -W2 %s", n, gwV4) // the veth pairs are up
+	h.sh("ip netns exec %s ping -c1 -w3 %s", u.router, up1V6) // the veth pair is up
 }
 
 // uplinksWorld is newWorld's bridge and host-local with external IPs
@@ -215,5 +218,91 @@ func TestAClientBehindTheSecondUplinksRouterReachesTheContainerAndItsEgressLeave
 	}
 	if after := u.policy(); after != before {
 		t.Errorf("the node's rules and routes after the last DEL:\n%s\nbefore the first ADD:\n%s", after, before)
+	}
+}
+
+// gc runs the conflist's GC with the containers given as the valid ones.
+func (u *twoUplinks) gc(valid ...*container) {
+	u.t.Helper()
+	args := &libcni.GCArgs{}
+	for _, c := range valid {
+		args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: c.id, IfName: c.rt.IfName})
+	}
+	u.inNode("GC", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return u.cni.GCNetworkList(ctx, u.list, args)
+	})
+}
+
+func TestWithUplinkRoutingOffTheClientBehindTheRouterGetsNoAnswer(t *testing.T) {
+	u := newTwoUplinks(t, uplinkOpts{conf: map[string]any{"uplinkRouting": map[string]any{"mode": "off"}}})
+	a := u.add("a", eip4)
+	serve(t, a.netns, "a", svPort)
+	// The reply leaves by the default route, to the LAN, which drops it:
+	// what the routing of ours is for.
+	if name, _, err := ask(t, nsPath(u.client), "tcp", eip4, svPort); err == nil {
+		t.Fatalf("the client was answered by %s with uplink routing off; the test would not tell it on from off", name)
+	}
+	if got := u.ourObjects(); len(got) != 0 {
+		t.Errorf("uplink routing off made %q", got)
+	}
+}
+
+func TestAnUplinkWithNoIPv4AddressRoutesByTheGatewayItsKeyNames(t *testing.T) {
+	u := newTwoUplinks(t, uplinkOpts{withoutV4: true, noDefault: true, conf: map[string]any{
+		"uplinkRouting": map[string]any{"gateways": map[string]any{"uplink1": []string{gwV4, gwV6}}},
+	}})
+	a := u.add("a", eip4, eip6)
+	serve(t, a.netns, "a", svPort)
+	serve(t, nsPath(u.client), "client", lanSv)
+	addressFamilies(t, func(t *testing.T, eip, cli string) {
+		mustAsk(t, "the client behind the router to the external IP", nsPath(u.client), "tcp", eip, svPort, "a", cli)
+		mustAsk(t, "the container to the client", a.netns, "udp", cli, lanSv, "client", eip)
+	})
+	table := u.h.inNode("ip route show table %s", ourFirstTable)
+	if !strings.Contains(table, "default via "+gwV4+" dev uplink1") {
+		t.Errorf("table %s is %q, want the default route via the key's gateway %s", ourFirstTable, table, gwV4)
+	}
+	u.del(a)
+	if got := u.ourObjects(); len(got) != 0 {
+		t.Errorf("after the last DEL these of ours are left: %q", got)
+	}
+}
+
+func TestCheckFailsWhenARuleOfOursIsGoneAndGCPutsItBack(t *testing.T) {
+	u := newTwoUplinks(t, uplinkOpts{})
+	a := u.add("a", eip4)
+	serve(t, a.netns, "a", svPort)
+	u.h.inNode("ip rule del pref %s", ourRulePrio)
+	err := u.check(a)
+	if err == nil || !strings.Contains(err.Error(), "no rule pref "+ourRulePrio) {
+		t.Fatalf("CHECK with our rule removed: got %v, want an error naming rule pref %s", err, ourRulePrio)
+	}
+	if out, _ := u.h.try("ip netns exec %s %s status --data-dir %s", u.h.name, pluginBin, u.h.dataDir); !strings.Contains(out, "no rule pref "+ourRulePrio) {
+		t.Errorf("external-ip status does not name the missing rule:\n%s", out)
+	}
+	u.gc(a)
+	if err := u.check(a); err != nil {
+		t.Fatalf("CHECK after GC: %v", err)
+	}
+	mustAsk(t, "the client after GC", nsPath(u.client), "tcp", eip4, svPort, "a", cliV4)
+}
+
+func TestARouteOfAnotherProgramInOurTableIsLeftAndTheNextTableIsTaken(t *testing.T) {
+	u := newTwoUplinks(t, uplinkOpts{})
+	u.h.inNode("ip route add 10.99.0.0/24 dev uplink0 table %s", ourFirstTable)
+	a := u.add("a", eip4)
+	serve(t, a.netns, "a", svPort)
+	mustAsk(t, "the client behind the router", nsPath(u.client), "tcp", eip4, svPort, "a", cliV4)
+	if !strings.Contains(u.h.inNode("ip rule"), "lookup 4242") {
+		t.Errorf("rules %q: want slot 2's table 4242, table %s being another program's", u.h.inNode("ip rule"), ourFirstTable)
+	}
+	u.del(a)
+	if got := u.h.inNode("ip route show table %s", ourFirstTable); !strings.Contains(got, "10.99.0.0/24 dev uplink0") {
+		t.Errorf("the other program's route in table %s is gone: %q", ourFirstTable, got)
+	}
+	if got := u.ourObjects(); len(got) != 0 {
+		t.Errorf("after the last DEL these of ours are left: %q", got)
 	}
 }

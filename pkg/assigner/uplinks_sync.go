@@ -1,0 +1,289 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
+)
+
+// routingView is the routing of ours as the kernel has it.
+type routingView struct {
+	marked *nat.UplinkState
+	routes *uplinkroute.State
+}
+
+func (a *Assigner) readRouting() (*routingView, error) {
+	m, err := a.opts.Routing.ReadMarked()
+	if err != nil {
+		return nil, kernelErr(err)
+	}
+	r, err := a.opts.Routing.ReadRoutes()
+	if err != nil {
+		return nil, kernelErr(err)
+	}
+	return &routingView{marked: m, routes: r}, nil
+}
+
+// wantRouting is every routed need of the records, each IP's uplink
+// from its index entry.
+func (a *Assigner) wantRouting(recs map[string]*record) ([]uplinkNeed, error) {
+	var out []uplinkNeed
+	for _, key := range slices.Sorted(maps.Keys(recs)) {
+		ns, err := a.recordNeeds(recs[key])
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range ns {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (a *Assigner) recordNeeds(r *record) ([]uplinkNeed, error) {
+	if r.Steering == nil {
+		return nil, nil
+	}
+	uplinkOf := map[netip.Addr]string{}
+	for _, ip := range r.IPs {
+		e, err := a.st.readIP(ip)
+		if err != nil {
+			return nil, err
+		}
+		uplinkOf[ip] = e.Uplink
+	}
+	return a.routedNeeds(needs(r.Steering, r.IPs, uplinkOf))
+}
+
+// routingMissing names what ns need that the kernel lacks: the one
+// comparison that CHECK fails on, status reports and GC mends.
+func (a *Assigner) routingMissing(ns []uplinkNeed, v *routingView) []string {
+	var out []string
+	add := func(format string, args ...any) {
+		if s := fmt.Sprintf(format, args...); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	cfg := a.opts.Routing.Config()
+	for _, b := range v.marked.Broken {
+		add("table inet %s: %s", nat.TableName, b)
+	}
+	for _, n := range ns {
+		u, ok := v.marked.Uplinks[n.uplink]
+		if !ok {
+			add("uplink %s: not marked for routing, so %s's flows leave by the default route", n.uplink, n.addr)
+			continue
+		}
+		if !slices.Contains(v.marked.Members[u.Slot], nat.UplinkMember{Slot: u.Slot, Addr: n.addr, Egress: n.egress}) {
+			add("%s: not in the set of uplink %s (slot %d) in table inet %s", n.addr, n.uplink, u.Slot, nat.TableName)
+		}
+		f := fam(n.ip.Is6())
+		gw := a.gateways(n.uplink)[f]
+		sl := v.routes.Slots[u.Slot]
+		switch {
+		case sl == nil || !sl.Rule[f]:
+			add("uplink %s: no rule pref %d for mark %#x to table %d (%s)", n.uplink, cfg.Priority+1, cfg.Mark(u.Slot), cfg.TableOf(u.Slot), familyName(f))
+		case !v.routes.Suppress[f]:
+			add("no rule pref %d (%s) that keeps the main table's routes first for marked flows", cfg.Priority, familyName(f))
+		case sl.Gateway[f] != gw:
+			add("uplink %s: table %d routes by %v, want %s (%s)", n.uplink, cfg.TableOf(u.Slot), sl.Gateway[f], gw, familyName(f))
+		}
+	}
+	return out
+}
+
+func familyName(f int) string {
+	if f == 1 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// routingExtra names what of ours the kernel has that want does not
+// need: marked uplinks and set members no record routes, routes of ours
+// for no marked uplink.
+func routingExtra(want []uplinkNeed, v *routingView) []string {
+	var out []string
+	used := map[string]bool{}
+	for _, n := range want {
+		used[n.uplink] = true
+	}
+	slots := map[int]string{}
+	for name, u := range v.marked.Uplinks {
+		slots[u.Slot] = name
+		if !used[name] {
+			out = append(out, fmt.Sprintf("uplink %s: marked (slot %d) but routes no held IP", name, u.Slot))
+		}
+		for _, m := range v.marked.Members[u.Slot] {
+			if !slices.Contains(want, uplinkNeed{uplink: name, addr: m.Addr, egress: m.Egress, ip: wantIP(want, m)}) {
+				out = append(out, fmt.Sprintf("%s: in the set of uplink %s (slot %d) but no record routes it there", m.Addr, name, u.Slot))
+			}
+		}
+	}
+	for s := range v.routes.Slots {
+		if _, ok := slots[s]; !ok {
+			out = append(out, fmt.Sprintf("slot %d: rules or routes of ours for no marked uplink", s))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wantIP is the external IP that want pairs with m's address, for an
+// exact comparison of needs.
+func wantIP(want []uplinkNeed, m nat.UplinkMember) netip.Addr {
+	for _, n := range want {
+		if n.addr == m.Addr && n.egress == m.Egress {
+			return n.ip
+		}
+	}
+	return netip.Addr{}
+}
+
+// reconcileRouting makes the kernel's routing of ours match the records
+// both ways: what they need is made, what they do not is taken away.
+func (a *Assigner) reconcileRouting(recs map[string]*record) error {
+	if a.opts.Routing == nil {
+		return nil
+	}
+	want, err := a.wantRouting(recs)
+	if err != nil {
+		return err
+	}
+	v, err := a.readRouting()
+	if err != nil {
+		return err
+	}
+	missing, extra := a.routingMissing(want, v), routingExtra(want, v)
+	if len(missing)+len(extra) == 0 {
+		return nil
+	}
+	a.log.Info("repairing uplink routing", "missing", missing, "extra", extra)
+	return a.fixRouting(want, v)
+}
+
+func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
+	marked := maps.Clone(v.marked.Uplinks)
+	gone := map[string]nat.UplinkSlot{}
+	for name, u := range marked {
+		if !slices.ContainsFunc(want, func(n uplinkNeed) bool { return n.uplink == name }) {
+			gone[name] = u
+		}
+	}
+	var errs []error
+	errs = append(errs, a.unmark(marked, gone), a.dropStrayRoutes(v, marked))
+	for name := range gone {
+		delete(marked, name)
+	}
+	if err := a.slotsFor(want, marked); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if len(v.marked.Broken) > 0 {
+		errs = append(errs, kernelErr(a.opts.Routing.SetMarked(marked, nil)))
+	}
+	for _, up := range uniqueUplinks(want) {
+		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.gateways(up), true)))
+	}
+	errs = append(errs, kernelErr(a.opts.Routing.SetMembers(members(want, marked), extraMembers(want, v, marked))))
+	return errors.Join(errs...)
+}
+
+// extraMembers lists the set members of the uplinks kept that no need has.
+func extraMembers(want []uplinkNeed, v *routingView, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
+	keep := members(want, marked)
+	var out []nat.UplinkMember
+	for _, u := range marked {
+		for _, m := range v.marked.Members[u.Slot] {
+			if !slices.Contains(keep, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// dropStrayRoutes removes the rules and routes of ours whose slot no
+// uplink is marked with (a crash between the two, a mark removed by hand).
+func (a *Assigner) dropStrayRoutes(v *routingView, marked map[string]nat.UplinkSlot) error {
+	used := map[int]bool{}
+	var others []int
+	for _, u := range marked {
+		used[u.Slot] = true
+		others = append(others, u.Slot)
+	}
+	var errs []error
+	for s := range v.routes.Slots {
+		if !used[s] {
+			a.log.Info("stray uplink routes removed", "slot", s)
+			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, others)))
+		}
+	}
+	if len(others) == 0 && (v.routes.Suppress[0] || v.routes.Suppress[1]) && len(v.routes.Slots) == 0 {
+		errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(0, nil)))
+	}
+	return errors.Join(errs...)
+}
+
+// checkRouting fails CHECK when rec's flows would not leave by their
+// uplink as its routing needs.
+func (a *Assigner) checkRouting(rec *record) error {
+	if a.opts.Routing == nil || rec.Steering == nil {
+		return nil
+	}
+	ns, err := a.recordNeeds(rec)
+	if err != nil || len(ns) == 0 {
+		return err
+	}
+	v, err := a.readRouting()
+	if err != nil {
+		return err
+	}
+	if m := a.routingMissing(ns, v); len(m) > 0 {
+		return Errorf(ErrDrift, "%s", m[0])
+	}
+	return nil
+}
+
+// reportRouting names, for status, every way the routing of ours and
+// the records disagree, and lists the routed uplinks.
+func (a *Assigner) reportRouting(rep *Report, recs map[string]*record) error {
+	if a.opts.Routing == nil {
+		return nil
+	}
+	want, err := a.wantRouting(recs)
+	if err != nil {
+		return err
+	}
+	v, err := a.readRouting()
+	if err != nil {
+		return err
+	}
+	rep.Drift = append(rep.Drift, a.routingMissing(want, v)...)
+	rep.Drift = append(rep.Drift, routingExtra(want, v)...)
+	cfg := a.opts.Routing.Config()
+	for _, name := range slices.Sorted(maps.Keys(v.marked.Uplinks)) {
+		u := v.marked.Uplinks[name]
+		ur := UplinkReport{Uplink: name, Mark: fmt.Sprintf("%#x/%#x", u.Mark, cfg.Mask), Table: cfg.TableOf(u.Slot)}
+		if sl := v.routes.Slots[u.Slot]; sl != nil {
+			ur.Gateway4, ur.Gateway6 = sl.Gateway[0], sl.Gateway[1]
+		}
+		rep.Uplinks = append(rep.Uplinks, ur)
+	}
+	return nil
+}
+
+// UplinkReport is one uplink routed by us: its mark, table and gateways.
+type UplinkReport struct {
+	Uplink   string     `json:"uplink"`
+	Mark     string     `json:"mark"`
+	Table    int        `json:"table"`
+	Gateway4 netip.Addr `json:"gateway4,omitzero"`
+	Gateway6 netip.Addr `json:"gateway6,omitzero"`
+}
