@@ -84,7 +84,7 @@ func (h *HostRouting) Marked() (map[string]nat.UplinkSlot, error) {
 	err := h.nat.do(func(t *nat.Table) (err error) {
 		out, err = t.Uplinks()
 		for name, u := range out {
-			u.Slot = h.c.SlotOf(u.Mark)
+			u.Mark = h.c.Mark(u.Slot)
 			out[name] = u
 		}
 		return err

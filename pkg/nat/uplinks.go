@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math/bits"
 	"net/netip"
 	"slices"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 )
 
@@ -20,7 +22,7 @@ import (
 //	               iifname "U" ct state new ip daddr @up4-s ct mark set ct mark and ~M or m
 //	               ct state new ip saddr @eg4-s ct mark set ct mark and ~M or m   (and ip6)
 //	               then, for every slot, ct mark and M == m meta mark set meta mark and ~M or m
-//	uplink-marks   ifname : mark, which uplink has which slot's mark
+//	uplink-marks   ifname : slot, which uplink has which slot (and so mark)
 //	up4-s, up6-s   the external IPs whose new flows arriving on U are marked
 //	eg4-s, eg6-s   the container addresses whose new flows are marked (egress)
 //
@@ -67,7 +69,8 @@ func slotSets(t *nftables.Table, slot int) []*nftables.Set {
 }
 
 func (t *Table) registry() *nftables.Set {
-	return &nftables.Set{Table: t.table, Name: uplinkMarks, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeMark}
+	return &nftables.Set{Table: t.table, Name: uplinkMarks, IsMap: true, KeyType: nftables.TypeIFName,
+		KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger}
 }
 
 // UplinkSlot is one marked uplink: its slot and mark.
@@ -88,7 +91,7 @@ func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
 	}
 	for _, el := range els {
 		if len(el.Val) == 4 && len(el.Key) > 0 {
-			out[cstring(el.Key)] = UplinkSlot{Mark: nativeU32(el.Val)}
+			out[cstring(el.Key)] = UplinkSlot{Slot: int(binary.BigEndian.Uint32(el.Val))}
 		}
 	}
 	return out, nil
@@ -115,7 +118,7 @@ func (t *Table) buildUplinks(all, gone map[string]UplinkSlot, mask uint32) error
 	ch := t.c.AddChain(t.uplinkChain())
 	t.c.FlushChain(ch)
 	for _, name := range slices.Sorted(maps.Keys(gone)) {
-		el := []nftables.SetElement{{Key: ifname(name), Val: native32(gone[name].Mark)}}
+		el := []nftables.SetElement{{Key: ifname(name), Val: slotData(gone[name].Slot)}}
 		// Added first so that the deletion finds it in any case.
 		if err := t.c.SetAddElements(reg, el); err != nil {
 			return err
@@ -131,7 +134,7 @@ func (t *Table) buildUplinks(all, gone map[string]UplinkSlot, mask uint32) error
 				return err
 			}
 		}
-		if err := t.c.SetAddElements(reg, []nftables.SetElement{{Key: ifname(name), Val: native32(u.Mark)}}); err != nil {
+		if err := t.c.SetAddElements(reg, []nftables.SetElement{{Key: ifname(name), Val: slotData(u.Slot)}}); err != nil {
 			return err
 		}
 	}
@@ -296,7 +299,7 @@ func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
 		return st, err
 	}
 	for name, u := range st.Uplinks {
-		u.Slot = slotOf(u.Mark, mask)
+		u.Mark = markOf(u.Slot, mask)
 		st.Uplinks[name] = u
 		if err := t.readMembers(st, u.Slot); err != nil {
 			return nil, err
@@ -340,17 +343,13 @@ func (t *Table) readMembers(st *UplinkState, slot int) error {
 	return nil
 }
 
-func slotOf(mark, mask uint32) int {
-	if mask == 0 {
-		return 0
-	}
-	for mask&1 == 0 {
-		mask, mark = mask>>1, mark>>1
-	}
-	return int(mark & mask)
+func markOf(slot int, mask uint32) uint32 {
+	return uint32(slot) << bits.TrailingZeros32(mask) & mask
 }
 
-func nativeU32(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
+// slotData is a slot as the registry's integer data: big endian, as nft
+// prints an integer of a map that says no byte order.
+func slotData(s int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(s)) }
 
 // elementsOf lists s's elements; ok is false when s is missing.
 func (t *Table) elementsOf(s *nftables.Set) ([]nftables.SetElement, bool, error) {

@@ -211,6 +211,20 @@ func TestAClientBehindTheSecondUplinksRouterReachesTheContainerAndItsEgressLeave
 	if len(u.ourObjects()) == 0 {
 		t.Fatalf("no rule, route or chain of ours after an ADD on the second uplink")
 	}
+	// nft reads back what we built over netlink as the text docs/uplinks.md shows.
+	nft := u.h.inNode("nft list table inet external-ip")
+	for _, want := range []string{
+		`iifname "uplink1" ct state new ip daddr @up4-1 ct mark set ct mark & 0xf1ffffff | 0x01000000`,
+		`ct state new ip6 saddr @eg6-1 ct mark set ct mark & 0xf1ffffff | 0x01000000`,
+		`ct mark & 0x0f000000 == 0x01000000 meta mark set meta mark & 0xf1ffffff | 0x01000000`,
+		`elements = { "uplink1" : 1 }`,
+		`elements = { ` + eip4 + ` }`,
+		`elements = { ` + a.v6.String() + ` }`,
+	} {
+		if !strings.Contains(nft, want) {
+			t.Errorf("nft list table inet external-ip lacks %q:\n%s", want, nft)
+		}
+	}
 	u.del(a)
 	u.del(b)
 	if got := u.ourObjects(); len(got) != 0 {
