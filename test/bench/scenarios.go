@@ -152,6 +152,9 @@ func (b *bench) run() error {
 	if err != nil {
 		return err
 	}
+	if err := b.uplinkUnits(res); err != nil {
+		return err
+	}
 	b.iterate(res)
 	if err := b.profiles(n0); err != nil {
 		return err

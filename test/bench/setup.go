@@ -204,7 +204,7 @@ func (b *bench) close() {
 			if n.ns != nil {
 				n.ns.Close()
 			}
-			for _, name := range []string{n.name, n.lan, n.pod} {
+			for _, name := range []string{n.name, n.lan, n.pod, n.lan + "2"} { // lan2: uplinks.go
 				exec.Command("ip", "netns", "del", name).Run()
 			}
 		}

@@ -1,0 +1,176 @@
+package assigner
+
+import (
+	"errors"
+	"maps"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
+)
+
+// fakeRouting is the node's marks, rules and tables as maps: eth0 carries
+// the default route, eth1 has the gateway gw.
+type fakeRouting struct {
+	gw      map[string]netip.Addr
+	foreign map[int]string // slot -> another program's route in its table
+	marked  map[string]nat.UplinkSlot
+	members map[nat.UplinkMember]bool
+	routes  map[int][2]netip.Addr // slot -> its table's gateways (and rules)
+}
+
+var _ Routing = (*fakeRouting)(nil)
+
+func newFakeRouting() *fakeRouting {
+	return &fakeRouting{
+		gw:      map[string]netip.Addr{"eth1": netip.MustParseAddr("203.0.113.254")},
+		foreign: map[int]string{}, marked: map[string]nat.UplinkSlot{},
+		members: map[nat.UplinkMember]bool{}, routes: map[int][2]netip.Addr{},
+	}
+}
+
+func (r *fakeRouting) Config() uplinkroute.Config         { return uplinkroute.Default() }
+func (r *fakeRouting) Off() bool                          { return false }
+func (r *fakeRouting) DefaultUplink(v6 bool) (int, error) { return ethIndex, nil }
+func (r *fakeRouting) Gateway(uplink string, _ int, ip netip.Addr) (netip.Addr, error) {
+	if g := r.gw[uplink]; g.Is4() == ip.Is4() {
+		return g, nil
+	}
+	return netip.Addr{}, nil
+}
+func (r *fakeRouting) Collides(s int) (string, error) { return r.foreign[s], nil }
+
+func (r *fakeRouting) ReadRoutes() (*uplinkroute.State, error) {
+	st := &uplinkroute.State{Slots: map[int]*uplinkroute.Slot{}}
+	for s, gw := range r.routes {
+		st.Slots[s] = &uplinkroute.Slot{N: s, Gateway: gw, Rule: [2]bool{gw[0].IsValid(), gw[1].IsValid()}}
+		st.Suppress = [2]bool{true, true}
+	}
+	return st, nil
+}
+
+func (r *fakeRouting) EnsureRoutes(s int, _ string, gw [2]netip.Addr, _ bool) error {
+	r.routes[s] = gw
+	return nil
+}
+
+func (r *fakeRouting) RemoveRoutes(s int, _ []int) error { delete(r.routes, s); return nil }
+
+func (r *fakeRouting) Marked() (map[string]nat.UplinkSlot, error) { return maps.Clone(r.marked), nil }
+
+func (r *fakeRouting) SetMarked(all, gone map[string]nat.UplinkSlot) error {
+	r.marked = maps.Clone(all)
+	for m := range r.members {
+		if !slices.ContainsFunc(slices.Collect(maps.Values(all)), func(u nat.UplinkSlot) bool { return u.Slot == m.Slot }) {
+			delete(r.members, m)
+		}
+	}
+	return nil
+}
+
+func (r *fakeRouting) SetMembers(add, del []nat.UplinkMember) error {
+	for _, m := range del {
+		delete(r.members, m)
+	}
+	for _, m := range add {
+		r.members[m] = true
+	}
+	return nil
+}
+
+func (r *fakeRouting) ReadMarked() (*nat.UplinkState, error) {
+	st := &nat.UplinkState{Uplinks: maps.Clone(r.marked), Members: map[int][]nat.UplinkMember{}}
+	for m := range r.members {
+		st.Members[m.Slot] = append(st.Members[m.Slot], m)
+	}
+	return st, nil
+}
+
+var onEth1V4 = netip.MustParseAddr("203.0.113.10")
+
+func routedFixture(t *testing.T) (*fixture, *fakeRouting) {
+	f, r := newFixture(t), newFakeRouting()
+	f.steered(newFakeNAT(), TrafficBoth, ctrA4)
+	f.opts.Routing = r
+	return f, r
+}
+
+func TestAnIPOnASecondUplinkIsRoutedByItAndTheLastDelTakesTheRoutingAway(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	if u, ok := r.marked["eth1"]; !ok || u.Slot != 1 {
+		t.Fatalf("marked uplinks %v, want eth1 in slot 1", r.marked)
+	}
+	want := []nat.UplinkMember{{Slot: 1, Addr: onEth1V4}, {Slot: 1, Addr: ctrA4.Addr(), Egress: true}}
+	for _, m := range want {
+		if !r.members[m] {
+			t.Errorf("members %v lack %+v", r.members, m)
+		}
+	}
+	if r.routes[1][0] != r.gw["eth1"] {
+		t.Errorf("slot 1 routes by %v, want eth1's gateway %s", r.routes[1], r.gw["eth1"])
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	f.steered(f.opts.NAT.(*fakeNAT), TrafficBoth, ctrB4)
+	f.add(attB, v4a) // on the default route's uplink: nothing of ours
+	if len(r.marked) != 1 || len(r.members) != 2 {
+		t.Errorf("an IP on the default route's uplink changed the routing: %v %v", r.marked, r.members)
+	}
+	f.del(attA)
+	if len(r.marked)+len(r.members)+len(r.routes) != 0 {
+		t.Errorf("after the DEL of the uplink's last IP: marked %v, members %v, routes %v", r.marked, r.members, r.routes)
+	}
+}
+
+func TestCheckFailsWhenAnUplinksRoutesAreGoneAndGCPutsThemBack(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	delete(r.routes, 1)
+	if _, err := f.assigner().Check(attA); !errors.Is(err, ErrDrift) {
+		t.Fatalf("CHECK with the uplink's table gone: %v, want drift", err)
+	}
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	if r.routes[1][0] != r.gw["eth1"] {
+		t.Errorf("after GC slot 1 routes by %v", r.routes[1])
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK after GC: %v", err)
+	}
+}
+
+func TestGCTakesAwayTheRoutingOfAnUplinkNoRecordNeeds(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	r.marked["eth9"] = nat.UplinkSlot{Slot: 2, Mark: 0x02000000}
+	r.routes[3] = [2]netip.Addr{netip.MustParseAddr("192.0.2.254")}
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.marked["eth9"]; ok || len(r.routes) != 1 {
+		t.Errorf("after GC: marked %v, routes %v; want only eth1's", r.marked, r.routes)
+	}
+}
+
+func TestASlotOfAnotherProgramIsSkipped(t *testing.T) {
+	f, r := routedFixture(t)
+	r.foreign[1] = "table 4241 holds route 10.9.0.0/24 (proto 3)"
+	f.add(attA, onEth1V4)
+	if u := r.marked["eth1"]; u.Slot != 2 {
+		t.Errorf("eth1 took slot %d, want 2: slot 1's table is another program's", u.Slot)
+	}
+}
+
+func TestAnUplinkWithNoGatewayIsLeftToTheMainTable(t *testing.T) {
+	f, r := routedFixture(t)
+	delete(r.gw, "eth1")
+	f.add(attA, onEth1V4)
+	if len(r.marked)+len(r.members)+len(r.routes) != 0 {
+		t.Errorf("an uplink with no gateway was routed: %v %v %v", r.marked, r.members, r.routes)
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// A second uplink on a node of its own: uplink1 to a second LAN, on
+// 203.0.113.0/24 and 2001:db8:5::/64, with a default route of each family
+// of a higher metric than uplink0's, as a second NIC's DHCP client makes
+// it. An IP there needs our policy routing; one on uplink0 does not.
+const (
+	up1Range4 = "203.0.113.0/24"
+	up1Range6 = "2001:db8:5::/64"
+)
+
+// uplinkUnits add, for each family, the ADD/DEL pair of an IP on the
+// default route's uplink and of one on the second uplink, on the same
+// node; on the second uplink once as its first IP (the ADD makes the
+// uplink's mark, rule and table, the DEL removes them) and once beside
+// an IP held there by another attachment (only set elements change).
+func (b *bench) uplinkUnits(res *results) error {
+	if b.defaultTraffic() == trafficNone {
+		return nil
+	}
+	n, err := b.newNode("up")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command("sh", "-ec", n.secondUplinkScript()).CombinedOutput(); err != nil {
+		return fmt.Errorf("giving %s a second uplink: %v: %s", n.name, err, strings.TrimSpace(string(out)))
+	}
+	for i, v6 := range []bool{false, true} {
+		fam := famName(v6)
+		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both, default route's uplink", fam), n, 300+i, func(it int) string { return scenarioIP(250+i, it, v6) })
+		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both, second uplink, first IP on it", fam), n, 310+i, func(it int) string { return up1IP(1, it, v6) })
+	}
+	m, err := b.newNode("up2")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command("sh", "-ec", m.secondUplinkScript()).CombinedOutput(); err != nil {
+		return fmt.Errorf("giving %s a second uplink: %v: %s", m.name, err, strings.TrimSpace(string(out)))
+	}
+	for i, v6 := range []bool{false, true} {
+		if x := b.execIn(m, b.uplinkCall("ADD", m, 330+i, up1IP(3, -1000, v6))); x.err != nil {
+			return fmt.Errorf("holding an IP on %s's second uplink: %w", m.name, x.err)
+		}
+		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both, second uplink, another IP held on it", famName(v6)), m, 320+i, func(it int) string { return up1IP(2, it, v6) })
+	}
+	return nil
+}
+
+// up1IP is the second uplink's IP of scenario s at iteration it.
+func up1IP(s, it int, v6 bool) string {
+	if v6 {
+		return fmt.Sprintf("2001:db8:5::%x:%x", s, it+1000)
+	}
+	return fmt.Sprintf("203.0.113.%d", s*60+(it+1000)%60+1)
+}
+
+func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int) string) {
+	k := 1_000_000 + s
+	a4, _ := containerAddrs(k)
+	b.pair(res, add, "held", n, func(it int) call { return b.uplinkCall("ADD", n, k, ip(it)) }, a4)
+}
+
+// uplinkCall is eipCall with both uplinks' ranges allowed.
+func (b *bench) uplinkCall(command string, n *node, k int, ip string) call {
+	var conf map[string]any
+	json.Unmarshal(eipConf(n, k, trafficBoth, ip), &conf)
+	conf["allowedRanges"] = []string{range4, range6, up1Range4, up1Range6}
+	stdin, _ := json.Marshal(conf)
+	return call{bin: b.bins["external-ip"], command: command, containerID: fmt.Sprint("c", k), ifName: "eth0", netns: n.podPath(), stdin: stdin}
+}
+
+// secondUplinkScript gives n uplink1 to a LAN of its own and the default
+// routes (uplink0's first).
+func (n *node) secondUplinkScript() string {
+	return strings.NewReplacer("NODE", n.name, "LAN", n.lan+"2").Replace(`
+ip netns add LAN; ip -n LAN link set lo up
+ip -n NODE link add uplink1 type veth peer name lan1 netns LAN
+ip netns exec NODE sysctl -qw net.ipv6.conf.uplink1.accept_dad=0 net.ipv6.conf.uplink1.forwarding=1
+ip -n NODE addr add 203.0.113.1/24 dev uplink1; ip -n NODE addr add 2001:db8:5::1/64 dev uplink1 nodad
+ip -n LAN addr add 203.0.113.254/24 dev lan1; ip -n LAN addr add 2001:db8:5::fe/64 dev lan1 nodad
+ip -n NODE link set uplink1 up; ip -n LAN link set lan1 up
+ip -n NODE route add default via 192.0.2.2 dev uplink0 metric 100
+ip -n NODE -6 route add default via 2001:db8:1::2 dev uplink0 metric 100
+ip -n NODE route add default via 203.0.113.254 dev uplink1 metric 200
+ip -n NODE -6 route add default via 2001:db8:5::fe dev uplink1 metric 200`)
+}
