@@ -15,6 +15,9 @@ import (
 type routingView struct {
 	marked *nat.UplinkState
 	routes *uplinkroute.State
+	// foreign are the set members that belong to another holder device's
+	// state (another dataDir on the node): never removed from here.
+	foreign map[nat.UplinkMember]bool
 }
 
 func (a *Assigner) readRouting() (*routingView, error) {
@@ -26,7 +29,36 @@ func (a *Assigner) readRouting() (*routingView, error) {
 	if err != nil {
 		return nil, kernelErr(err)
 	}
-	return &routingView{marked: m, routes: r}, nil
+	v := &routingView{marked: m, routes: r, foreign: map[nat.UplinkMember]bool{}}
+	return v, a.findForeign(v)
+}
+
+// findForeign marks the members that are another state's: an external IP
+// on another holder device, or a container address whose egress rule is
+// from such an IP (as reconcileEgress tells its rules apart).
+func (a *Assigner) findForeign(v *routingView) error {
+	var egress map[nat.EgressKey]netip.Addr
+	for _, ms := range v.marked.Members {
+		for _, m := range ms {
+			if !m.Egress {
+				v.foreign[m] = !a.ownsIP(m.Addr)
+				continue
+			}
+			if egress == nil && a.opts.NAT != nil {
+				st, err := a.opts.NAT.Read()
+				if err != nil {
+					return err
+				}
+				egress = st.Egress
+			}
+			for k, ip := range egress {
+				if k.Source == m.Addr && !a.ownsIP(ip) {
+					v.foreign[m] = true
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // wantRouting is every routed need of the records, each IP's uplink
@@ -118,11 +150,11 @@ func routingExtra(want []uplinkNeed, v *routingView) []string {
 	slots := map[int]string{}
 	for name, u := range v.marked.Uplinks {
 		slots[u.Slot] = name
-		if !used[name] {
+		if !used[name] && !v.anyForeign(u.Slot) {
 			out = append(out, fmt.Sprintf("uplink %s: marked (slot %d) but routes no held IP", name, u.Slot))
 		}
 		for _, m := range v.marked.Members[u.Slot] {
-			if !slices.Contains(want, uplinkNeed{uplink: name, addr: m.Addr, egress: m.Egress, ip: wantIP(want, m)}) {
+			if !v.foreign[m] && !slices.Contains(want, uplinkNeed{uplink: name, addr: m.Addr, egress: m.Egress, ip: wantIP(want, m)}) {
 				out = append(out, fmt.Sprintf("%s: in the set of uplink %s (slot %d) but no record routes it there", m.Addr, name, u.Slot))
 			}
 		}
@@ -173,7 +205,7 @@ func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 	marked := maps.Clone(v.marked.Uplinks)
 	gone := map[string]nat.UplinkSlot{}
 	for name, u := range marked {
-		if !slices.ContainsFunc(want, func(n uplinkNeed) bool { return n.uplink == name }) {
+		if !slices.ContainsFunc(want, func(n uplinkNeed) bool { return n.uplink == name }) && !v.anyForeign(u.Slot) {
 			gone[name] = u
 		}
 	}
@@ -191,17 +223,24 @@ func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 	for _, up := range uniqueUplinks(want) {
 		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.gateways(up), true)))
 	}
+	// An uplink kept for another state's members keeps the routes it has.
 	errs = append(errs, kernelErr(a.opts.Routing.SetMembers(members(want, marked), extraMembers(want, v, marked))))
 	return errors.Join(errs...)
 }
 
-// extraMembers lists the set members of the uplinks kept that no need has.
+// anyForeign tells whether slot s has a member of another state.
+func (v *routingView) anyForeign(s int) bool {
+	return slices.ContainsFunc(v.marked.Members[s], func(m nat.UplinkMember) bool { return v.foreign[m] })
+}
+
+// extraMembers lists the set members of the uplinks kept that no need
+// has and no other state claims.
 func extraMembers(want []uplinkNeed, v *routingView, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
 	keep := members(want, marked)
 	var out []nat.UplinkMember
 	for _, u := range marked {
 		for _, m := range v.marked.Members[u.Slot] {
-			if !slices.Contains(keep, m) {
+			if !slices.Contains(keep, m) && !v.foreign[m] {
 				out = append(out, m)
 			}
 		}
