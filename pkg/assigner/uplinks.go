@@ -79,9 +79,10 @@ type routeCache struct {
 	done map[string]*[2]bool
 }
 
-// routedNeed tells whether n's uplink is not the default route's for n's
-// family and has a gateway: only then do its flows need our routing. The
-// gateway found is kept for the uplink's table.
+// routedNeed tells whether the main table has a default route of n's
+// family, not through n's uplink, and the uplink has a gateway: only then
+// do its flows need our routing. The gateway found is kept for the
+// uplink's table.
 func (a *Assigner) routedNeed(n uplinkNeed) (bool, error) {
 	c := &a.routing
 	if c.def == nil {
@@ -104,7 +105,9 @@ func (a *Assigner) routedNeed(n uplinkNeed) (bool, error) {
 		c.def[v6] = def
 	}
 	var gw netip.Addr
-	if def != up.Index {
+	// With no default route of the family, the main table's own routes
+	// are all a reply could take anyway: there is nothing to correct.
+	if def != 0 && def != up.Index {
 		if gw, err = a.opts.Routing.Gateway(n.uplink, up.Index, n.ip); err != nil {
 			return false, Errorf(ErrHost, "%w", err)
 		}
