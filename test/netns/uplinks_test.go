@@ -320,3 +320,20 @@ func TestARouteOfAnotherProgramInOurTableIsLeftAndTheNextTableIsTaken(t *testing
 		t.Errorf("after the last DEL these of ours are left: %q", got)
 	}
 }
+
+// rp_filter 1 checks a packet's source with the packet mark only where
+// src_valid_mark is on; the plugin turns it on for the uplinks it routes.
+// Turned off by hand, the client's packets fail the check.
+func TestStrictRPFilterWorksBecauseThePluginSetsSrcValidMarkOnTheUplink(t *testing.T) {
+	u := newTwoUplinks(t, uplinkOpts{})
+	a := u.add("a", eip4)
+	serve(t, a.netns, "a", svPort)
+	if got := strings.TrimSpace(u.h.inNode("sysctl -n net.ipv4.conf.uplink1.src_valid_mark")); got != "1" {
+		t.Fatalf("net.ipv4.conf.uplink1.src_valid_mark is %s after ADD, want 1", got)
+	}
+	mustAsk(t, "the client with rp_filter 1", nsPath(u.client), "tcp", eip4, svPort, "a", cliV4)
+	u.h.inNode("sysctl -qw net.ipv4.conf.uplink1.src_valid_mark=0")
+	if name, _, err := ask(t, nsPath(u.client), "tcp", eip4, svPort); err == nil {
+		t.Fatalf("with src_valid_mark off and rp_filter 1, %s still answered: the check does not need it", name)
+	}
+}
