@@ -81,20 +81,39 @@ type UplinkSlot struct {
 
 // Uplinks reads which uplink has which slot; none when the map is missing.
 func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
-	out := map[string]UplinkSlot{}
-	if !t.exists() {
-		return out, nil
+	out, _, err := t.uplinks()
+	return out, err
+}
+
+// uplinks is Uplinks and the names of the table's sets, from one listing
+// of them: a DEL reads both, and each listing is a round trip.
+func (t *Table) uplinks() (map[string]UplinkSlot, map[string]bool, error) {
+	out, names := map[string]UplinkSlot{}, map[string]bool{}
+	sets, err := t.c.GetSets(t.table)
+	if err != nil && !t.exists() {
+		// The library formats listing errors with %v: ENOENT is found by
+		// asking for the table, on this rare path only.
+		return out, names, nil
 	}
-	els, ok, err := t.elementsOf(t.registry())
-	if err != nil || !ok {
-		return out, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
+	}
+	for _, s := range sets {
+		names[s.Name] = true
+	}
+	if !names[uplinkMarks] {
+		return out, names, nil
+	}
+	els, err := t.c.GetSetElements(t.registry())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing map %s: %w", uplinkMarks, err)
 	}
 	for _, el := range els {
 		if len(el.Val) == 4 && len(el.Key) > 0 {
 			out[cstring(el.Key)] = UplinkSlot{Slot: int(binary.BigEndian.Uint32(el.Val))}
 		}
 	}
-	return out, nil
+	return out, names, nil
 }
 
 // SetUplinks makes the chain mark exactly the uplinks in all (slot and
@@ -294,14 +313,15 @@ type UplinkState struct {
 // ReadUplinks lists the marking; for CHECK, GC, repair and status.
 func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
 	st := &UplinkState{Members: map[int][]UplinkMember{}}
+	var names map[string]bool
 	var err error
-	if st.Uplinks, err = t.Uplinks(); err != nil || len(st.Uplinks) == 0 {
+	if st.Uplinks, names, err = t.uplinks(); err != nil || len(st.Uplinks) == 0 {
 		return st, err
 	}
 	for name, u := range st.Uplinks {
 		u.Mark = markOf(u.Slot, mask)
 		st.Uplinks[name] = u
-		if err := t.readMembers(st, u.Slot); err != nil {
+		if err := t.readMembers(st, u.Slot, names); err != nil {
 			return nil, err
 		}
 	}
@@ -323,15 +343,17 @@ func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
 	return st, nil
 }
 
-func (t *Table) readMembers(st *UplinkState, slot int) error {
+func (t *Table) readMembers(st *UplinkState, slot int, names map[string]bool) error {
 	for _, f := range []family{ipv4, ipv6} {
 		for _, eg := range []bool{false, true} {
-			els, ok, err := t.elementsOf(&nftables.Set{Table: t.table, Name: memberSet(slot, f, eg), KeyType: f.keyType})
-			if err != nil {
-				return err
+			name := memberSet(slot, f, eg)
+			if !names[name] {
+				st.Broken = append(st.Broken, "set "+name+" missing")
+				continue
 			}
-			if !ok {
-				st.Broken = append(st.Broken, "set "+memberSet(slot, f, eg)+" missing")
+			els, err := t.c.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
+			if err != nil {
+				return fmt.Errorf("listing set %s: %w", name, err)
 			}
 			for _, el := range els {
 				if a, ok := netip.AddrFromSlice(el.Key); ok {
@@ -350,19 +372,3 @@ func markOf(slot int, mask uint32) uint32 {
 // slotData is a slot as the registry's integer data: big endian, as nft
 // prints an integer of a map that says no byte order.
 func slotData(s int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(s)) }
-
-// elementsOf lists s's elements; ok is false when s is missing.
-func (t *Table) elementsOf(s *nftables.Set) ([]nftables.SetElement, bool, error) {
-	sets, err := t.c.GetSets(t.table)
-	if err != nil {
-		return nil, false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
-	}
-	if !slices.ContainsFunc(sets, func(k *nftables.Set) bool { return k.Name == s.Name }) {
-		return nil, false, nil
-	}
-	els, err := t.c.GetSetElements(s)
-	if err != nil {
-		return nil, false, fmt.Errorf("listing set %s: %w", s.Name, err)
-	}
-	return els, true, nil
-}

@@ -253,22 +253,53 @@ func (r *Routes) Ensure(s int, uplink string, gw [2]netip.Addr, replace bool) er
 	if err != nil {
 		return err
 	}
-	link, err := h.LinkByName(uplink)
-	if err != nil {
-		return fmt.Errorf("uplink %s: %w", uplink, err)
-	}
+	index := 0
 	for i := range families {
 		if !gw[i].IsValid() {
 			continue
 		}
-		if err := r.ensureFamily(h, i, s, link.Attrs().Index, gw[i], replace); err != nil {
+		if !replace {
+			// An ADD on an uplink already routed: one dump instead of the
+			// five requests of making sure; CHECK and GC see the rest.
+			if have, err := r.hasRules(h, i, s); err != nil || have {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if index == 0 {
+			link, err := h.LinkByName(uplink)
+			if err != nil {
+				return fmt.Errorf("uplink %s: %w", uplink, err)
+			}
+			index = link.Attrs().Index
+		}
+		if err := r.ensureFamily(h, i, s, index, gw[i], replace); err != nil {
 			return err
 		}
-	}
-	if gw[0].IsValid() {
-		return setSysctl("ipv4/conf/"+uplink+"/src_valid_mark", 1)
+		if i == 0 {
+			if err := setSysctl("ipv4/conf/"+uplink+"/src_valid_mark", 1); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// hasRules tells whether slot s has its rule and the suppress rule of
+// family i.
+func (r *Routes) hasRules(h *netlinksafe.Handle, i, s int) (bool, error) {
+	var rules []netlink.Rule
+	err := retryDump(func() (err error) { rules, err = h.RuleList(families[i]); return err })
+	if err != nil {
+		return false, fmt.Errorf("listing rules: %w", err)
+	}
+	st := &State{Slots: map[int]*Slot{}}
+	for _, ru := range rules {
+		r.readRule(st, i, ru)
+	}
+	return st.Suppress[i] && st.Slots[s] != nil && st.Slots[s].Rule[i], nil
 }
 
 func (r *Routes) ensureFamily(h *netlinksafe.Handle, i, s, index int, gw netip.Addr, replace bool) error {
