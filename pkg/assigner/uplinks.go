@@ -34,6 +34,8 @@ type Routing interface {
 	Marked() (map[string]nat.UplinkSlot, error)
 	SetMarked(all, gone map[string]nat.UplinkSlot) error
 	SetMembers(add, del []nat.UplinkMember) error
+	// SlotEmpty tells whether slot s's sets are all empty.
+	SlotEmpty(s int) (bool, error)
 	ReadMarked() (*nat.UplinkState, error)
 }
 
@@ -181,13 +183,11 @@ func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr,
 	if err := a.slotsFor(add, marked); err != nil {
 		return err
 	}
-	if err := a.opts.Routing.SetMembers(members(add, marked), a.delMembers(del, add, marked)); err != nil {
+	dels := a.delMembers(del, add, marked)
+	if err := a.opts.Routing.SetMembers(members(add, marked), dels); err != nil {
 		return kernelErr(err)
 	}
-	if len(del) == 0 {
-		return nil
-	}
-	return a.dropEmptySlots(marked)
+	return a.dropEmptySlots(marked, dels)
 }
 
 // leavingNeeds is what the change's earlier steerings needed that now's
@@ -300,20 +300,24 @@ func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.Uplin
 	return out
 }
 
-// dropEmptySlots takes the slot, rules and table away from each marked
-// uplink whose sets are empty: nothing is routed by it any more.
-func (a *Assigner) dropEmptySlots(marked map[string]nat.UplinkSlot) error {
-	st, err := a.opts.Routing.ReadMarked()
-	if err != nil {
-		return kernelErr(err)
-	}
+// dropEmptySlots takes the slot, rules and table away from each uplink
+// that dels took members from and whose sets are now empty: nothing is
+// routed by it any more.
+func (a *Assigner) dropEmptySlots(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
 	gone := map[string]nat.UplinkSlot{}
-	for name, u := range st.Uplinks {
-		if len(st.Members[u.Slot]) == 0 {
+	for name, u := range marked {
+		if !slices.ContainsFunc(dels, func(m nat.UplinkMember) bool { return m.Slot == u.Slot }) {
+			continue
+		}
+		empty, err := a.opts.Routing.SlotEmpty(u.Slot)
+		if err != nil {
+			return kernelErr(err)
+		}
+		if empty {
 			gone[name] = u
 		}
 	}
-	return a.unmark(st.Uplinks, gone)
+	return a.unmark(marked, gone)
 }
 
 // unmark removes the routes, then the marks, of the uplinks gone.

@@ -100,6 +100,12 @@ func (h *HostRouting) SetMembers(add, del []nat.UplinkMember) error {
 	return h.nat.do(func(t *nat.Table) error { return t.SetUplinkMembers(add, del) })
 }
 
+func (h *HostRouting) SlotEmpty(s int) (bool, error) {
+	var empty bool
+	err := h.nat.do(func(t *nat.Table) (err error) { empty, err = t.SlotEmpty(s); return err })
+	return empty, err
+}
+
 func (h *HostRouting) ReadMarked() (*nat.UplinkState, error) {
 	var st *nat.UplinkState
 	err := h.nat.do(func(t *nat.Table) (err error) {

@@ -80,6 +80,15 @@ func (r *fakeRouting) SetMembers(add, del []nat.UplinkMember) error {
 	return nil
 }
 
+func (r *fakeRouting) SlotEmpty(s int) (bool, error) {
+	for m := range r.members {
+		if m.Slot == s {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (r *fakeRouting) ReadMarked() (*nat.UplinkState, error) {
 	st := &nat.UplinkState{Uplinks: maps.Clone(r.marked), Members: map[int][]nat.UplinkMember{}}
 	for m := range r.members {

@@ -301,6 +301,27 @@ func (t *Table) stageMembers(add, del []UplinkMember) error {
 	return nil
 }
 
+// SlotEmpty tells whether every set of slot is empty, asking for one set
+// after another until one has an element: a DEL's check whether its
+// uplink routes anything any more. It never fails.
+func (t *Table) SlotEmpty(slot int) (bool, error) {
+	for _, eg := range []bool{false, true} {
+		for _, f := range []family{ipv4, ipv6} {
+			s := &nftables.Set{Table: t.table, Name: memberSet(slot, f, eg), KeyType: f.keyType}
+			els, err := t.c.GetSetElements(s)
+			if err != nil {
+				// A set that cannot be listed (removed by hand) keeps the
+				// slot: a DEL must not fail on it, and GC mends the slot.
+				return false, nil
+			}
+			if len(els) > 0 {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
 // UplinkState is the marking as read back from the kernel.
 type UplinkState struct {
 	Uplinks map[string]UplinkSlot
