@@ -45,15 +45,14 @@ func (a *Assigner) apply(j *journal) error {
 }
 
 // applyIP adds or removes the journal's attachment as a holder of ip, then
-// makes the kernel match: the address is on the holder while it is held.
-// Once ip's index entry is stored, w has its holders.
+// makes the kernel match: the address (or route) is on the holder while it
+// is held. Once ip's index entry is stored, w has its holders.
 func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *written) error {
 	e, err := a.st.readIP(ip)
 	if err != nil {
 		return err
 	}
 	holders, changed := withHolder(e.Holders, j.Key, hold)
-	e.Holders = holders
 	// A new uplink for an IP that had none, or whose uplink vanished.
 	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
 		e.Uplink, changed = up, true
@@ -66,6 +65,14 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *wri
 		w.holders[ip] = nil
 		return nil
 	}
+	if hold {
+		switched, err := a.holdAs(dev, ip, &e, j.Key, j.Record.Route)
+		if err != nil {
+			return err
+		}
+		changed = changed || switched
+	}
+	e.Holders = holders
 	if changed {
 		if err := a.st.writeIP(ip, e); err != nil {
 			return err
@@ -76,35 +83,71 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *wri
 	if !hold {
 		return nil
 	}
-	return a.hold(dev, ip, e.Uplink)
+	return a.hold(dev, ip, e)
 }
 
-// hold puts ip on the holder, and for IPv6 its proxy entry on the uplink.
-func (a *Assigner) hold(dev int, ip netip.Addr, uplink string) error {
-	added, err := a.k.addAddr(dev, ip)
+// holdAs decides how ip is held, in e, when key holds it the way want
+// says: one IP is held one way on a node at a time. The record that takes
+// it first decides; a record that is its only holder switches it (a
+// re-ADD after the config changed, or undoing one), after taking the other
+// way's objects off the kernel; while others hold it, it stays as it is
+// and the next GC switches it once every holder asks the other way.
+func (a *Assigner) holdAs(dev int, ip netip.Addr, e *ipEntry, key string, want heldAs) (bool, error) {
+	switch {
+	case e.Route == want:
+		return false, nil
+	case len(e.Holders) == 0:
+		e.Route = want
+		return true, nil
+	case len(e.Holders) == 1 && e.Holders[0] == key:
+		if err := a.unhold(dev, ip, *e); err != nil {
+			return false, err
+		}
+		a.log.Info("hold switched", "ip", ip, "from", e.Route.String(), "to", want.String())
+		e.Route = want
+		return true, nil
+	}
+	a.log.Warn("held the other way by other attachments; kept as it is until every holder asks the same", "ip", ip, "held", e.Route.String(), "asked", want.String())
+	return false, nil
+}
+
+// hold puts ip on the holder, as an address or a route as e says, and its
+// proxy entry on the uplink where the LAN needs one: every IP held as a
+// route, and IPv6 addresses (Linux answers solicitations only for
+// addresses of the receiving interface).
+func (a *Assigner) hold(dev int, ip netip.Addr, e ipEntry) error {
+	var added bool
+	var err error
+	if e.Route.route() {
+		added, err = a.k.addRoute(dev, ip, int(e.Route))
+	} else {
+		added, err = a.k.addAddr(dev, ip)
+	}
 	if err != nil {
 		return err
 	}
 	if added {
-		a.log.Info("address added", "ip", ip)
+		a.log.Info(e.Route.String()+" added", "ip", ip)
 		if a.put == nil {
 			a.put = map[netip.Addr]bool{}
 		}
 		a.put[ip] = true
 	}
 	a.step("address")
-	if ip.Is6() && uplink != "" {
-		err := a.k.addProxy(uplink, ip)
+	if needsProxy(ip, e.Route) && e.Uplink != "" {
+		err := a.k.addProxy(e.Uplink, ip)
 		if errors.Is(err, errNoLink) {
 			// The uplink went, and no entry can be on it: the next ADD or
 			// GC re-homes the IP. Failing here would wedge every replay.
-			a.log.Warn("uplink gone; no proxy entry until the IP is re-homed", "ip", ip, "uplink", uplink)
+			a.log.Warn("uplink gone; no proxy entry until the IP is re-homed", "ip", ip, "uplink", e.Uplink)
 			return nil
 		}
 		return err
 	}
 	return nil
 }
+
+func needsProxy(ip netip.Addr, h heldAs) bool { return ip.Is6() || h.route() }
 
 // release takes an IP nobody holds off the holder and out of the index.
 func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
@@ -113,20 +156,33 @@ func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 		// ADD, and it never put them there.
 		return a.st.writeIP(ip, ipEntry{})
 	}
+	if err := a.unhold(dev, ip, e); err != nil {
+		return err
+	}
+	return a.st.writeIP(ip, ipEntry{})
+}
+
+// unhold takes ip's address or route off the holder and its proxy entry
+// off the uplink, as e says it is held.
+func (a *Assigner) unhold(dev int, ip netip.Addr, e ipEntry) error {
 	if dev != 0 {
-		removed, err := a.k.delAddr(dev, ip)
+		var removed bool
+		var err error
+		if e.Route.route() {
+			removed, err = a.k.delRoute(dev, ip)
+		} else {
+			removed, err = a.k.delAddr(dev, ip)
+		}
 		if err != nil {
 			return err
 		}
 		if removed {
-			a.log.Info("address removed", "ip", ip)
+			a.log.Info(e.Route.String()+" removed", "ip", ip)
 		}
 	}
 	a.step("address")
-	if ip.Is6() && e.Uplink != "" {
-		if err := a.k.delProxy(e.Uplink, ip); err != nil {
-			return err
-		}
+	if needsProxy(ip, e.Route) && e.Uplink != "" {
+		return a.k.delProxy(e.Uplink, ip)
 	}
-	return a.st.writeIP(ip, ipEntry{})
+	return nil
 }

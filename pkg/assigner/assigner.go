@@ -29,6 +29,9 @@ type Options struct {
 	// Routing sends the flows of external IPs on uplinks other than the
 	// default route's out of their own uplink (uplinks.go); nil never does.
 	Routing Routing
+	// RouteProtocol holds the ADD's IPs as host routes through the holder
+	// with this routing protocol number; 0 holds them as addresses.
+	RouteProtocol int
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and
@@ -79,6 +82,9 @@ type Assigner struct {
 
 // New returns an Assigner working on the host's kernel.
 func New(o Options) *Assigner { return newAssigner(o, &hostKernel{}) }
+
+// heldAs is how this invocation's config holds an IP.
+func (a *Assigner) holding() heldAs { return heldAs(a.opts.RouteProtocol) }
 
 func newAssigner(o Options, k kernel) *Assigner {
 	log := o.Log
@@ -142,7 +148,7 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: a.newSteering(ips, placed)}, Touch: slices.Clone(ips), Uplinks: uplinks}
+	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: a.newSteering(ips, placed), Route: a.holding()}, Touch: slices.Clone(ips), Uplinks: uplinks}
 	if old != nil {
 		if err := a.remember(j, old); err != nil {
 			return nil, err
@@ -192,7 +198,7 @@ func (a *Assigner) addJournaled(j *journal, placed []Placed, h Hooks) error {
 func fresh(placed []Placed, routes map[netip.Addr]route) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	for _, p := range placed {
-		if p.First && routes[p.Addr].local == 0 {
+		if p.First && routes[p.Addr].on(p.Addr) == 0 {
 			out[p.Addr] = true
 		}
 	}
@@ -208,7 +214,7 @@ func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe fu
 	// Every uplink first, so that no probe is left running on an early return.
 	var todo []Placed
 	for _, ip := range ips {
-		if r := routes[ip]; r.local == 0 {
+		if r := routes[ip]; r.on(ip) == 0 {
 			up, err := a.uplinkFor(ip, r)
 			if err != nil {
 				return err

@@ -77,16 +77,10 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 	if !slices.Contains(e.Holders, key) {
 		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.ipPath(ip))
 	}
-	r, err := a.k.lookup(ip)
-	if err != nil {
+	if err := a.checkOnHolder(dev, ip, e); err != nil {
 		return err
 	}
-	if r.local != dev {
-		if on, err := a.onHolder(dev, ip); err != nil || !on {
-			return cmp.Or(err, Errorf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device))
-		}
-	}
-	if !ip.Is6() {
+	if !needsProxy(ip, e.Route) {
 		return nil
 	}
 	ok, err := a.k.hasProxy(e.Uplink, ip)
@@ -95,6 +89,27 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 	}
 	if !ok {
 		return Errorf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
+	}
+	return nil
+}
+
+// checkOnHolder fails when ip is not on the holder the way e says: its
+// address, or its host route of e's protocol number.
+func (a *Assigner) checkOnHolder(dev int, ip netip.Addr, e ipEntry) error {
+	r, err := a.k.lookup(ip)
+	if err != nil {
+		return err
+	}
+	if e.Route.route() {
+		if r.local != 0 || r.on(ip) != dev || r.proto != int(e.Route) {
+			return Errorf(ErrDrift, "%s: has no route through holder device %s with protocol %d", ip, a.opts.Device, e.Route)
+		}
+		return nil
+	}
+	if r.local != dev {
+		if on, err := a.onHolder(dev, ip); err != nil || !on {
+			return cmp.Or(err, Errorf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device))
+		}
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // mutating are the kernel requests that change the host.
-var mutating = []string{"addAddr", "delAddr", "addProxy", "delProxy"}
+var mutating = []string{"addAddr", "delAddr", "addRoute", "delRoute", "addProxy", "delProxy"}
 
 func TestCheckPassesAfterAddAndChangesNothing(t *testing.T) {
 	f := newFixture(t)

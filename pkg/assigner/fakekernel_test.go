@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +26,8 @@ type fakeLink struct {
 	Up    bool                `json:"up"`
 	Ports int                 `json:"ports"`
 	Addrs map[netip.Addr]bool `json:"addrs"`
+	// Routes are the host routes through the link, with their protocol.
+	Routes map[netip.Addr]int `json:"routes,omitempty"`
 }
 
 // fakeHost is the part of the fake kernel that the assigner changes. It is
@@ -122,6 +125,7 @@ func newFakeKernel(t testing.TB) *fakeKernel {
 	for _, dev := range []string{"all", "eth0", "eth1"} {
 		k.sysctls["ipv4/conf/"+dev+"/arp_ignore"] = 0
 		k.sysctls["ipv6/conf/"+dev+"/forwarding"] = 1
+		k.sysctls["ipv4/conf/"+dev+"/forwarding"] = 1
 	}
 	k.addNet("192.0.2.0/24", ethIndex, true)
 	k.addNet("198.51.100.0/24", ethIndex, true)
@@ -389,13 +393,20 @@ func (k *fakeKernel) holderAddrs(dev int) ([]netip.Addr, error) {
 }
 
 // lookup answers as the FIB does: an address on any interface is local to
-// it, then a route programmed for the IP, then the longest prefix.
+// it, then a host route through a link, then a route programmed for the
+// IP, then the longest prefix.
 func (k *fakeKernel) lookup(ip netip.Addr) (route, error) {
 	var r route
 	err := k.call("lookup", ip, func(h *fakeHost) error {
 		for _, l := range h.Links {
 			if l.Addrs[ip] && !(k.routeLag && ip.Is6()) {
 				r = route{local: l.Index, dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen())}
+				return nil
+			}
+		}
+		for _, l := range h.Links {
+			if proto, ok := l.Routes[ip]; ok {
+				r = route{dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen()), connected: true, proto: proto}
 				return nil
 			}
 		}
@@ -409,13 +420,70 @@ func (k *fakeKernel) lookup(ip netip.Addr) (route, error) {
 	return r, err
 }
 
-func (k *fakeKernel) mainRoute(ip netip.Addr) (route, error) {
+func (k *fakeKernel) mainRoute(ip netip.Addr, skip int) (route, error) {
 	var r route
-	err := k.call("mainRoute", ip, func(*fakeHost) error {
+	err := k.call("mainRoute", ip, func(h *fakeHost) error {
+		for _, l := range h.Links {
+			if proto, ok := l.Routes[ip]; ok && l.Index != skip {
+				r = route{dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen()), connected: true, proto: proto}
+				return nil
+			}
+		}
 		r = k.longest(ip)
 		return nil
 	})
 	return r, err
+}
+
+func (k *fakeKernel) addRoute(dev int, ip netip.Addr, proto int) (bool, error) {
+	var added bool
+	err := k.call("addRoute", ip, func(h *fakeHost) error {
+		l, err := ours(h, dev, "routing", ip)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return Errorf(ErrHost, "adding route %s dev %d: no such device", ip, dev)
+		}
+		if l.Routes == nil {
+			l.Routes = map[netip.Addr]int{}
+		}
+		_, had := l.Routes[ip]
+		if !had {
+			l.Routes[ip] = proto
+		}
+		added = !had
+		return nil
+	})
+	return added, err
+}
+
+func (k *fakeKernel) delRoute(dev int, ip netip.Addr) (bool, error) {
+	var removed bool
+	err := k.call("delRoute", ip, func(h *fakeHost) error {
+		l, err := ours(h, dev, "unrouting", ip)
+		if l == nil || err != nil {
+			return err
+		}
+		_, removed = l.Routes[ip]
+		delete(l.Routes, ip)
+		return nil
+	})
+	return removed, err
+}
+
+func (k *fakeKernel) holderRoutes(dev int) (map[netip.Addr]int, error) {
+	out := map[netip.Addr]int{}
+	err := k.call("holderRoutes", netip.Addr{}, func(h *fakeHost) error {
+		if l := h.Links[dev]; l != nil {
+			out = maps.Clone(l.Routes)
+		}
+		return nil
+	})
+	if out == nil {
+		out = map[netip.Addr]int{}
+	}
+	return out, err
 }
 
 func (k *fakeKernel) longest(ip netip.Addr) route {
@@ -464,8 +532,15 @@ func (k *fakeKernel) uplink(name string) (Uplink, error) {
 	return Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0}, nil
 }
 
-func (k *fakeKernel) reachable(up Uplink, v6 bool) error {
+func (k *fakeKernel) reachable(up Uplink, v6 bool, how heldAs) error {
 	return k.call("reachable", netip.Addr{}, func(*fakeHost) error {
+		if !v6 && how.route() {
+			key := "ipv4/conf/" + up.Name + "/forwarding"
+			if k.sysctls[key] == 0 {
+				return Errorf(ErrUnreachable, "net.%s is 0", dotted(key))
+			}
+			return nil
+		}
 		if v6 {
 			key := "ipv6/conf/" + up.Name + "/forwarding"
 			if k.sysctls[key] == 0 {
@@ -604,6 +679,7 @@ func (k *fakeKernel) link(t testing.TB, name string) *fakeLink {
 		if l := h.byName(name); l != nil {
 			c := *l
 			c.Addrs = cloneSet(l.Addrs)
+			c.Routes = maps.Clone(l.Routes)
 			out = &c
 		}
 	})

@@ -42,10 +42,14 @@ func (a *Assigner) lostState() (bool, error) {
 		return false, nil // not ours after all (a bridge with ports): nothing to do
 	}
 	addrs, err := a.k.holderAddrs(l.Index)
-	if err != nil || len(addrs) == 0 {
+	if err != nil {
 		return false, err
 	}
-	a.log.Warn("state directory lost while the holder carries addresses; releasing them", "dir", a.st.dir, "addresses", len(addrs))
+	routes, err := a.k.holderRoutes(l.Index)
+	if err != nil || len(addrs)+len(routes) == 0 {
+		return false, err
+	}
+	a.log.Warn("state directory lost while the holder carries addresses or routes; releasing them", "dir", a.st.dir, "addresses", len(addrs), "routes", len(routes))
 	return true, nil
 }
 
@@ -90,7 +94,7 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	}
 	var errs []error
 	for _, ip := range union(indexed, keys(want)) {
-		errs = append(errs, a.reconcileIP(dev, ip, want[ip]))
+		errs = append(errs, a.reconcileIP(dev, ip, want[ip], recs))
 	}
 	errs = append(errs, a.dropStray(dev, want), a.st.sweepTmp(), a.followUplinks(recs), a.reconcileNAT(recs), a.reconcileRouting(recs))
 	return errors.Join(errs...)
@@ -109,7 +113,7 @@ func (a *Assigner) reconcileHolder(needed bool) (int, error) {
 	return a.claimHolder(l)
 }
 
-func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string) error {
+func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string, recs map[string]*record) error {
 	e, err := a.st.readIP(ip)
 	if err != nil {
 		return err
@@ -119,8 +123,15 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string) error {
 		return a.release(dev, ip, e)
 	}
 	rehome := e.Uplink == "" || a.uplinkGone(e.Uplink)
-	if !slices.Equal(e.Holders, holders) || rehome {
-		e.Holders = holders
+	h := agreedHold(e, holders, recs)
+	if h != e.Route {
+		if err := a.unhold(dev, ip, e); err != nil {
+			return err
+		}
+		a.log.Info("hold switched", "ip", ip, "from", e.Route.String(), "to", h.String())
+	}
+	if !slices.Equal(e.Holders, holders) || rehome || h != e.Route {
+		e.Holders, e.Route = holders, h
 		if rehome {
 			was := e.Uplink
 			e.Uplink = a.recoverUplink(ip)
@@ -132,7 +143,23 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string) error {
 			return err
 		}
 	}
-	return a.hold(dev, ip, e.Uplink)
+	return a.hold(dev, ip, e)
+}
+
+// agreedHold is how ip is to be held: as its holders' records all ask, or
+// as it is held now while they disagree. An IP that lost its index entry
+// is held as its first holder's record (by key) asks.
+func agreedHold(e ipEntry, holders []string, recs map[string]*record) heldAs {
+	first := recs[holders[0]].Route
+	for _, k := range holders[1:] {
+		if recs[k].Route != first {
+			if len(e.Holders) == 0 {
+				return first
+			}
+			return e.Route
+		}
+	}
+	return first
 }
 
 // uplinkGone says whether the interface named name no longer exists; any
@@ -156,9 +183,10 @@ func (a *Assigner) recoverUplink(ip netip.Addr) string {
 	return up.Name
 }
 
-// dropStray removes addresses on the holder that no record holds. Only GC
-// lists the holder's addresses: it is ours alone, so whatever is on it and
-// unheld is a leak.
+// dropStray removes addresses and routes on the holder that no record
+// holds, or that hold a held IP the other way (what a switch of hold
+// interrupted by a crash leaves). Only GC lists the holder's addresses and
+// routes: it is ours alone, so whatever is on it and unheld is a leak.
 func (a *Assigner) dropStray(dev int, want map[netip.Addr][]string) error {
 	if dev == 0 {
 		return nil
@@ -167,27 +195,52 @@ func (a *Assigner) dropStray(dev int, want map[netip.Addr][]string) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
-	var stray6 []netip.Addr
-	for _, ip := range addrs {
-		if _, held := want[ip]; held {
-			continue
-		}
-		removed, err := a.k.delAddr(dev, ip)
-		if removed {
-			a.log.Info("stray address removed", "ip", ip)
-		}
-		if ip.Is6() {
-			stray6 = append(stray6, ip)
-		}
-		errs = append(errs, err)
+	routes, err := a.k.holderRoutes(dev)
+	if err != nil {
+		return err
 	}
-	errs = append(errs, a.dropStrayProxies(stray6))
+	var errs []error
+	var unheld []netip.Addr
+	for _, ip := range addrs {
+		if a.strayOn(ip, want, asAddress) {
+			removed, err := a.k.delAddr(dev, ip)
+			if removed {
+				a.log.Info("stray address removed", "ip", ip)
+			}
+			errs = append(errs, err)
+		}
+	}
+	for ip := range routes {
+		if a.strayOn(ip, want, heldAs(1)) {
+			removed, err := a.k.delRoute(dev, ip)
+			if removed {
+				a.log.Info("stray route removed", "ip", ip)
+			}
+			errs = append(errs, err)
+		}
+	}
+	for _, ip := range union(addrs, keys(routes)) {
+		if _, held := want[ip]; !held {
+			unheld = append(unheld, ip)
+		}
+	}
+	errs = append(errs, a.dropStrayProxies(unheld))
 	return errors.Join(errs...)
 }
 
-// dropStrayProxies removes the proxy entries of IPv6 addresses that were on
-// the holder unheld. They are ours wherever they are: an address on our
+// strayOn says whether ip, found on the holder held the way h says (an
+// address, or a route of any number), is not held so: held by no record,
+// or held the other way.
+func (a *Assigner) strayOn(ip netip.Addr, want map[netip.Addr][]string, h heldAs) bool {
+	if _, held := want[ip]; !held {
+		return true
+	}
+	e, err := a.st.readIP(ip)
+	return err == nil && e.Route.route() != h.route()
+}
+
+// dropStrayProxies removes the proxy entries of IPs that were on the holder
+// unheld. They are ours wherever they are: an address or route on our
 // holder is ours, and so is the entry that makes the LAN reach it.
 func (a *Assigner) dropStrayProxies(ips []netip.Addr) error {
 	if len(ips) == 0 {

@@ -29,6 +29,37 @@ type route struct {
 	// interface (the subnet's broadcast, IPv6 subnet-router anycast). It
 	// answers with a host route, so prefix is not the subnet.
 	special bool
+	// proto is the matched route's routing protocol number.
+	proto int
+}
+
+// on is the interface that carries ip itself: the one it is an address of,
+// else the one a host route without a gateway sends it to, which is how
+// an IP held as a route is carried (by the holder); 0 for neither.
+func (r route) on(ip netip.Addr) int {
+	if r.local != 0 {
+		return r.local
+	}
+	if r.connected && r.prefix.Bits() == ip.BitLen() {
+		return r.dev
+	}
+	return 0
+}
+
+// heldAs is how an IP is held: as an address on the holder (0), or as a
+// host route through it with this routing protocol number, answered on the
+// uplink by a proxy neighbour entry.
+type heldAs int
+
+const asAddress heldAs = 0
+
+func (h heldAs) route() bool { return h != asAddress }
+
+func (h heldAs) String() string {
+	if h.route() {
+		return "route"
+	}
+	return "address"
 }
 
 // holderLink is what the kernel says about the device named as the holder:
@@ -44,7 +75,7 @@ type holderLink struct {
 	Ports int
 }
 
-// proxyEntry is one IPv6 proxy neighbour entry of the node.
+// proxyEntry is one proxy neighbour entry of the node.
 type proxyEntry struct {
 	IP   netip.Addr
 	Link string
@@ -77,20 +108,31 @@ type kernel interface {
 	// linkName names an interface for messages.
 	linkName(index int) string
 	holderAddrs(dev int) ([]netip.Addr, error)
+	// addRoute puts the host route ip dev <holder> proto proto in the main
+	// table; addRoute and delRoute report whether they changed anything.
+	addRoute(dev int, ip netip.Addr, proto int) (bool, error)
+	delRoute(dev int, ip netip.Addr) (bool, error)
+	// holderRoutes lists the main table's host routes through the holder,
+	// each with its protocol number, in one filtered dump (GC and status).
+	holderRoutes(dev int) (map[netip.Addr]int, error)
 	lookup(ip netip.Addr) (route, error)
-	// mainRoute is the longest-prefix route of the main table for ip, for
-	// the rare IP that is already local and so hides its route from lookup.
-	mainRoute(ip netip.Addr) (route, error)
+	// mainRoute is the longest-prefix route of the main table for ip that
+	// is not through interface skip, for the IP that is already ours and so
+	// hides the route it would otherwise take from lookup.
+	mainRoute(ip netip.Addr, skip int) (route, error)
 	uplinkByName(name string) (Uplink, error)
 	uplinkByIndex(index int) (Uplink, error)
 	// reachable says why the LAN could not reach an external IP of the
-	// family through up, if so.
-	reachable(up Uplink, v6 bool) error
+	// family held the way h says through up, if so.
+	reachable(up Uplink, v6 bool, h heldAs) error
+	// addProxy, delProxy and hasProxy work on the proxy neighbour entry of
+	// ip's family (ARP or NDP); addProxy also makes the uplink answer
+	// proxied solicitations at once.
 	addProxy(uplink string, ip netip.Addr) error
 	delProxy(uplink string, ip netip.Addr) error
 	hasProxy(uplink string, ip netip.Addr) (bool, error)
-	// proxyEntries lists every IPv6 proxy neighbour entry, on every
-	// interface, in one dump.
+	// proxyEntries lists every proxy neighbour entry of both families, on
+	// every interface, in one dump.
 	proxyEntries() ([]proxyEntry, error)
 }
 

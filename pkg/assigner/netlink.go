@@ -205,6 +205,71 @@ func (k *hostKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
 	return true, nil
 }
 
+// holderRoute is the host route that holds ip as a route: the main table,
+// scope link (no gateway), through the holder.
+func holderRoute(dev int, ip netip.Addr, proto int) *netlink.Route {
+	return &netlink.Route{
+		LinkIndex: dev,
+		Dst:       &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())},
+		Table:     unix.RT_TABLE_MAIN,
+		Scope:     netlink.SCOPE_LINK,
+		Protocol:  netlink.RouteProtocol(proto),
+		Family:    family(ip),
+	}
+}
+
+// addRoute adds without asking first, as addAddr does. EEXIST is a route
+// to ip of the same metric in the main table: screening refused an IP
+// whose host route goes anywhere but the holder, so it is ours.
+func (k *hostKernel) addRoute(dev int, ip netip.Addr, proto int) (bool, error) {
+	err := k.nl().RouteAdd(holderRoute(dev, ip, proto))
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
+	}
+	if err != nil {
+		return false, Errorf(ErrHost, "adding route %s dev %d proto %d: %w", ip, dev, proto, err)
+	}
+	return true, nil
+}
+
+// delRoute names no protocol, so it removes our route whatever number it
+// was added with (the kernel matches a zero protocol to any).
+func (k *hostKernel) delRoute(dev int, ip netip.Addr) (bool, error) {
+	err := k.nl().RouteDel(holderRoute(dev, ip, 0))
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+		return false, nil
+	}
+	if err != nil {
+		return false, Errorf(ErrHost, "removing route %s dev %d: %w", ip, dev, err)
+	}
+	return true, nil
+}
+
+func (k *hostKernel) holderRoutes(dev int) (map[netip.Addr]int, error) {
+	out := map[netip.Addr]int{}
+	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, LinkIndex: dev}
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		var routes []netlink.Route
+		err := retryDump(func() (err error) {
+			routes, err = k.nl().RouteListFiltered(fam, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+			return err
+		})
+		if err != nil {
+			return nil, Errorf(ErrHost, "listing routes through holder device %d: %w", dev, err)
+		}
+		for _, r := range routes {
+			if r.Dst == nil || r.Gw != nil {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(r.Dst.IP)
+			if ones, bits := r.Dst.Mask.Size(); ok && ones == bits && !ip.IsLinkLocalUnicast() && !ip.IsMulticast() {
+				out[ip.Unmap()] = int(r.Protocol)
+			}
+		}
+	}
+	return out, nil
+}
+
 func (k *hostKernel) linkName(index int) string {
 	if link, err := k.nl().LinkByIndex(index); err == nil {
 		return link.Attrs().Name
@@ -246,7 +311,7 @@ func (k *hostKernel) lookup(ip netip.Addr) (route, error) {
 }
 
 func toRoute(ip netip.Addr, r netlink.Route) route {
-	out := route{dev: r.LinkIndex}
+	out := route{dev: r.LinkIndex, proto: int(r.Protocol)}
 	if r.Type == unix.RTN_LOCAL {
 		out.local = r.LinkIndex
 	}
@@ -266,7 +331,7 @@ func toRoute(ip netip.Addr, r netlink.Route) route {
 	return out
 }
 
-func (k *hostKernel) mainRoute(ip netip.Addr) (route, error) {
+func (k *hostKernel) mainRoute(ip netip.Addr, skip int) (route, error) {
 	family := netlink.FAMILY_V4
 	if ip.Is6() {
 		family = netlink.FAMILY_V6
@@ -279,7 +344,7 @@ func (k *hostKernel) mainRoute(ip netip.Addr) (route, error) {
 	best, found := route{}, false
 	for _, r := range routes {
 		rt := toRoute(ip, r)
-		if rt.prefix.Contains(ip) && r.LinkIndex != 0 && (!found || rt.prefix.Bits() > best.prefix.Bits()) {
+		if rt.prefix.Contains(ip) && r.LinkIndex != 0 && r.LinkIndex != skip && (!found || rt.prefix.Bits() > best.prefix.Bits()) {
 			best, found = rt, true
 		}
 	}
@@ -341,45 +406,58 @@ func (k *hostKernel) toUplink(link netlink.Link) (Uplink, error) {
 }
 
 // reachable checks the sysctls without which the kernel would not answer
-// the LAN for an address on the holder device.
-func (k *hostKernel) reachable(up Uplink, v6 bool) error {
-	if !v6 {
-		for _, dev := range []string{"all", up.Name} {
-			key := "ipv4/conf/" + dev + "/arp_ignore"
-			v, err := sysctl(key)
-			if err != nil {
-				return Errorf(ErrHost, "reading %s: %w", key, err)
-			}
-			if v != 0 {
-				return Errorf(ErrUnreachable, "net.%s is %d: the kernel would not answer ARP for external IPs on the holder device; set it to 0", dotted(key), v)
-			}
-		}
-		return nil
+// the LAN for an IP held the way h says.
+func (k *hostKernel) reachable(up Uplink, v6 bool, h heldAs) error {
+	switch {
+	case v6:
+		return needSysctl("ipv6/conf/"+up.Name+"/forwarding", "proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on")
+	case h.route():
+		// arp_process answers for a proxy entry only on an interface that
+		// forwards (IN_DEV_FORWARD), and then whatever arp_ignore says.
+		return needSysctl("ipv4/conf/"+up.Name+"/forwarding", "proxy ARP, which answers the LAN's ARP requests for external IPs held as routes, needs IPv4 forwarding on the uplink; external-ip does not turn it on")
 	}
-	key := "ipv6/conf/" + up.Name + "/forwarding"
+	for _, dev := range []string{"all", up.Name} {
+		key := "ipv4/conf/" + dev + "/arp_ignore"
+		v, err := sysctl(key)
+		if err != nil {
+			return Errorf(ErrHost, "reading %s: %w", key, err)
+		}
+		if v != 0 {
+			return Errorf(ErrUnreachable, "net.%s is %d: the kernel would not answer ARP for external IPs on the holder device; set it to 0, or hold them as routes (\"hold\": \"route\")", dotted(key), v)
+		}
+	}
+	return nil
+}
+
+// needSysctl fails with why when the switch key is off.
+func needSysctl(key, why string) error {
 	v, err := sysctl(key)
 	if err != nil {
 		return Errorf(ErrHost, "reading %s: %w", key, err)
 	}
 	if v == 0 {
-		return Errorf(ErrUnreachable, "net.%s is 0: proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on", dotted(key))
+		return Errorf(ErrUnreachable, "net.%s is 0: %s", dotted(key), why)
 	}
 	return nil
 }
 
 func dotted(key string) string { return strings.ReplaceAll(key, "/", ".") }
 
-// enableProxyNDP makes the uplink answer solicitations for proxied
-// addresses (proxy_ndp) and at once (proxy_delay 0) rather than after a
-// random delay of up to 0.8 s.
-func enableProxyNDP(uplink string) error {
-	for _, s := range []struct {
+// enableProxy makes the uplink answer solicitations for proxied addresses
+// of ip's family (IPv6 needs proxy_ndp; IPv4's entries need no switch) and
+// at once (proxy_delay 0) rather than after a random delay of up to 0.8 s:
+// both arp_process and ndisc_recv_ns queue a broadcast solicitation for a
+// proxy entry unless the delay is 0.
+func enableProxy(uplink string, ip netip.Addr) error {
+	type setting struct {
 		path string
 		want int
-	}{
-		{"ipv6/conf/" + uplink + "/proxy_ndp", 1},
-		{"ipv6/neigh/" + uplink + "/proxy_delay", 0},
-	} {
+	}
+	todo := []setting{{"ipv4/neigh/" + uplink + "/proxy_delay", 0}}
+	if ip.Is6() {
+		todo = []setting{{"ipv6/conf/" + uplink + "/proxy_ndp", 1}, {"ipv6/neigh/" + uplink + "/proxy_delay", 0}}
+	}
+	for _, s := range todo {
 		if v, err := sysctl(s.path); err == nil && v == s.want {
 			continue
 		}
@@ -388,6 +466,13 @@ func enableProxyNDP(uplink string) error {
 		}
 	}
 	return nil
+}
+
+func family(ip netip.Addr) int {
+	if ip.Is4() {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
 }
 
 func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
@@ -401,7 +486,7 @@ func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, e
 	}
 	return &netlink.Neigh{
 		LinkIndex: index,
-		Family:    netlink.FAMILY_V6,
+		Family:    family(ip),
 		Flags:     netlink.NTF_PROXY,
 		IP:        ip.AsSlice(),
 	}, nil
@@ -412,7 +497,7 @@ func (k *hostKernel) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, e
 func (k *hostKernel) addProxy(uplink string, ip netip.Addr) error {
 	n, err := k.proxyNeigh(uplink, ip)
 	if err == nil {
-		err = enableProxyNDP(uplink)
+		err = enableProxy(uplink, ip)
 		if err != nil {
 			return err
 		}
@@ -444,12 +529,12 @@ func (k *hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 	if err != nil {
 		return false, Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, linkErr(err))
 	}
-	entries, err := k.nl().NeighProxyList(link.Attrs().Index, netlink.FAMILY_V6)
+	entries, err := k.nl().NeighProxyList(link.Attrs().Index, family(ip))
 	if err != nil {
 		return false, Errorf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
 	}
 	for _, e := range entries {
-		if got, ok := netip.AddrFromSlice(e.IP); ok && got == ip {
+		if got, ok := netip.AddrFromSlice(e.IP); ok && got.Unmap() == ip {
 			return true, nil
 		}
 	}
@@ -459,7 +544,7 @@ func (k *hostKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
 func (k *hostKernel) proxyEntries() ([]proxyEntry, error) {
 	var entries []netlink.Neigh
 	err := retryDump(func() (err error) {
-		entries, err = k.nl().NeighProxyList(0, netlink.FAMILY_V6)
+		entries, err = k.nl().NeighProxyList(0, netlink.FAMILY_ALL)
 		return err
 	})
 	if err != nil {
@@ -472,6 +557,7 @@ func (k *hostKernel) proxyEntries() ([]proxyEntry, error) {
 		if !ok {
 			continue
 		}
+		ip = ip.Unmap()
 		if _, known := names[e.LinkIndex]; !known {
 			names[e.LinkIndex] = k.linkName(e.LinkIndex)
 		}

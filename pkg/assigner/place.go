@@ -36,7 +36,7 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 	if err != nil {
 		return r, err
 	}
-	if r.local != 0 {
+	if on := r.on(ip); on != 0 {
 		if dev == 0 {
 			// A concurrent ADD may have made the holder since screen looked
 			// and put ip on it: then ip is ours, not a node address.
@@ -48,10 +48,14 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 				return r, err
 			}
 		}
-		if r.local != dev {
-			return r, Errorf(ErrRefused, "%s: is already an address of interface %s on this node", ip, a.k.linkName(r.local))
+		if on == dev {
+			return r, nil // ours already: its uplink is in the index
 		}
-		return r, nil // ours already: its uplink is in the index
+		if r.local == 0 {
+			// A pod's or a peer's host route: heldAs ip would take its traffic.
+			return r, Errorf(ErrRefused, "%s: is routed to interface %s by a host route on this node", ip, a.k.linkName(on))
+		}
+		return r, Errorf(ErrRefused, "%s: is already an address of interface %s on this node", ip, a.k.linkName(r.local))
 	}
 	if r.special {
 		return r, a.refuseSpecial(ip, r)
@@ -65,13 +69,13 @@ func (a *Assigner) screenIP(dev int, ip netip.Addr) (route, error) {
 	if err != nil {
 		return r, err
 	}
-	return r, aboutIP(ip, a.k.reachable(up, ip.Is6()))
+	return r, aboutIP(ip, a.k.reachable(up, ip.Is6(), a.holding()))
 }
 
 // refuseSpecial names the subnet whose broadcast or subnet-router anycast
 // address ip is, from the main table's connected route.
 func (a *Assigner) refuseSpecial(ip netip.Addr, r route) error {
-	if m, err := a.k.mainRoute(ip); err == nil && m.connected {
+	if m, err := a.k.mainRoute(ip, 0); err == nil && m.connected {
 		if edge := subnetEdge(ip, m.prefix); edge != "" {
 			return Errorf(ErrRefused, "%s: is the %s address of uplink subnet %s", ip, edge, m.prefix)
 		}
@@ -84,11 +88,12 @@ func (a *Assigner) uplinkFor(ip netip.Addr, r route) (Uplink, error) {
 	if a.opts.Uplink != "" {
 		return a.ups.byName(a.opts.Uplink)
 	}
-	if r.local != 0 {
-		// Already on the holder with no index entry (put there by hand): the
-		// FIB hides the route, so look in the main table.
+	if on := r.on(ip); on != 0 {
+		// Already on the holder with no index entry (put there by hand, or
+		// the index lost): the FIB hides the route, so look in the main
+		// table, past the holder's own route.
 		var err error
-		if r, err = a.k.mainRoute(ip); err != nil {
+		if r, err = a.k.mainRoute(ip, on); err != nil {
 			return Uplink{}, err
 		}
 	}

@@ -28,8 +28,12 @@ type IPReport struct {
 	Addr     netip.Addr   `json:"ip"`
 	Uplink   string       `json:"uplink"`
 	Holders  []Attachment `json:"holders"`
-	OnDevice bool         `json:"onDevice"`
-	Proxy    *bool        `json:"proxyNeighbour,omitempty"`
+	// Hold is how the IP is held: "address" or "route"; OnDevice says that
+	// it is on the holder so (the address, or the route of protocol Route).
+	Hold     string `json:"hold"`
+	Route    int    `json:"routeProtocol,omitempty"`
+	OnDevice bool   `json:"onDevice"`
+	Proxy    *bool  `json:"proxyNeighbour,omitempty"`
 	// Targets and EgressFrom are what table inet external-ip steers: new
 	// flows to the IP go to Targets; flows from EgressFrom leave from it.
 	Targets    []netip.Addr `json:"targets,omitempty"`
@@ -103,20 +107,14 @@ func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) erro
 			want[ip] = append(want[ip], key)
 		}
 	}
-	onDevice := map[netip.Addr]bool{}
-	if dev != 0 {
-		addrs, err := a.k.holderAddrs(dev)
-		if err != nil {
-			return err
-		}
-		for _, ip := range addrs {
-			onDevice[ip] = true
-		}
+	on, err := a.onDevice(dev)
+	if err != nil {
+		return err
 	}
 	ips := keys(want)
 	slices.SortFunc(ips, netip.Addr.Compare)
 	for _, ip := range ips {
-		ir, err := a.reportIP(rep, ip, want[ip], recs, onDevice[ip])
+		ir, err := a.reportIP(rep, ip, want[ip], recs, on)
 		if err != nil {
 			return err
 		}
@@ -126,30 +124,68 @@ func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) erro
 	if err != nil {
 		return err
 	}
-	return a.reportStray(rep, want, onDevice, indexed)
+	return a.reportStray(rep, want, on, indexed)
 }
 
-func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, on bool) (IPReport, error) {
+// carried is what the holder carries: its addresses, and its host routes
+// with their protocol numbers.
+type carried struct {
+	addrs  map[netip.Addr]bool
+	routes map[netip.Addr]int
+}
+
+func (a *Assigner) onDevice(dev int) (carried, error) {
+	c := carried{addrs: map[netip.Addr]bool{}, routes: map[netip.Addr]int{}}
+	if dev == 0 {
+		return c, nil
+	}
+	addrs, err := a.k.holderAddrs(dev)
+	if err != nil {
+		return c, err
+	}
+	for _, ip := range addrs {
+		c.addrs[ip] = true
+	}
+	c.routes, err = a.k.holderRoutes(dev)
+	return c, err
+}
+
+// holds says whether the holder carries ip the way e says it is held.
+func (c carried) holds(ip netip.Addr, e ipEntry) bool {
+	if e.Route.route() {
+		return c.routes[ip] == int(e.Route)
+	}
+	return c.addrs[ip]
+}
+
+func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, c carried) (IPReport, error) {
 	e, err := a.st.readIP(ip)
 	if err != nil {
 		return IPReport{}, err
 	}
 	slices.Sort(keys)
-	ir := IPReport{Addr: ip, Uplink: e.Uplink, OnDevice: on}
+	on := c.holds(ip, e)
+	ir := IPReport{Addr: ip, Uplink: e.Uplink, Hold: e.Route.String(), Route: int(e.Route), OnDevice: on}
 	for _, k := range keys {
 		ir.Holders = append(ir.Holders, recs[k].Attachment)
 	}
 	if !slices.Equal(e.Holders, keys) {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: index lists %d holders, records %d", ip, len(e.Holders), len(keys)))
 	}
-	if !on {
+	switch {
+	case !on && e.Route.route():
+		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but %s has no route to it with protocol %d", ip, a.opts.Device, e.Route))
+	case !on:
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held but not on %s", ip, a.opts.Device))
+	}
+	if e.Route.route() && c.addrs[ip] {
+		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but also an address of %s", ip, a.opts.Device))
 	}
 	if e.Uplink != "" && a.uplinkGone(e.Uplink) {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: its uplink %s is gone; the next ADD or GC chooses another", ip, e.Uplink))
 		return ir, nil
 	}
-	if ip.Is6() && e.Uplink != "" {
+	if needsProxy(ip, e.Route) && e.Uplink != "" {
 		ok, err := a.k.hasProxy(e.Uplink, ip)
 		ir.Proxy = &ok
 		if err == nil && !ok {
@@ -169,45 +205,50 @@ func (a *Assigner) reportLost(rep *Report, dev int) error {
 	if l, err := a.lookHolder(); err != nil || !a.ownedBy(l.Alias) {
 		return err
 	}
-	addrs, err := a.k.holderAddrs(dev)
+	c, err := a.onDevice(dev)
 	if err != nil {
 		return err
 	}
-	onDevice := map[netip.Addr]bool{}
-	for _, ip := range addrs {
-		onDevice[ip] = true
-	}
-	if err := a.reportStray(rep, nil, onDevice, nil); err != nil {
+	if err := a.reportStray(rep, nil, c, nil); err != nil {
 		return err
 	}
-	if len(addrs) > 0 {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses: GC and repair remove them", a.st.dir, a.opts.Device))
+	if len(c.addrs)+len(c.routes) > 0 {
+		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses or routes: GC and repair remove them", a.st.dir, a.opts.Device))
 	}
 	return a.reportNAT(rep, map[string]*record{}, true)
 }
 
-// reportStray names what is on the holder or in the index (indexed) with
-// no record, and the proxy entries of those IPs, which GC removes with them.
-func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, onDevice map[netip.Addr]bool, indexed []netip.Addr) error {
-	var stray6 []netip.Addr
-	for ip := range onDevice {
+// reportStray names what is on the holder (c) or in the index (indexed)
+// with no record, and the proxy entries of those IPs, which GC removes
+// with them: an IPv6 address's, and a route's of either family.
+func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c carried, indexed []netip.Addr) error {
+	var stray []netip.Addr
+	for ip := range c.addrs {
 		if _, held := want[ip]; !held {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: on %s but held by no record", ip, a.opts.Device))
-			stray6 = append(stray6, ip)
+			if ip.Is6() {
+				stray = append(stray, ip)
+			}
+		}
+	}
+	for ip := range c.routes {
+		if _, held := want[ip]; !held {
+			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: routed to %s but held by no record", ip, a.opts.Device))
+			stray = append(stray, ip)
 		}
 	}
 	for _, ip := range indexed {
 		if _, held := want[ip]; !held {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: indexed but held by no record", ip))
-			stray6 = append(stray6, ip)
+			stray = append(stray, ip)
 		}
 	}
-	err := a.reportStrayProxies(rep, slices.DeleteFunc(stray6, netip.Addr.Is4))
+	err := a.reportStrayProxies(rep, stray)
 	slices.Sort(rep.Drift)
 	return err
 }
 
-// reportStrayProxies names the proxy entries of IPv6 IPs no record holds.
+// reportStrayProxies names the proxy entries of the IPs no record holds.
 func (a *Assigner) reportStrayProxies(rep *Report, ips []netip.Addr) error {
 	if len(ips) == 0 {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -84,6 +85,9 @@ func (r *record) appendJSON(b []byte) []byte {
 		b = appendKey(b, ',', "steering")
 		b = r.Steering.appendJSON(b)
 	}
+	if r.Route != 0 {
+		b = strconv.AppendInt(appendKey(b, ',', "route"), int64(r.Route), 10)
+	}
 	return append(b, '}')
 }
 
@@ -133,6 +137,9 @@ func (e ipEntry) appendJSON(b []byte) []byte {
 	}
 	if e.Uplink != "" {
 		b = appendString(appendKey(b, ',', "uplink"), e.Uplink)
+	}
+	if e.Route != 0 {
+		b = strconv.AppendInt(appendKey(b, ',', "route"), int64(e.Route), 10)
 	}
 	return append(b, '}')
 }

@@ -15,7 +15,7 @@ func stateValues(name string, a, b netip.Addr) []any {
 	st := &steering{Traffic: name, Container: []netip.Prefix{netip.PrefixFrom(a, a.BitLen()/2)},
 		Egress:  []egressRule{{Source: a, Uplink: name, IP: b}, {}},
 		Hairpin: []hairpinRule{{Source: netip.PrefixFrom(a, 8), Target: b}, {}}}
-	rec := &record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st}
+	rec := &record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st, Route: 200}
 	return []any{
 		&journal{},
 		&journal{Op: opAdd, Key: name, Record: rec, Touch: []netip.Addr{}, Uplinks: map[netip.Addr]string{a: name, b: "up\n", {}: "zero"},
@@ -25,6 +25,7 @@ func stateValues(name string, a, b netip.Addr) []any {
 		&record{}, rec, &record{Attachment: att, IPs: []netip.Addr{}, Steering: &steering{}},
 		&record{Steering: &steering{Container: []netip.Prefix{}, Egress: []egressRule{}, Hairpin: []hairpinRule{}}},
 		ipEntry{}, ipEntry{Holders: []string{}}, ipEntry{Holders: []string{name, "\t\"\\/"}, Uplink: name},
+		ipEntry{Holders: []string{name}, Route: 255}, ipEntry{Route: 1},
 	}
 }
 

@@ -37,20 +37,20 @@ func (a *Assigner) readyFamily(any netip.Addr) error {
 		if err != nil {
 			return err
 		}
-		return a.k.reachable(up, any.Is6())
+		return a.k.reachable(up, any.Is6(), a.holding())
 	}
-	r, err := a.k.mainRoute(any)
+	r, err := a.k.mainRoute(any, 0)
 	if err != nil || r.dev == 0 {
 		// No default route: uplinks come from connected routes per IP, and
 		// ADD checks each; only the node-wide ARP setting can be judged here.
 		if any.Is6() {
 			return nil
 		}
-		return a.k.reachable(Uplink{Name: "all"}, false)
+		return a.k.reachable(Uplink{Name: "all"}, false, a.holding())
 	}
 	up, err := a.ups.byIndex(r.dev)
 	if err != nil {
 		return err
 	}
-	return a.k.reachable(up, any.Is6())
+	return a.k.reachable(up, any.Is6(), a.holding())
 }

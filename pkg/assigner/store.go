@@ -44,6 +44,9 @@ type record struct {
 	IPs []netip.Addr `json:"ips"`
 	// Steering is the attachment's NAT rules (traffic.go), nil when none.
 	Steering *steering `json:"steering,omitempty"`
+	// Route is how the attachment asked for its IPs to be held: 0 as
+	// addresses, else as routes of that protocol number.
+	Route heldAs `json:"route,omitempty"`
 }
 
 // ipEntry is the index of one IP: who holds it and where it is announced.
@@ -51,6 +54,10 @@ type record struct {
 type ipEntry struct {
 	Holders []string `json:"holders"`
 	Uplink  string   `json:"uplink,omitempty"`
+	// Route is how the IP is held now: 0 as an address, else as a route of
+	// that protocol number. The first holder's record decides it (see
+	// applyIP).
+	Route heldAs `json:"route,omitempty"`
 }
 
 // journal is one change under way. Applying it is idempotent, so it can be

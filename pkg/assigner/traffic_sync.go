@@ -220,7 +220,8 @@ func (a *Assigner) ownsIP(ip netip.Addr) bool {
 		return false
 	}
 	dev, _ := a.findHolder()
-	return r.local == 0 || r.local == dev
+	on := r.on(ip)
+	return on == 0 || on == dev
 }
 
 // checkNAT fails CHECK when a rule of rec is missing or points elsewhere.

@@ -59,6 +59,10 @@ type Config struct {
 	// UplinkRouting routes replies and egress out of an external IP's own
 	// uplink (uplinks.go).
 	UplinkRouting UplinkRouting
+	// Hold is how the IPs are held, `auto` resolved; RouteProtocol the
+	// protocol number of their routes when held as routes.
+	Hold          Hold
+	RouteProtocol int
 	// PrevResult is the main plugin's result, nil when absent.
 	PrevResult types.Result
 	// PrevResultJSON is that result as it came, when it names the config's
@@ -100,6 +104,8 @@ type netConf struct {
 	LockTimeout      json.RawMessage      `json:"lockTimeout"`
 	Traffic          json.RawMessage      `json:"traffic"`
 	UplinkRouting    json.RawMessage      `json:"uplinkRouting"`
+	Hold             json.RawMessage      `json:"hold"`
+	RouteProtocol    json.RawMessage      `json:"routeProtocol"`
 	RuntimeConfig    struct {
 		ExternalIPs    json.RawMessage   `json:"externalIPs"`
 		PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
@@ -130,7 +136,7 @@ func Load(stdin []byte) (*Config, error) {
 	}
 	// Each step reads its keys from raw once; a new key is a new step.
 	steps := []func(*netConf) error{
-		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setTraffic,
+		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setTraffic, c.setHold,
 		c.setUplinkRouting,
 	}
 	for _, step := range steps {

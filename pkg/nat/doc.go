@@ -5,8 +5,9 @@
 // other table, chain or rule: iptables' tables and every other program's
 // stay as they are. In it:
 //
-//	prerouting   nat hook, priority dstnat-10: fib daddr type local ip daddr vmap @in4,
-//	             then fib daddr type local dnat ip to ip daddr map @dnat4 (and ip6)
+//	prerouting   nat hook, priority dstnat-10: ip daddr vmap @in4, then
+//	             dnat ip to ip daddr map @dnat4 (and ip6); guarded by the maps
+//	             alone, which hold only our IPs (see ingressRule)
 //	output       nat hook, priority dstnat-10: the same, for the node's own connections
 //	dnat4        each external IP with one target : its target (most IPs)
 //	in4          each external IP with several targets : goto to-<ip>

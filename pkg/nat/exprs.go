@@ -61,39 +61,34 @@ func loadAddr(f family, offset, reg uint32) expr.Any {
 	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: f.addrLen}
 }
 
-// ingressRule: fib daddr type local ip daddr vmap @in4, for the IPs with
-// several targets (each has a chain of its own). The fib guard keeps us
-// from steering a destination the node does not hold right now (the
-// lesson of portmap's DNAT of foreign addresses).
+// ingressRule: ip daddr vmap @in4, for the IPs with several targets (each
+// has a chain of its own). The guard is membership of the destination in
+// our own maps, which hold exactly the external IPs the node holds: never a
+// foreign address (the lesson of portmap's DNAT of foreign addresses, whose
+// rules matched ports, not addresses). Not `fib daddr type local`: an IP
+// held as a route is not local, and one whose rules are missing is routed
+// to the holder and dropped there, never answered by the node.
 func ingressRule(f family) []expr.Any {
-	return append(localDaddr(f),
+	return append(daddr(f),
 		&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.in},
 	)
 }
 
-// directRule: fib daddr type local dnat ip to ip daddr map @dnat4, for the
+// directRule: dnat ip to ip daddr map @dnat4, for the
 // IPs with one target, most of them. A data map, not a verdict map's goto:
 // a commit that adds a goto or a NAT rule has the kernel validate every
 // chain the table's base chains reach, which with a chain per IP made each
 // ADD cost O(IPs); an element of a data map asks for no validation.
 func directRule(f family) []expr.Any {
-	return append(localDaddr(f),
+	return append(daddr(f),
 		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.direct},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
 	)
 }
 
-// localDaddr: fib daddr type local, of family f, with the destination
-// address loaded in reg1.
-func localDaddr(f family) []expr.Any {
-	rtnLocal := make([]byte, 4)
-	binary.NativeEndian.PutUint32(rtnLocal, unix.RTN_LOCAL)
-	e := []expr.Any{
-		&expr.Fib{Register: reg1, FlagDADDR: true, ResultADDRTYPE: true},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: rtnLocal},
-	}
-	e = append(e, matchFamily(f)...)
-	return append(e, loadAddr(f, f.daddr, reg1))
+// daddr: a packet of family f, with its destination address loaded in reg1.
+func daddr(f family) []expr.Any {
+	return append(matchFamily(f), loadAddr(f, f.daddr, reg1))
 }
 
 // hairpinRule: ct status dnat ip saddr . ip daddr @hp4 ct original ip

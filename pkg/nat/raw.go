@@ -27,8 +27,8 @@ func (b baseChain) signatures() []string {
 }
 
 // ruleSignature names a rule's expressions in order, each lookup with the
-// set it reads ("fib cmp meta cmp payload lookup:in4"): a rule edited by
-// hand, one missing its fib guard or reading another map, reads as
+// set it reads ("meta cmp payload lookup:in4"): a rule edited by hand,
+// one with a guard of its own or reading another map, reads as
 // another. It parses marshalled expressions, ours or the kernel's dump.
 func ruleSignature(exprs [][]byte) string {
 	var parts []string

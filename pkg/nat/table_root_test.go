@@ -114,8 +114,8 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook prerouting priority dstnat - 10; policy accept;",
 			"type nat hook output priority -110; policy accept;",
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
-			"fib daddr type local ip daddr vmap @in4",
-			"fib daddr type local ip6 daddr vmap @in6",
+			"\t\tip daddr vmap @in4\n",
+			"\t\tip6 daddr vmap @in6\n",
 			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade",
 			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade",
 			"elements = { 192.0.2.10, 192.0.2.11 }",
@@ -123,8 +123,8 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"snat ip6 to ip6 saddr . oifname map @snat6",
 			"192.0.2.11 : goto to-192.0.2.11",
 			"192.0.2.10 : 10.88.0.5",
-			"fib daddr type local dnat ip to ip daddr map @dnat4",
-			"fib daddr type local dnat ip6 to ip6 daddr map @dnat6",
+			"\t\tdnat ip to ip daddr map @dnat4\n",
+			"\t\tdnat ip6 to ip6 daddr map @dnat6\n",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -328,14 +328,15 @@ func TestATableMissingASetOrMapIsBrokenUntilEnsure(t *testing.T) {
 }
 
 // A base rule edited by hand, with as many rules as before, is broken:
-// here the ingress rule without its fib guard (it would steer an address
-// the node no longer holds) and the hairpin rule reading another set.
+// here the ingress rule with the fib guard of earlier versions (which
+// would not steer an IP held as a route) and the hairpin rule reading
+// another set.
 func TestABaseRuleEditedByHandIsBrokenUntilEnsure(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.Ensure())
 		nft(t, netns, "flush", "chain", "inet", TableName, chainPrerouting)
-		nft(t, netns, "add", "rule", "inet", TableName, chainPrerouting, "ip", "daddr", "vmap", "@in4")
-		nft(t, netns, "add", "rule", "inet", TableName, chainPrerouting, "ip6", "daddr", "vmap", "@in6")
+		nft(t, netns, "add", "rule", "inet", TableName, chainPrerouting, "fib", "daddr", "type", "local", "ip", "daddr", "vmap", "@in4")
+		nft(t, netns, "add", "rule", "inet", TableName, chainPrerouting, "fib", "daddr", "type", "local", "ip6", "daddr", "vmap", "@in6")
 		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
 		nft(t, netns, "add", "rule", "inet", TableName, chainPostrouting, "snat", "ip", "to", "ip", "saddr", ".", "oifname", "map", "@snat4")
 		nft(t, netns, "add", "rule", "inet", TableName, chainPostrouting, "snat", "ip6", "to", "ip6", "saddr", ".", "oifname", "map", "@snat6")

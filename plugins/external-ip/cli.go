@@ -143,12 +143,19 @@ func printReport(w io.Writer, r *assigner.Report) {
 	}
 	for _, ip := range r.IPs {
 		where := "on " + r.Device
+		if ip.Hold == "route" {
+			where = fmt.Sprintf("routed to %s (protocol %d)", r.Device, ip.Route)
+		}
 		if !ip.OnDevice {
 			where = "MISSING from " + r.Device
+			if ip.Hold == "route" {
+				where = fmt.Sprintf("route to %s (protocol %d) MISSING", r.Device, ip.Route)
+			}
 		}
 		proxy := ""
 		if ip.Proxy != nil {
-			proxy = map[bool]string{true: ", proxy NDP entry present", false: ", proxy NDP entry MISSING"}[*ip.Proxy]
+			kind := map[bool]string{true: "NDP", false: "ARP"}[ip.Addr.Is6()]
+			proxy = map[bool]string{true: ", proxy " + kind + " entry present", false: ", proxy " + kind + " entry MISSING"}[*ip.Proxy]
 		}
 		fmt.Fprintf(w, "  %s  %s, uplink %s%s, %d holder(s):\n", ip.Addr, where, ip.Uplink, proxy, len(ip.Holders))
 		for _, h := range ip.Holders {

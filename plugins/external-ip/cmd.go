@@ -48,11 +48,21 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
 		LockTimeout: conf.LockTimeout, Log: log,
 		NAT: nat, Traffic: string(conf.Traffic), Container: conf.ContainerAddrs(),
-		Routing: routing,
+		Routing:       routing,
+		RouteProtocol: routeProtocol(conf),
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	finish := func() { routing.Close(); handOverNAT(nat, log); done() }
 	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: finish, nat: nat}, nil
+}
+
+// routeProtocol is the protocol number of the config's routes when it
+// holds its IPs as routes, 0 when it holds them as addresses.
+func routeProtocol(c *config.Config) int {
+	if c.Hold == config.HoldRoute {
+		return c.RouteProtocol
+	}
+	return 0
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
