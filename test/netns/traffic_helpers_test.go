@@ -46,7 +46,22 @@ type container struct {
 
 func newWorld(t *testing.T, traffic string) *world {
 	t.Helper()
+	return newWorldWith(t, traffic, nil)
+}
+
+// newWorldWith is newWorld with extra keys in external-ip's entry.
+func newWorldWith(t *testing.T, traffic string, extra map[string]any) *world {
+	t.Helper()
 	h := newHost(t)
+	eip := map[string]any{
+		"type": "external-ip", "dataDir": h.dataDir, "traffic": traffic,
+		"allowedRanges": []string{subnet4, subnet6}, "conflictProbe": "0s",
+		"announce":     map[string]any{"count": 1},
+		"capabilities": map[string]any{"externalIPs": true},
+	}
+	for k, v := range extra {
+		eip[k] = v
+	}
 	w := &world{t: t, h: h, traffic: traffic, cni: libcni.NewCNIConfig([]string{exampleTools(t), pluginDir()}, nil)}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
@@ -63,12 +78,7 @@ func newWorld(t *testing.T, traffic string) *world {
 					"routes": []any{map[string]any{"dst": "0.0.0.0/0"}, map[string]any{"dst": "::/0"}},
 				},
 			},
-			map[string]any{
-				"type": "external-ip", "dataDir": h.dataDir, "traffic": traffic,
-				"allowedRanges": []string{subnet4, subnet6}, "conflictProbe": "0s",
-				"announce":     map[string]any{"count": 1},
-				"capabilities": map[string]any{"externalIPs": true},
-			},
+			eip,
 		},
 	}
 	b, _ := json.Marshal(conf)

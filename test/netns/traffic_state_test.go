@@ -44,6 +44,9 @@ func (h *host) steeredConfIn(cniVersion, v4, v6 string, ips ...string) map[strin
 	b, _ := json.Marshal(conv)
 	var pr map[string]any
 	json.Unmarshal(b, &pr)
+	// Steered, so held as routes by default: the node forwards, as a
+	// steering node must anyway to reach its containers.
+	h.sh("ip netns exec %s sysctl -qw net.ipv4.ip_forward=1", h.name)
 	return h.netConf(cniVersion, map[string]any{"traffic": "both", "prevResult": pr, "runtimeConfig": runtimeIPs(ips...)})
 }
 

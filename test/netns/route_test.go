@@ -1,0 +1,225 @@
+package netns
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ndp"
+)
+
+// These tests hold external IPs as routes (the default when ingress is
+// steered) on nodes with real containers.
+
+// routeState is what the node's kernel carries for ext in route mode.
+func (h *host) routeState(ext string) (route, proxy bool) {
+	h.t.Helper()
+	fam := "-4"
+	if strings.Contains(ext, ":") {
+		fam = "-6"
+	}
+	r := h.inNode("ip %s route show table main proto 200 dev eip0", fam)
+	p := h.inNode("ip %s neigh show proxy dev uplink0", fam)
+	return strings.Contains(" "+r, " "+ext+" ") || strings.HasPrefix(r, ext+" "), strings.Contains(p, ext+" ")
+}
+
+// answerTimes solicits ext's link-layer address from the LAN n times, one
+// request at a time (ARP for IPv4, a neighbour solicitation for IPv6), and
+// returns the slowest answer and the address answered. A broadcast
+// solicitation of a proxied address waits up to proxy_delay (0.8 s by
+// default) unless the uplink's proxy_delay is 0.
+func (h *host) answerTimes(ext string, n int) (time.Duration, net.HardwareAddr, error) {
+	h.t.Helper()
+	var worst time.Duration
+	var mac net.HardwareAddr
+	err := inNS(h.t, nsPath(h.lan), func() error {
+		ifi, err := net.InterfaceByName("lan0")
+		if err != nil {
+			return err
+		}
+		ip := netip.MustParseAddr(ext)
+		for range n {
+			start := time.Now()
+			if ip.Is4() {
+				mac, err = resolveARP(ifi, ip)
+			} else {
+				mac, err = solicit(ifi, ip)
+			}
+			if err != nil {
+				return err
+			}
+			worst = max(worst, time.Since(start))
+		}
+		return nil
+	})
+	return worst, mac, err
+}
+
+func resolveARP(ifi *net.Interface, ip netip.Addr) (net.HardwareAddr, error) {
+	c, err := arp.Dial(ifi)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	return c.Resolve(ip)
+}
+
+func solicit(ifi *net.Interface, ip netip.Addr) (net.HardwareAddr, error) {
+	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	snm, err := ndp.SolicitedNodeMulticast(ip)
+	if err != nil {
+		return nil, err
+	}
+	ns := &ndp.NeighborSolicitation{TargetAddress: ip, Options: []ndp.Option{
+		&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr},
+	}}
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if err := c.WriteTo(ns, nil, snm); err != nil {
+		return nil, err
+	}
+	for {
+		m, _, _, err := c.ReadFrom()
+		if err != nil {
+			return nil, err
+		}
+		na, ok := m.(*ndp.NeighborAdvertisement)
+		if !ok || na.TargetAddress != ip {
+			continue
+		}
+		for _, o := range na.Options {
+			if l, ok := o.(*ndp.LinkLayerAddress); ok && l.Direction == ndp.Target {
+				return l.Addr, nil
+			}
+		}
+		return nil, fmt.Errorf("neighbour advertisement for %s carries no target link-layer address", ip)
+	}
+}
+
+func TestRouteModeIsAnsweredAtOnceOnTheUplinkWhateverArpIgnoreSays(t *testing.T) {
+	// 1 with arp_announce 2 is IPVS's strictARP (kube-proxy, MetalLB, kube-vip).
+	for _, ignore := range []int{0, 1, 2, 8} {
+		t.Run(fmt.Sprintf("arp_ignore %d", ignore), func(t *testing.T) {
+			w := newWorld(t, "both")
+			w.h.inNode("sysctl -qw net.ipv4.conf.all.arp_ignore=%d net.ipv4.conf.uplink0.arp_ignore=%[1]d net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.uplink0.arp_announce=2", ignore)
+			a := w.add("a", extV4, extV6)
+			if ips := w.h.holderIPs("eip0"); len(ips) != 0 {
+				t.Errorf("route mode put addresses %v on the holder", ips)
+			}
+			uplinkMAC := w.h.linkMAC(w.h.name, "uplink0")
+			serve(t, a.netns, "a", svPort)
+			families(t, func(t *testing.T, ext, lan string, _ func(*container) string) {
+				if r, p := w.h.routeState(ext); !r || !p {
+					t.Fatalf("after ADD: route proto 200 dev eip0 %v, proxy entry on uplink0 %v; want both", r, p)
+				}
+				worst, mac, err := w.h.answerTimes(ext, 5)
+				if err != nil {
+					t.Fatalf("soliciting %s from the LAN: %v", ext, err)
+				}
+				if mac.String() != uplinkMAC {
+					t.Errorf("%s answered with %s, want the uplink's %s", ext, mac, uplinkMAC)
+				}
+				if worst > 100*time.Millisecond {
+					t.Errorf("slowest of 5 answers for %s took %v, want at once (proxy_delay 0)", ext, worst)
+				}
+				mustAsk(t, "LAN to the external IP over TCP", nsPath(w.h.lan), "tcp", ext, svPort, "a", lan)
+				mustAsk(t, "LAN to the external IP over UDP", nsPath(w.h.lan), "udp", ext, svPort, "a", lan)
+			})
+			if err := w.check(a); err != nil {
+				t.Errorf("CHECK in route mode: %v", err)
+			}
+		})
+	}
+}
+
+func TestRouteModeNeverReachesAHostListenerOnAWildcardAddress(t *testing.T) {
+	const port = "7070"
+	for _, hold := range []string{"route", "address"} {
+		t.Run(hold, func(t *testing.T) {
+			w := newWorldWith(t, "both", map[string]any{"hold": hold})
+			w.add("a", extV4, extV6)
+			serve(t, nsPath(w.h.name), "node", port) // on :7070, every address
+			// The rules gone (flushed by hand, or not yet made): route mode
+			// routes the IP to the holder, where it is dropped.
+			w.h.inNode("nft delete table inet external-ip")
+			for _, ext := range []string{extV4, extV6} {
+				name, _, err := ask(t, nsPath(w.h.lan), "tcp", ext, port)
+				switch {
+				case hold == "route" && err == nil:
+					t.Errorf("route mode: LAN to %s port %s was answered by %s, want no answer", ext, port, name)
+				case hold == "address" && name != "node":
+					// The control: an address of the node is the node's.
+					t.Errorf("address mode: LAN to %s port %s = %q, %v; want the node's listener", ext, port, name, err)
+				}
+			}
+		})
+	}
+}
+
+// routeStatus is the part of `external-ip status --json` about the hold.
+type routeStatus struct {
+	IPs []struct {
+		IP       string `json:"ip"`
+		Hold     string `json:"hold"`
+		Route    int    `json:"routeProtocol"`
+		OnDevice bool   `json:"onDevice"`
+		Proxy    *bool  `json:"proxyNeighbour"`
+	} `json:"ips"`
+	Drift []string `json:"drift"`
+}
+
+func (h *host) routeStatus() routeStatus {
+	h.t.Helper()
+	var reps []routeStatus
+	out := h.inNode("%s status --json --data-dir %s", pluginBin, h.dataDir)
+	if err := json.Unmarshal([]byte(out), &reps); err != nil || len(reps) != 1 {
+		h.t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	return reps[0]
+}
+
+func TestRouteModeCheckRepairStatusAndDelCoverTheRouteAndItsProxyEntries(t *testing.T) {
+	w := newWorldWith(t, "both", map[string]any{"routeProtocol": 200})
+	a := w.add("a", extV4, extV6)
+	st := w.h.routeStatus()
+	if len(st.Drift) != 0 || len(st.IPs) != 2 {
+		t.Fatalf("status after ADD: %+v", st)
+	}
+	for _, ip := range st.IPs {
+		if ip.Hold != "route" || ip.Route != 200 || !ip.OnDevice || ip.Proxy == nil || !*ip.Proxy {
+			t.Errorf("status says %+v, want held as a route of 200 with its proxy entry", ip)
+		}
+	}
+	w.h.inNode("ip route del %s/32 dev eip0", extV4)
+	w.h.inNode("ip -6 neigh del proxy %s dev uplink0", extV6)
+	if err := w.check(a); err == nil || !strings.Contains(err.Error(), "no route") {
+		t.Errorf("CHECK with the route gone = %v, want it named", err)
+	}
+	if st := w.h.routeStatus(); len(st.Drift) != 2 {
+		t.Errorf("status names drift %q, want the route and the proxy entry", st.Drift)
+	}
+	w.h.inNode("%s repair --data-dir %s", pluginBin, w.h.dataDir)
+	for _, ext := range []string{extV4, extV6} {
+		if r, p := w.h.routeState(ext); !r || !p {
+			t.Errorf("after repair %s: route %v, proxy entry %v; want both", ext, r, p)
+		}
+	}
+	if err := w.check(a); err != nil {
+		t.Errorf("CHECK after repair: %v", err)
+	}
+	w.del(a)
+	for _, ext := range []string{extV4, extV6} {
+		if r, p := w.h.routeState(ext); r || p {
+			t.Errorf("after DEL %s: route %v, proxy entry %v; want neither", ext, r, p)
+		}
+	}
+}
