@@ -36,6 +36,8 @@ var conflistExamples = map[string]exampleRequest{
 	"containerd-annotation.conflist": {via: "annotation", ips: []string{"192.0.2.101", "2001:db8:1::101"}},
 	"multus-delegate.conflist":       {via: "multus", ips: []string{"192.0.2.102"}},
 	"podman-cniargs.conflist":        {via: "cniArgs", ips: []string{"192.0.2.103", "2001:db8:1::103"}},
+	"routed-strictarp.conflist":      {via: "runtimeConfig", ips: []string{"192.0.2.104", "2001:db8:1::104"}},
+	"address-hold.conflist":          {via: "runtimeConfig", ips: []string{"192.0.2.105", "2001:db8:1::105"}},
 	"static.conflist":                {via: "static"},
 }
 
@@ -45,7 +47,7 @@ var conflistExamples = map[string]exampleRequest{
 var exampleKeys = []string{
 	"type", "name", "cniVersion", "capabilities", "device", "uplink", "externalIPs",
 	"allowedRanges", "podAnnotation", "announce", "conflictProbe", "dataDir",
-	"logFile", "logLevel", "lockTimeout", "traffic",
+	"logFile", "logLevel", "lockTimeout", "traffic", "hold", "routeProtocol",
 }
 
 func TestEveryConflistExampleRunsThroughLibcni(t *testing.T) {
@@ -105,6 +107,10 @@ func runExample(t *testing.T, file string, req exampleRequest, paths []string) {
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ctr).Run() })
 
 	list, static := rewriteExample(t, list, req, h.dataDir)
+	asRoute := exampleHoldsRoutes(t, list)
+	// A node forwards (Kubernetes requires it, and IPs held as routes need
+	// it); a bridge that is not a gateway does not turn it on.
+	h.inNode("sysctl -qw net.ipv4.ip_forward=1")
 	rt, want := exampleRuntimeConf(t, req, static, ctr)
 	cni := libcni.NewCNIConfig(paths, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -131,15 +137,16 @@ func runExample(t *testing.T, file string, req exampleRequest, paths []string) {
 		return nil
 	})
 	for _, ip := range want {
-		if !h.holderHas("eip0", ip) {
-			t.Fatalf("after ADD, %s is not on eip0:\n%s", ip, h.sh("ip -n %s addr", h.name))
+		if addr, route := h.heldOnHolder(ip); addr == asRoute || route != asRoute {
+			t.Fatalf("after ADD, %s: address on eip0 %v, route through eip0 %v; want it held as a route %v:\n%s%s", ip, addr, route, asRoute,
+				h.sh("ip -n %s addr", h.name), h.sh("ip -n %s route; ip -n %[1]s -6 route", h.name))
 		}
 	}
 	inNode("CHECK", func() error { return cni.CheckNetworkList(ctx, list, rt) })
 	inNode("DEL", func() error { return cni.DelNetworkList(ctx, list, rt) })
 	for _, ip := range want {
-		if h.holderHas("eip0", ip) {
-			t.Fatalf("after DEL, %s is still on eip0, although its only holder left", ip)
+		if addr, route := h.heldOnHolder(ip); addr || route {
+			t.Fatalf("after DEL, %s is still on eip0 (address %v, route %v), although its only holder left", ip, addr, route)
 		}
 	}
 	// A runtime may repeat DEL; nothing is left to release.
@@ -231,6 +238,45 @@ func rewriteExample(t *testing.T, list *libcni.NetworkConfigList, req exampleReq
 		t.Fatal(err)
 	}
 	return out, static
+}
+
+// exampleHoldsRoutes says whether the example's entry holds its IPs as
+// routes: "hold" says so, or, with "auto" (the default), its traffic
+// steers ingress ("both", the default, or "ingress").
+func exampleHoldsRoutes(t *testing.T, list *libcni.NetworkConfigList) bool {
+	t.Helper()
+	for _, p := range list.Plugins {
+		var c struct{ Type, Hold, Traffic string }
+		if err := json.Unmarshal(p.Bytes, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Type != "external-ip" {
+			continue
+		}
+		if c.Hold == "route" || c.Hold == "address" {
+			return c.Hold == "route"
+		}
+		return c.Traffic == "" || c.Traffic == "both" || c.Traffic == "ingress"
+	}
+	t.Fatal("no external-ip entry")
+	return false
+}
+
+// heldOnHolder says whether ip is an address of eip0, and whether a host
+// route sends it through eip0, in the node.
+func (h *host) heldOnHolder(ip string) (addr, route bool) {
+	h.t.Helper()
+	fam := "-4"
+	if strings.Contains(ip, ":") {
+		fam = "-6"
+	}
+	routes := h.inNode("ip %s route show table main dev eip0", fam)
+	for _, l := range strings.Split(routes, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == ip || f[0] == ip+"/32" || f[0] == ip+"/128") {
+			route = true
+		}
+	}
+	return h.holderHas("eip0", ip), route
 }
 
 // exampleRuntimeConf is what the example's runtime passes, and the IPs to expect.

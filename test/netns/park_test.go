@@ -37,6 +37,7 @@ func TestSlowSocketsAreParkedOrElseHeldByAChild(t *testing.T) {
 	for _, refuse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("io_uring refused=%v", refuse), func(t *testing.T) {
 			h := newHost(t)
+			h.forwardIPv4()
 			logFile := t.TempDir() + "/external-ip.log"
 			conf := h.netConf("1.0.0", map[string]any{"logFile": logFile, "logLevel": "debug", "traffic": "both",
 				"runtimeConfig": runtimeIPs("192.0.2.74")})

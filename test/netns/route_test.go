@@ -16,6 +16,15 @@ import (
 // These tests hold external IPs as routes (the default when ingress is
 // steered) on nodes with real containers.
 
+// forwardIPv4 turns IPv4 forwarding on in the node: a steered IP is held
+// as a route by default, which the kernel answers ARP for only on an
+// uplink that forwards (as a steering node must anyway, to reach its
+// containers).
+func (h *host) forwardIPv4() {
+	h.t.Helper()
+	h.inNode("sysctl -qw net.ipv4.ip_forward=1")
+}
+
 // routeState is what the node's kernel carries for ext in route mode.
 func (h *host) routeState(ext string) (route, proxy bool) {
 	h.t.Helper()

@@ -44,9 +44,7 @@ func (h *host) steeredConfIn(cniVersion, v4, v6 string, ips ...string) map[strin
 	b, _ := json.Marshal(conv)
 	var pr map[string]any
 	json.Unmarshal(b, &pr)
-	// Steered, so held as routes by default: the node forwards, as a
-	// steering node must anyway to reach its containers.
-	h.sh("ip netns exec %s sysctl -qw net.ipv4.ip_forward=1", h.name)
+	h.forwardIPv4()
 	return h.netConf(cniVersion, map[string]any{"traffic": "both", "prevResult": pr, "runtimeConfig": runtimeIPs(ips...)})
 }
 
@@ -197,6 +195,7 @@ func TestStatusFailsWithCode50WhenNftablesCannotBeUsed(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	h.forwardIPv4()
 	conf := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0", "traffic": "both"})
 	h.runWith(wrapper, call{command: "STATUS", conf: conf}).mustFail(t, "STATUS without CAP_NET_ADMIN", 50, "nf_tables")
 	none := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0", "traffic": "none"})
