@@ -4,13 +4,17 @@
 # A node namespace with an uplink (veth) to a LAN namespace, and two
 # container namespaces. Containers A and B both ask, through cnitool's
 # CAP_ARGS (runtimeConfig.externalIPs), for the external IP 192.0.2.100 on a
-# bridge + host-local + external-ip network. The demo shows, and checks, each
-# step: the IP on the holder device eip0 with its two holders, CHECK, the
-# gratuitous ARP the LAN sees, the LAN reaching the IP, a LAN client's
-# connections to the IP reaching the containers (spread over A and B) with
-# its own address, A's outbound connection arriving from the IP, DEL A (the
-# IP stays), DEL B (the IP goes). It exits non-zero as soon as a step does not show what
-# it should, and removes everything it made.
+# bridge + host-local + external-ip network, on a node with IPVS strictARP's
+# sysctls (arp_ignore 1, arp_announce 2). The demo shows, and checks, each
+# step: the IP held as a route through the holder device eip0 (route mode,
+# the default when traffic is steered) with a proxy ARP entry on the uplink
+# and its two holders, CHECK, the gratuitous ARP the LAN sees, the LAN
+# reaching the IP (the proxy entry answers whatever arp_ignore says), a LAN
+# client's connections to the IP reaching the containers (spread over A and
+# B) with its own address, A's outbound connection arriving from the IP, DEL
+# A (the IP stays), DEL B (the IP goes), and the same IP held as an address
+# (`"hold": "address"`) refused on this node. It exits non-zero as soon as a
+# step does not show what it should, and removes everything it made.
 #
 # Needs root, iproute2, iputils-ping, jq, netcat-openbsd and nft (tcpdump
 # optional): `make demo`
@@ -97,7 +101,10 @@ ip -n "$LAN" addr add "$LAN_IP/24" dev lan0
 ip -n "$NODE" link set uplink0 up
 ip -n "$LAN" link set lan0 up
 NODE_MAC=$(ip -n "$NODE" -j link show uplink0 | jq -r '.[0].address')
-say "node   $NODE: uplink0 $NODE_IP/24 (MAC $NODE_MAC)"
+# What kube-proxy in IPVS mode with strictARP sets: the node answers ARP
+# only for addresses of the receiving interface, and announces only them.
+ip netns exec "$NODE" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
+say "node   $NODE: uplink0 $NODE_IP/24 (MAC $NODE_MAC), arp_ignore 1 and arp_announce 2 (IPVS strictARP)"
 say "LAN    $LAN: lan0 $LAN_IP/24, plays the other hosts on the segment"
 say "containers: $CTRA (A), $CTRB (B)"
 
@@ -117,6 +124,7 @@ jq -n --arg net "$NET" --arg ipam "$WORK/ipam" --arg data "$DATA" --arg log "$WO
      capabilities: {externalIPs: true}}
   ]}' >"$NETCONFPATH/$NET.conflist"
 indent <"$NETCONFPATH/$NET.conflist"
+say "hold is auto (the default): traffic both steers ingress, so the IP is held as a route"
 say "CNI_PATH=$CNI_PATH"
 say "NETCONFPATH=$NETCONFPATH"
 
@@ -134,7 +142,22 @@ holders() {
   fi
 }
 
-on_eip0() { ip -n "$NODE" -o addr show dev eip0 2>/dev/null | grep -q " $1/32 "; }
+# on_eip0 IP: IP is held as a route through eip0 (protocol 200, the default
+# routeProtocol) with its proxy ARP entry on uplink0, and is no address.
+on_eip0() {
+  ip -n "$NODE" route show table main dev eip0 proto 200 2>/dev/null | grep -q "^$1 " &&
+    ip -n "$NODE" neigh show proxy dev uplink0 | grep -q "^$1 " &&
+    ! ip -n "$NODE" -o addr show 2>/dev/null | grep -q " $1/"
+}
+# gone IP: neither the route nor the proxy entry is there.
+gone() {
+  ! ip -n "$NODE" route show table main dev eip0 2>/dev/null | grep -q "^$1 " &&
+    ! ip -n "$NODE" neigh show proxy dev uplink0 | grep -q "^$1 "
+}
+show_route() {
+  cmd "ip -n $NODE route show dev eip0; ip -n $NODE neigh show proxy"
+  { ip -n "$NODE" route show dev eip0; ip -n "$NODE" neigh show proxy; } | indent
+}
 
 show_holders() {
   cmd "ip netns exec $NODE external-ip status --data-dir $DATA"
@@ -195,21 +218,20 @@ fi
 
 heading "4. ADD container A, asking for $EIP"
 add A "$CTRA"
-on_eip0 "$EIP" || fail "$EIP is not on eip0 after ADD A"
+on_eip0 "$EIP" || fail "$EIP is not routed to eip0 with a proxy entry on uplink0 after ADD A"
 n=$(holders "$EIP")
 [[ $n -eq 1 ]] || fail "$EIP has $n holders after ADD A, want 1"
-ok "$EIP is on eip0, held by 1 attachment"
+ok "$EIP is routed to eip0 (proto 200) and proxied on uplink0, held by 1 attachment"
 
 heading "5. ADD container B, asking for the same $EIP"
 add B "$CTRB"
 added_b=$(date +%s.%N)
-on_eip0 "$EIP" || fail "$EIP is not on eip0 after ADD B"
+on_eip0 "$EIP" || fail "$EIP is not routed to eip0 after ADD B"
 n=$(holders "$EIP")
 [[ $n -eq 2 ]] || fail "$EIP has $n holders after ADD B, want 2"
-cmd "ip -n $NODE addr show dev eip0"
-ip -n "$NODE" addr show dev eip0 | indent
+show_route
 show_holders
-ok "$EIP is on eip0 once, held by 2 attachments (A and B)"
+ok "$EIP is routed to eip0 once, held by 2 attachments (A and B)"
 
 heading "6. CHECK both attachments"
 for pair in "A $CTRA" "B $CTRB"; do
@@ -256,7 +278,7 @@ cmd "ip -n $LAN neigh show $EIP"
 ip -n "$LAN" neigh show "$EIP" | indent
 ip -n "$LAN" neigh show "$EIP" | grep -q "lladdr $NODE_MAC" ||
   fail "the LAN's neighbour cache does not map $EIP to the node's uplink MAC $NODE_MAC"
-ok "the LAN maps $EIP to $NODE_MAC (the node's uplink0)"
+ok "the LAN maps $EIP to $NODE_MAC (the node's uplink0): its proxy entry answered, although arp_ignore is 1"
 
 # listen NS PORT: one TCP connection's peer address, printed by nc -v, into
 # $WORK/seen.NS; the line "Connection received on ADDR PORT" names it.
@@ -305,21 +327,33 @@ del A "$CTRA"
 on_eip0 "$EIP" || fail "$EIP left eip0 although container B still holds it"
 n=$(holders "$EIP")
 [[ $n -eq 1 ]] || fail "$EIP has $n holders after DEL A, want 1"
-cmd "ip -n $NODE -br addr show dev eip0"
-ip -n "$NODE" -br addr show dev eip0 | indent
-ok "$EIP is still on eip0, held by 1 attachment"
+show_route
+ok "$EIP is still routed to eip0, held by 1 attachment"
 
 heading "11. DEL container B: nobody holds $EIP"
 del B "$CTRB"
-if on_eip0 "$EIP"; then fail "$EIP is still on eip0 after the last holder's DEL"; fi
+gone "$EIP" || fail "$EIP is still routed to eip0 or proxied after the last holder's DEL"
 n=$(holders "$EIP")
 [[ $n -eq 0 ]] || fail "$EIP has $n holders after DEL B, want 0"
-cmd "ip -n $NODE -br addr show dev eip0"
-ip -n "$NODE" -br addr show dev eip0 | indent
-ok "$EIP is gone from eip0"
+show_route
+ok "$EIP's route and proxy entry are gone"
 if ip netns exec "$NODE" nft list table inet external-ip | grep -q "$EIP"; then
   fail "table inet external-ip still steers $EIP after the last DEL"
 fi
 ok "table inet external-ip steers $EIP no more"
+
+heading "12. The same IP held as an address (\"hold\": \"address\") on this strictARP node"
+ADDR_NET=eip-demo-address
+jq --arg net "$ADDR_NET" '.name = $net | .plugins[0].bridge = "cni-demo-addr" |
+  .plugins[0].ipam.ranges = [[{subnet: "10.89.0.0/24"}]] | .plugins[1].hold = "address"' \
+  "$NETCONFPATH/$NET.conflist" >"$NETCONFPATH/$ADDR_NET.conflist"
+cmd "CAP_ARGS='{\"externalIPs\":[\"$EIP\"]}' ip netns exec $NODE cnitool add $ADDR_NET /var/run/netns/$CTRA"
+if out=$(CAP_ARGS="{\"externalIPs\":[\"$EIP\"]}" ip netns exec "$NODE" "$BIN/cnitool" add "$ADDR_NET" "/var/run/netns/$CTRA" 2>&1); then
+  fail "ADD with hold address succeeded on a node with arp_ignore 1, where the LAN could not reach the address"
+fi
+grep -m1 'failed (add)' <<<"$out" | indent
+grep -q "arp_ignore is 1" <<<"$out" || fail "the refusal does not name arp_ignore: $out"
+gone "$EIP" || fail "the refused ADD left $EIP on the node"
+ok "refused (CNI code 102), naming the sysctl: the kernel answers ARP for an address only while arp_ignore is 0"
 
 heading "Demo passed; removing its namespaces and files"
