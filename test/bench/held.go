@@ -70,13 +70,14 @@ func (b *bench) checkPair(n *node, c call, dumps [][]string, want []string) ([]s
 	return after[0], nil
 }
 
-// trafficModes are the modes of the empty node's rows: both, when the
-// plugin takes the key, beside none.
+// trafficModes are the modes of the empty node's rows: both (held as a
+// route, the default) and both held as an address, when the plugin takes
+// the key, beside none (held as an address).
 func (b *bench) trafficModes() []string {
 	if !b.trafficKey {
 		return []string{trafficNone}
 	}
-	return []string{trafficNone, trafficBoth}
+	return []string{trafficNone, trafficBothAddress, trafficBoth}
 }
 
 // defaultTraffic is the mode of the held and what-if rows: the plugin's

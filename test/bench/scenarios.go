@@ -54,6 +54,10 @@ func (r *results) add(name, verb, group string) *series {
 const (
 	trafficNone = "none"
 	trafficBoth = "both"
+	// trafficBothAddress steers, holding the IP as an address rather than
+	// as a route (the default when steered): the row to hold route mode's
+	// cost against, in the same run.
+	trafficBothAddress = "both, hold address"
 )
 
 // containerAddrs are the container's addresses of attachment k, as the main
@@ -96,7 +100,11 @@ func eipConf(n *node, k int, traffic string, ips ...string) []byte {
 		"runtimeConfig": map[string]any{"externalIPs": ips},
 	}
 	if traffic != "" {
-		conf["traffic"] = traffic
+		t, hold, ok := strings.Cut(traffic, ", hold ")
+		conf["traffic"] = t
+		if ok {
+			conf["hold"] = hold
+		}
 	}
 	b, _ := json.Marshal(conf)
 	return b

@@ -162,8 +162,9 @@ func install(from, to string) error {
 }
 
 // newNode makes a node namespace as test/netns does: uplink0 with
-// 192.0.2.1/24 and 2001:db8:1::1/64 (plus the benchmarking /15), IPv6
-// forwarding on, DAD off, and a veth to a LAN namespace.
+// 192.0.2.1/24 and 2001:db8:1::1/64 (plus the benchmarking /15),
+// forwarding on (IPv4 for IPs held as routes, the default when steered),
+// DAD off, and a veth to a LAN namespace.
 func (b *bench) newNode(tag string) (*node, error) {
 	n := &node{
 		name:    fmt.Sprintf("eipbench-%s-%s", b.id, tag),
@@ -191,6 +192,7 @@ ip -n NODE link add uplink0 type veth peer name lan0 netns LAN
 ip netns exec NODE sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
 ip netns exec LAN sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
 ip netns exec NODE sysctl -qw net.ipv6.conf.uplink0.accept_dad=0 net.ipv6.conf.uplink0.forwarding=1
+ip netns exec NODE sysctl -qw net.ipv4.ip_forward=1
 ip netns exec LAN sysctl -qw net.ipv6.conf.lan0.accept_dad=0
 ip -n NODE addr add ` + nodeV4 + ` dev uplink0; ip -n NODE addr add ` + nodeBench + ` dev uplink0
 ip -n NODE addr add ` + nodeV6 + ` dev uplink0 nodad
