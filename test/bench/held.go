@@ -19,13 +19,16 @@ func (b *bench) sanity(n *node) error {
 	dumps := [][]string{{"ip", "-o", "addr", "show", "dev", "eip0"}, {"ip", "-6", "neigh", "show", "proxy", "dev", "uplink0"}, {"nft", "list", "ruleset"}}
 	want := []string{" " + ips[0] + "/32", " " + ips[1] + "/128", ips[1] + " proxy"}
 	b.trafficKey = true
-	out, err := b.checkPair(n, b.eipCall(b.bins["external-ip"], "ADD", n, 0, trafficBoth, ips...), dumps, want)
+	out, err := b.checkPair(n, b.eipCall(b.bins["external-ip"], "ADD", n, 0, trafficBothAddress, ips...), dumps, want)
 	if err != nil && strings.Contains(err.Error(), "traffic") {
 		logf("SKIP the traffic rows: the built plugin rejects the key: %v", err)
 		b.trafficKey = false
 		out, err = b.checkPair(n, b.eipCall(b.bins["external-ip"], "ADD", n, 0, trafficBoth, ips...), dumps, want)
 	}
 	if err != nil {
+		return fmt.Errorf("sanity: %w", err)
+	}
+	if err := b.routeSanity(n, ips); err != nil {
 		return fmt.Errorf("sanity: %w", err)
 	}
 	if b.steers = b.trafficKey && strings.Contains(out[2], ips[0]) && strings.Contains(out[2], ips[1]); b.trafficKey && !b.steers {
@@ -39,6 +42,19 @@ func (b *bench) sanity(n *node) error {
 	}
 	logf("sanity: external-ip's ADD put %v on eip0 and the proxy entry on uplink0 (steering rules: %v), portmap's its rules on both backends; each DEL took them away", ips, b.steers)
 	return nil
+}
+
+// routeSanity checks that a steered ADD of the default hold puts each IP
+// in place as a route through eip0 with its proxy entry on uplink0, and
+// its DEL takes them away.
+func (b *bench) routeSanity(n *node, ips []string) error {
+	if !b.trafficKey {
+		return nil
+	}
+	dumps := [][]string{{"ip", "route", "show", "dev", "eip0"}, {"ip", "-6", "route", "show", "dev", "eip0"}, {"ip", "neigh", "show", "proxy", "dev", "uplink0"}}
+	want := []string{ips[0] + " proto 200", ips[1] + " proto 200", ips[0] + " proxy", ips[1] + " proxy"}
+	_, err := b.checkPair(n, b.eipCall(b.bins["external-ip"], "ADD", n, 0, trafficBoth, ips...), dumps, want)
+	return err
 }
 
 // checkPair runs c as ADD and then as DEL, and checks that after the ADD
@@ -141,9 +157,10 @@ func (b *bench) fill(n *node, count int, v6 bool) error {
 	if failed.Load() > 0 {
 		return fmt.Errorf("filling %s: %d of %d ADDs failed, first: %v", n.name, failed.Load(), count, firstErr.Load())
 	}
-	out, err := exec.Command("ip", "-n", n.name, "-o", "addr", "show", "dev", "eip0").CombinedOutput()
+	// Held as addresses or, steered by default, as routes through eip0.
+	out, err := exec.Command("sh", "-c", fmt.Sprintf("ip -n %s -o addr show dev eip0; ip -n %[1]s route show dev eip0; ip -n %[1]s -6 route show dev eip0", n.name)).CombinedOutput()
 	if got := bytes.Count(out, []byte("\n")); err != nil || got < count {
-		return fmt.Errorf("filling %s: eip0 holds %d addresses, want %d (%v)", n.name, bytes.Count(out, []byte("\n")), count, err)
+		return fmt.Errorf("filling %s: eip0 holds %d addresses and routes, want %d (%v)", n.name, bytes.Count(out, []byte("\n")), count, err)
 	}
 	logf("  %s: %d held in %.1fs (%.0f ADD/s)", n.name, count, time.Since(t0).Seconds(), float64(count)/time.Since(t0).Seconds())
 	return nil

@@ -1,0 +1,191 @@
+package assigner
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+var rootSeq atomic.Int64
+
+// inNetNS runs f in a namespace of its own with uplink up0 (a veth,
+// 192.0.2.1/24 and 2001:db8:1::1/64, forwarding on) and a port-less bridge
+// eip0, up, as the holder: the host kernel as the plugin sees it.
+func inNetNS(tb testing.TB, f func(k *hostKernel, up Uplink, dev int)) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root: creates a network namespace")
+	}
+	name := fmt.Sprintf("eipasg-%d-%d", os.Getpid(), rootSeq.Add(1))
+	script := strings.ReplaceAll(`ip netns add NS
+ip -n NS link add up0 type veth peer name peer0
+ip -n NS link add eip0 type bridge
+ip netns exec NS sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.up0.accept_dad=0
+ip -n NS addr add 192.0.2.1/24 dev up0
+ip -n NS addr add 2001:db8:1::1/64 dev up0 nodad
+ip -n NS link set up0 up
+ip -n NS link set peer0 up
+ip -n NS link set eip0 up`, "NS", name)
+	if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
+		tb.Fatalf("making namespace %s: %v: %s", name, err, out)
+	}
+	tb.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	netns, err := ns.GetNS("/var/run/netns/" + name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer netns.Close()
+	err = netns.Do(func(ns.NetNS) error {
+		k := &hostKernel{}
+		up, err := k.uplinkByName("up0")
+		if err != nil {
+			return err
+		}
+		h, err := k.lookupHolder("eip0")
+		if err != nil {
+			return err
+		}
+		f(k, up, h.Index)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestHostKernelHoldsAnIPAsARouteAnsweredByAProxyEntry(t *testing.T) {
+	inNetNS(t, func(k *hostKernel, up Uplink, dev int) {
+		for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8:ff::7")} {
+			if added, err := k.addRoute(dev, ip, 200); !added || err != nil {
+				t.Fatalf("addRoute %s = %v, %v; want added", ip, added, err)
+			}
+			if added, err := k.addRoute(dev, ip, 200); added || err != nil {
+				t.Errorf("second addRoute %s = %v, %v; want nothing changed and no error", ip, added, err)
+			}
+			r, err := k.lookup(ip)
+			if err != nil || r.local != 0 || r.on(ip) != dev || r.proto != 200 {
+				t.Errorf("lookup %s = %+v, %v; want a host route through the holder (%d) of protocol 200, not local", ip, r, err, dev)
+			}
+			if m, err := k.mainRoute(ip, dev); err != nil || m.dev == dev {
+				t.Errorf("mainRoute %s past the holder = %+v, %v; want a route not through it", ip, m, err)
+			}
+			if routes, err := k.holderRoutes(dev); err != nil || routes[ip] != 200 {
+				t.Errorf("holderRoutes = %v, %v; want %s with protocol 200", routes, err, ip)
+			}
+			if err := k.addProxy(up.Name, ip); err != nil {
+				t.Fatalf("addProxy %s: %v", ip, err)
+			}
+			if has, err := k.hasProxy(up.Name, ip); !has || err != nil {
+				t.Errorf("hasProxy %s = %v, %v after addProxy", ip, has, err)
+			}
+			if entries, err := k.proxyEntries(); err != nil || !slices.Contains(entries, proxyEntry{IP: ip, Link: up.Name}) {
+				t.Errorf("proxyEntries = %v, %v; want %s on %s", entries, err, ip, up.Name)
+			}
+			fam := "ipv4"
+			if ip.Is6() {
+				fam = "ipv6"
+			}
+			if v, err := sysctl(fam + "/neigh/" + up.Name + "/proxy_delay"); v != 0 || err != nil {
+				t.Errorf("%s proxy_delay on %s is %d (%v), want 0: the first answer would wait up to 0.8 s", fam, up.Name, v, err)
+			}
+			if removed, err := k.delRoute(dev, ip); !removed || err != nil {
+				t.Errorf("delRoute %s = %v, %v; want removed", ip, removed, err)
+			}
+			if removed, err := k.delRoute(dev, ip); removed || err != nil {
+				t.Errorf("second delRoute %s = %v, %v; want nothing and no error", ip, removed, err)
+			}
+			if err := k.delProxy(up.Name, ip); err != nil {
+				t.Errorf("delProxy %s: %v", ip, err)
+			}
+			if has, err := k.hasProxy(up.Name, ip); has || err != nil {
+				t.Errorf("hasProxy %s = %v, %v after delProxy", ip, has, err)
+			}
+		}
+	})
+}
+
+func TestHostKernelReachableAsksForwardingOfARouteAndArpIgnoreOfAnAddress(t *testing.T) {
+	inNetNS(t, func(k *hostKernel, up Uplink, dev int) {
+		write := func(key string, v int) {
+			if err := os.WriteFile("/proc/sys/net/"+key, []byte(fmt.Sprint(v)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("ipv4/conf/all/arp_ignore", 1)
+		if err := k.reachable(up, false, asAddress); !errors.Is(err, ErrUnreachable) {
+			t.Errorf("an address with arp_ignore 1: %v, want ErrUnreachable", err)
+		}
+		if err := k.reachable(up, false, heldAs(200)); err != nil {
+			t.Errorf("a route with arp_ignore 1 and forwarding on: %v", err)
+		}
+		write("ipv4/conf/up0/forwarding", 0)
+		if err := k.reachable(up, false, heldAs(200)); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "ipv4.conf.up0.forwarding") {
+			t.Errorf("a route with forwarding off on the uplink: %v, want ErrUnreachable naming it", err)
+		}
+	})
+}
+
+// BenchmarkHoldAndRelease compares the kernel requests of holding and
+// releasing one IP as an address and as a route: the cost route mode adds
+// to ADD and DEL, without the process around it. Each sub-benchmark makes
+// its namespace inside its own goroutine, whose thread the sysctl writes
+// use (the netlink socket is bound to the namespace, /proc/sys/net is not).
+func BenchmarkHoldAndRelease(b *testing.B) {
+	for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.9"), netip.MustParseAddr("2001:db8:ff::9")} {
+		for _, m := range []struct {
+			name string
+			h    heldAs
+		}{{"address", asAddress}, {"route", heldAs(200)}} {
+			b.Run(fmt.Sprintf("%s %s", m.name, famOf(ip)), func(b *testing.B) {
+				inNetNS(b, func(k *hostKernel, up Uplink, dev int) {
+					b.ResetTimer()
+					for range b.N {
+						if err := holdOnce(k, up, dev, ip, m.h); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+func famOf(ip netip.Addr) string {
+	if ip.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// holdOnce makes the kernel requests hold and unhold make for ip.
+func holdOnce(k *hostKernel, up Uplink, dev int, ip netip.Addr, h heldAs) error {
+	var err error
+	if h.route() {
+		_, err = k.addRoute(dev, ip, int(h))
+	} else {
+		_, err = k.addAddr(dev, ip)
+	}
+	if err == nil && needsProxy(ip, h) {
+		err = k.addProxy(up.Name, ip)
+	}
+	if err != nil {
+		return err
+	}
+	if h.route() {
+		_, err = k.delRoute(dev, ip)
+	} else {
+		_, err = k.delAddr(dev, ip)
+	}
+	if err == nil && needsProxy(ip, h) {
+		err = k.delProxy(up.Name, ip)
+	}
+	return err
+}
