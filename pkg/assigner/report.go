@@ -25,9 +25,9 @@ type Report struct {
 
 // IPReport is one held IP.
 type IPReport struct {
-	Addr     netip.Addr   `json:"ip"`
-	Uplink   string       `json:"uplink"`
-	Holders  []Attachment `json:"holders"`
+	Addr    netip.Addr   `json:"ip"`
+	Uplink  string       `json:"uplink"`
+	Holders []Attachment `json:"holders"`
 	// Hold is how the IP is held: "address" or "route"; OnDevice says that
 	// it is on the holder so (the address, or the route of protocol Route).
 	Hold     string `json:"hold"`
