@@ -31,8 +31,8 @@
 // leaves it alone. When the primary rewrites its file and Install chains it
 // again, the primary's new version becomes the one Uninstall restores.
 //
-// The package also runs the node's optional upkeep (re-announcing held IPs,
-// repairing drift) through packages assigner and announce. The CNI path
-// never depends on it. It never touches another file of the conf dir, never
-// follows a symlink there, and never removes a file it did not write.
+// The node's upkeep (re-announcing, repairing), run by the same process, is
+// package upkeep's. This package never touches another file of the conf
+// dir, never follows a symlink there, and never removes a file it did not
+// write.
 package install

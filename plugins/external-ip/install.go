@@ -17,6 +17,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/install"
+	"github.com/external-ip/external-ip/pkg/upkeep"
 )
 
 // nodeCommands are the commands a DaemonSet runs, as the usage lists them.
@@ -192,7 +193,7 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	log.Info("starting", "version", versionLine(), "binDir", f.binDir, "confDir", f.confDir,
 		"reannounceEvery", f.reannounce.String(), "repairEvery", f.repair.String())
 	var wg sync.WaitGroup
-	up := &install.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair, LockTimeout: 10 * time.Second, Log: log}
+	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair, LockTimeout: 10 * time.Second, Log: log}
 	wg.Go(func() { up.Run(ctx) })
 	err := in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig})
 	stop()

@@ -1,14 +1,17 @@
-package install
+package upkeep
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +41,7 @@ func newUpkeepNode(t *testing.T) *upkeepNode {
 	u := &upkeepNode{dataDir: t.TempDir(), ip: netip.MustParseAddr("192.0.2.50")}
 	names := [2]string{}
 	for i, role := range []string{"node", "lan"} {
-		names[i] = fmt.Sprintf("eip-install-%s-%d-%d", role, os.Getpid(), time.Now().UnixNano()%1e6)
+		names[i] = fmt.Sprintf("eip-upkeep-%s-%d-%d", role, os.Getpid(), time.Now().UnixNano()%1e6)
 		run(t, "ip", "netns", "add", names[i])
 		name := names[i]
 		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
@@ -67,6 +70,26 @@ func newUpkeepNode(t *testing.T) *upkeepNode {
 	})
 	return u
 }
+
+// logBuffer collects JSON log lines from goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 func run(t *testing.T, name string, args ...string) {
 	t.Helper()

@@ -1,7 +1,8 @@
-package install
+package upkeep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,7 +27,7 @@ type Upkeep struct {
 	LockTimeout     time.Duration
 	Log             *slog.Logger
 
-	beforeRound faultFunc // tests only: a release between report and round
+	beforeRound func(uplink string) // tests only: a release between report and round
 }
 
 // Run does each enabled job at its period until ctx ends.
@@ -51,6 +52,20 @@ func (u *Upkeep) Run(ctx context.Context) {
 		}
 	}
 }
+
+// joinLine is errors.Join on one line: a log line of ours is one line,
+// however many devices failed at once.
+func joinLine(errs ...error) error {
+	if err := errors.Join(errs...); err != nil {
+		return lineError{err}
+	}
+	return nil
+}
+
+type lineError struct{ err error }
+
+func (e lineError) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", "; ") }
+func (e lineError) Unwrap() error { return e.err }
 
 func (u *Upkeep) logErr(what string, err error) {
 	if err != nil {
@@ -144,7 +159,9 @@ func onHolderByUplink(rep *assigner.Report) map[string][]netip.Addr {
 // uplink: one whose first holder left while another holds it keeps its
 // round.
 func (u *Upkeep) announce(as *assigner.Assigner, name string, ips []netip.Addr) error {
-	u.beforeRound.at("round " + name)
+	if u.beforeRound != nil {
+		u.beforeRound(name)
+	}
 	up, err := uplink(name)
 	if err != nil {
 		return err
