@@ -24,10 +24,18 @@ type Upkeep struct {
 	DataDir         string
 	ReannounceEvery time.Duration // 0: never
 	RepairEvery     time.Duration // 0: never
-	LockTimeout     time.Duration
-	Log             *slog.Logger
+	// WatchEvery is how often the held IPs are read for the conflict
+	// watch and the Recorder; 0: no conflict watch.
+	WatchEvery  time.Duration
+	LockTimeout time.Duration
+	Log         *slog.Logger
+	// Recorder is told what the upkeep does; nil: nobody.
+	Recorder Recorder
+	// Listen opens an uplink's receiving sockets; nil: raw packet sockets.
+	Listen ListenFunc
 
 	beforeRound func(uplink string) // tests only: a release between report and round
+	clock       func() time.Time    // tests only
 }
 
 // Run does each enabled job at its period until ctx ends.
@@ -40,7 +48,12 @@ func (u *Upkeep) Run(ctx context.Context) {
 		context.AfterFunc(ctx, t.Stop)
 		return t.C
 	}
-	reannounce, repair := tick(u.ReannounceEvery), tick(u.RepairEvery)
+	reannounce, repair, held := tick(u.ReannounceEvery), tick(u.RepairEvery), tick(u.WatchEvery)
+	w := u.newWatch(ctx)
+	defer w.close()
+	if u.WatchEvery > 0 {
+		u.logErr("reading the held IPs", w.refresh())
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -49,6 +62,10 @@ func (u *Upkeep) Run(ctx context.Context) {
 			u.logErr("re-announcing", u.Reannounce())
 		case <-repair:
 			u.logErr("repairing", u.Repair())
+		case <-held:
+			u.logErr("reading the held IPs", w.refresh())
+		case f := <-w.frames:
+			w.c.seen(f.uplink, f.data, u.now())
 		}
 	}
 }
@@ -133,7 +150,7 @@ func (u *Upkeep) Reannounce() error {
 	return u.eachDevice(devs, nil, func(as *assigner.Assigner, rep *assigner.Report) error {
 		var errs []error
 		for name, ips := range onHolderByUplink(rep) {
-			errs = append(errs, u.announce(as, name, ips))
+			errs = append(errs, u.announce(as, name, ips, ReasonPeriodic))
 		}
 		return joinLine(errs...)
 	})
@@ -158,7 +175,7 @@ func onHolderByUplink(rep *assigner.Report) map[string][]netip.Addr {
 // state lock, for the IPs whose index then lists any holder on this
 // uplink: one whose first holder left while another holds it keeps its
 // round.
-func (u *Upkeep) announce(as *assigner.Assigner, name string, ips []netip.Addr) error {
+func (u *Upkeep) announce(as *assigner.Assigner, name string, ips []netip.Addr, reason string) error {
 	if u.beforeRound != nil {
 		u.beforeRound(name)
 	}
@@ -177,7 +194,8 @@ func (u *Upkeep) announce(as *assigner.Assigner, name string, ips []netip.Addr) 
 		return fmt.Errorf("re-announcing on %s: %w", name, err)
 	}
 	if len(sent) > 0 {
-		u.log().Info("re-announced", "uplink", name, "ips", sent)
+		u.recorder().Announced(name, reason)
+		u.log().Info(map[string]string{ReasonPeriodic: "re-announced", ReasonDefend: "defended"}[reason], "uplink", name, "ips", sent)
 	}
 	return nil
 }
@@ -214,6 +232,9 @@ func (u *Upkeep) Repair() error {
 		}
 		if err := as.Repair(); err != nil {
 			return fmt.Errorf("repairing: %w", err)
+		}
+		for _, d := range rep.Drift {
+			u.recorder().Repaired(driftKind(d))
 		}
 		u.log().Info("repaired drift", "device", rep.Device, "fixed", rep.Drift)
 		return nil

@@ -17,6 +17,8 @@ var heavyDeps = []string{
 	"net/http",
 	"crypto/tls",
 	"go.opentelemetry.io/otel",
+	// The node process's metrics (build tag metrics) stay out of the plugin.
+	"github.com/prometheus",
 }
 
 func TestThePluginLinksNoHTTPStackNorLibcni(t *testing.T) {

@@ -23,7 +23,8 @@ func main() {
 		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
-		Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus,
+		Add: counted("ADD", cmdAdd), Del: counted("DEL", cmdDel), Check: counted("CHECK", cmdCheck),
+		GC: counted("GC", cmdGC), Status: counted("STATUS", cmdStatus),
 	}, supported, about())
 }
 

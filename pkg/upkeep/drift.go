@@ -1,0 +1,41 @@
+package upkeep
+
+import "strings"
+
+// Kinds of drift, the label of external_ip_repairs_total.
+const (
+	KindAddress = "address" // an IP missing from the holder, or there with no holder
+	KindProxy   = "proxy"   // an IPv6 IP's proxy neighbour entry
+	KindNAT     = "nat"     // table inet external-ip
+	KindIndex   = "index"   // the per-IP index disagrees with the records
+	KindJournal = "journal" // an interrupted change was finished
+	KindUplink  = "uplink"  // an IP's uplink is gone
+	KindOther   = "other"
+)
+
+// driftKinds maps the words of the assigner's drift lines (Report.Drift,
+// as `external-ip status` prints them) to kinds, first match wins: the
+// lines are prose for a person, and this keeps the reading of them in one
+// place, tested against the assigner's own output.
+var driftKinds = []struct{ word, kind string }{
+	{"interrupted change", KindJournal},
+	{"proxy neighbour", KindProxy},
+	{"nftables", KindNAT},
+	{"ingress", KindNAT},
+	{"egress", KindNAT},
+	{"hairpin", KindNAT},
+	{"index", KindIndex},
+	{"its uplink", KindUplink},
+	{"held but not on", KindAddress},
+	{"held by no record", KindAddress},
+}
+
+// driftKind is the kind of one line of Report.Drift.
+func driftKind(line string) string {
+	for _, k := range driftKinds {
+		if strings.Contains(line, k.word) {
+			return k.kind
+		}
+	}
+	return KindOther
+}

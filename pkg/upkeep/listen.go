@@ -1,0 +1,113 @@
+package upkeep
+
+import (
+	"context"
+	"net"
+
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/announce"
+)
+
+// FrameConn is one receiving socket of an uplink, as arp.New takes a
+// net.PacketConn: the conflict watch reads whole Ethernet frames from it,
+// and a test gives it a fake. Close makes a blocked ReadFrame return.
+type FrameConn interface {
+	ReadFrame(b []byte) (int, error)
+	Close() error
+}
+
+// ListenFunc opens the receiving sockets of an uplink.
+type ListenFunc func(up announce.Uplink) ([]FrameConn, error)
+
+// frame is one frame received on an uplink.
+type frame struct {
+	uplink string
+	data   []byte
+}
+
+// listenRaw opens two packet sockets on the uplink: one for ARP and one
+// for ICMPv6 neighbour advertisements, each with a filter that drops the
+// node's own outgoing frames (and, for IPv6, everything that is not an
+// NA), so that the kernel hands us only what may be a claim.
+func listenRaw(up announce.Uplink) ([]FrameConn, error) {
+	ifi := &net.Interface{Index: up.Index, Name: up.Name, HardwareAddr: up.MAC}
+	var conns []FrameConn
+	for _, s := range []struct {
+		proto  int
+		filter []bpf.Instruction
+	}{{unix.ETH_P_ARP, incoming(nil)}, {unix.ETH_P_IPV6, incoming(naOnly)}} {
+		raw, err := bpf.Assemble(s.filter)
+		if err != nil {
+			closeAll(conns)
+			return nil, err
+		}
+		c, err := packet.Listen(ifi, packet.Raw, s.proto, &packet.Config{Filter: raw})
+		if err != nil {
+			closeAll(conns)
+			return nil, err
+		}
+		conns = append(conns, packetConn{c})
+	}
+	return conns, nil
+}
+
+// packetOutgoing is PACKET_OUTGOING, the packet type of a frame this node
+// sends.
+const packetOutgoing = 4
+
+// naOnly passes IPv6 frames carrying ICMPv6 (no extension header) type 136.
+var naOnly = []bpf.Instruction{
+	bpf.LoadAbsolute{Off: 14 + 6, Size: 1},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_ICMPV6, SkipTrue: 3},
+	bpf.LoadAbsolute{Off: 14 + ipv6HeaderLen, Size: 1},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 136, SkipTrue: 1},
+	bpf.RetConstant{Val: 0xffff},
+	bpf.RetConstant{Val: 0},
+}
+
+// incoming drops outgoing frames, then runs rest (nil: pass).
+func incoming(rest []bpf.Instruction) []bpf.Instruction {
+	if rest == nil {
+		rest = []bpf.Instruction{bpf.RetConstant{Val: 0xffff}}
+	}
+	return append([]bpf.Instruction{
+		bpf.LoadExtension{Num: bpf.ExtType},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: packetOutgoing, SkipTrue: 1},
+		bpf.RetConstant{Val: 0},
+	}, rest...)
+}
+
+type packetConn struct{ c *packet.Conn }
+
+func (p packetConn) ReadFrame(b []byte) (int, error) {
+	n, _, err := p.c.ReadFrom(b)
+	return n, err
+}
+
+func (p packetConn) Close() error { return p.c.Close() }
+
+func closeAll(conns []FrameConn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// readFrames sends each frame c receives to out until c fails (closed, or
+// its interface gone: the next refresh opens the uplink again) or ctx ends.
+func readFrames(ctx context.Context, c FrameConn, uplink string, out chan<- frame) {
+	buf := make([]byte, 1600)
+	for {
+		n, err := c.ReadFrame(buf)
+		if err != nil {
+			return
+		}
+		select {
+		case out <- frame{uplink, append([]byte(nil), buf[:n]...)}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
