@@ -22,7 +22,9 @@ import (
 
 // nodeCommands are the commands a DaemonSet runs, as the usage lists them.
 const nodeCommands = `       external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
-                           [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]] | [--check]
+                           [--plugin-binary FILE]
+                           [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]
+                                    [--metrics-address HOST:PORT]] | [--check]
        external-ip uninstall [--bin-dir DIR] [--conf-dir DIR] [--data-dir DIR]
        external-ip version
 `
@@ -31,7 +33,10 @@ const nodeHelp = `install copies this binary into the CNI bin dir and chains the
 in FILE into the primary network config (the lexically first valid .conf,
 .conflist or .json in the conf dir, or NAME). It changes nothing when both
 are in place. --watch keeps them in place until SIGTERM; leaving does not
-uninstall. --check exits 0 only when both are in place.
+uninstall. --check exits 0 only when both are in place. --plugin-binary
+installs FILE instead of this binary. --watch also listens for other hosts
+claiming a held IP, and --metrics-address serves Prometheus metrics on
+HOST:PORT/metrics (the external-ip-node build only; docs/observe.md).
 uninstall restores every config file install changed, byte for byte, and
 removes the binary it installed; a running install --watch then chains
 nothing more. Once no pod holds an external IP it also removes the holder
@@ -92,6 +97,7 @@ func newNodeFlags(cmd string, stderr io.Writer) *nodeFlags {
 type installFlags struct {
 	*nodeFlags
 	pluginConfig, primary, dataDir string
+	pluginBinary, metricsAddress   string
 	watch, check                   bool
 	reannounce, repair             time.Duration
 }
@@ -105,6 +111,8 @@ func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
 	fs.BoolVar(&f.check, "check", false, "exit 0 only when the binary and the chain are in place")
 	fs.DurationVar(&f.reannounce, "reannounce-every", 0, "with --watch: re-announce every held IP this often (0: never)")
 	fs.DurationVar(&f.repair, "repair-every", 0, "with --watch: repair drift this often (0: never)")
+	fs.StringVar(&f.pluginBinary, "plugin-binary", "", "the plugin binary to install (default: this one)")
+	fs.StringVar(&f.metricsAddress, "metrics-address", "", "with --watch: serve Prometheus metrics on HOST:PORT/metrics (default: off)")
 	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir, "the plugin's dataDir, for --reannounce-every and --repair-every (default: the entry's)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -121,7 +129,7 @@ func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
 	case f.reannounce < 0 || f.repair < 0:
 		return nil, fmt.Errorf("install: --reannounce-every %s, --repair-every %s: must not be negative", f.reannounce, f.repair)
 	}
-	return f, nil
+	return f, checkMetricsAddress(f.metricsAddress, f.watch)
 }
 
 func runInstall(args []string, stderr io.Writer) int {
@@ -165,7 +173,7 @@ func (f *installFlags) installer(log *slog.Logger) (*install.Installer, error) {
 	if err := f.upkeepDataDir(entry); err != nil {
 		return nil, err
 	}
-	return &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Entry: entry, Primary: f.primary, Log: log}, nil
+	return &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Entry: entry, Primary: f.primary, Exe: f.pluginBinary, Log: log}, nil
 }
 
 // upkeepDataDir makes the upkeep look where the plugin keeps its state:
@@ -193,9 +201,14 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	log.Info("starting", "version", versionLine(), "binDir", f.binDir, "confDir", f.confDir,
 		"reannounceEvery", f.reannounce.String(), "repairEvery", f.repair.String())
 	var wg sync.WaitGroup
-	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair, LockTimeout: 10 * time.Second, Log: log}
+	rec, err := startMetrics(ctx, &wg, f.metricsAddress, f.dataDir, log)
+	if err != nil {
+		return err
+	}
+	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair,
+		WatchEvery: watchEvery, LockTimeout: 10 * time.Second, Log: log, Recorder: rec}
 	wg.Go(func() { up.Run(ctx) })
-	err := in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig})
+	err = in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig})
 	stop()
 	wg.Wait()
 	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")

@@ -12,6 +12,13 @@ var buildVersion, buildRevision string
 // versionLine is "external-ip VERSION (revision REV)", from the link-time
 // version or the build info, with the VCS revision the toolchain recorded.
 func versionLine() string {
+	v, rev := versionParts()
+	return "external-ip " + v + " (revision " + rev + ")"
+}
+
+// versionParts are the version and the revision, for versionLine and for
+// the build_info metric.
+func versionParts() (string, string) {
 	v, rev, dirty := buildVersion, buildRevision, false
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v == "" {
@@ -30,5 +37,5 @@ func versionLine() string {
 	if dirty {
 		rev += ", modified"
 	}
-	return "external-ip " + v + " (revision " + rev + ")"
+	return v, rev
 }

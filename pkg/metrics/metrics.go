@@ -1,0 +1,140 @@
+package metrics
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/external-ip/external-ip/pkg/tally"
+	"github.com/external-ip/external-ip/pkg/upkeep"
+)
+
+// Metrics is the node's registry and an upkeep.Recorder.
+type Metrics struct {
+	reg           *prometheus.Registry
+	held          *heldCollector
+	announcements *prometheus.CounterVec
+	repairs       *prometheus.CounterVec
+	conflict      *prometheus.GaugeVec
+	conflicts     prometheus.Counter
+}
+
+var _ upkeep.Recorder = (*Metrics)(nil)
+
+// New registers every series; dataDirs are where the plugin's tally is
+// folded from at each scrape.
+func New(version, revision string, dataDirs ...string) *Metrics {
+	m := &Metrics{
+		reg:  prometheus.NewRegistry(),
+		held: &heldCollector{},
+		announcements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "external_ip_announcements_total",
+			Help: "Announcement rounds the upkeep sent, by reason: periodic (--reannounce-every) or defend (a conflict).",
+		}, []string{"reason"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "external_ip_repairs_total",
+			Help: "Drift the upkeep repaired, by kind: address, proxy, nat, index, journal, uplink, other.",
+		}, []string{"kind"}),
+		conflict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "external_ip_conflict",
+			Help: "1 while another MAC claims one of the node's held IPs.",
+		}, []string{"ip", "mac"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "external_ip_conflicts_total",
+			Help: "Conflict episodes: another MAC began to claim a held IP.",
+		}),
+	}
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "external_ip_build_info",
+		Help: "1, labelled with the version and revision of the node process.",
+	}, []string{"version", "revision"})
+	info.WithLabelValues(version, revision).Set(1)
+	for _, r := range []string{upkeep.ReasonPeriodic, upkeep.ReasonDefend} {
+		m.announcements.WithLabelValues(r) // 0 from the start: rate() needs a first sample
+	}
+	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, newCNICollector(dataDirs))
+	return m
+}
+
+// Registry is where the series are, for the handler and for tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) Held(ips []upkeep.HeldIP)   { m.held.set(ips) }
+func (m *Metrics) Announced(_, reason string) { m.announcements.WithLabelValues(reason).Inc() }
+func (m *Metrics) Repaired(kind string)       { m.repairs.WithLabelValues(kind).Inc() }
+func (m *Metrics) ConflictBegan(ip netip.Addr, mac net.HardwareAddr) {
+	m.conflicts.Inc()
+	m.conflict.WithLabelValues(ip.String(), mac.String()).Set(1)
+}
+func (m *Metrics) ConflictEnded(ip netip.Addr, mac net.HardwareAddr) {
+	m.conflict.DeleteLabelValues(ip.String(), mac.String())
+}
+
+// heldCollector serves the last snapshot of the held IPs whole: a scrape
+// never sees half of an update, and a released IP's series is gone.
+type heldCollector struct {
+	mu  sync.Mutex
+	ips []upkeep.HeldIP
+}
+
+var heldDesc = prometheus.NewDesc("external_ip_held",
+	"Attachments holding the IP on this node; the series exists only while the IP is held.", []string{"ip", "uplink"}, nil)
+
+func (h *heldCollector) set(ips []upkeep.HeldIP) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ips = ips
+}
+
+func (h *heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- heldDesc }
+
+func (h *heldCollector) Collect(ch chan<- prometheus.Metric) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ip := range h.ips {
+		ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(ip.Holders), ip.IP.String(), ip.Uplink)
+	}
+}
+
+// cniCollector folds the plugin's tally at each scrape.
+type cniCollector struct {
+	mu      sync.Mutex
+	folders []*tally.Folder
+}
+
+var cniDesc = prometheus.NewDesc("external_ip_cni_requests_total",
+	"The plugin's invocations on this node since the node process started folding them, by verb and CNI result code (0: success).",
+	[]string{"verb", "code"}, nil)
+
+func newCNICollector(dataDirs []string) *cniCollector {
+	c := &cniCollector{}
+	for _, d := range dataDirs {
+		c.folders = append(c.folders, tally.NewFolder(d))
+	}
+	c.fold() // creates the files: the plugin counts from now on
+	return c
+}
+
+func (c *cniCollector) fold() map[tally.Key]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sum := map[tally.Key]uint64{}
+	for _, f := range c.folders {
+		counts, _ := f.Fold() // a fold that fails keeps the totals it had
+		for k, n := range counts {
+			sum[k] += n
+		}
+	}
+	return sum
+}
+
+func (c *cniCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cniDesc }
+
+func (c *cniCollector) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range c.fold() {
+		ch <- prometheus.MustNewConstMetric(cniDesc, prometheus.CounterValue, float64(n), k.Verb, strconv.FormatUint(uint64(k.Code), 10))
+	}
+}
