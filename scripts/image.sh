@@ -24,6 +24,8 @@ b=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
 ctx=$store/context
 mkdir -p "$ctx/bin"
 cp "$bin" "$ctx/bin/external-ip"
+# The node build with metrics sits beside the plugin (make build makes both).
+cp "$(dirname "$bin")/external-ip-node" "$ctx/bin/external-ip-node"
 "${b[@]}" build --quiet --layers=false --format oci -f "$root/Containerfile" \
   --build-arg "VERSION=$version" --build-arg "REVISION=$revision" -t "$ref" "$ctx" >/dev/null
 rm -f "$out"

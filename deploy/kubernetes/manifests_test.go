@@ -25,7 +25,8 @@ func decode(t *testing.T, data []byte) any {
 		t.Fatalf("not YAML: %v", err)
 	}
 	objs := map[string]any{"Namespace": &corev1.Namespace{}, "ConfigMap": &corev1.ConfigMap{}, "DaemonSet": &appsv1.DaemonSet{},
-		"StatefulSet": &appsv1.StatefulSet{}, "Deployment": &appsv1.Deployment{}}
+		"StatefulSet": &appsv1.StatefulSet{}, "Deployment": &appsv1.Deployment{},
+		"PrometheusRule": &prometheusRule{}, "PodMonitor": &podMonitor{}}
 	obj, ok := objs[meta.Kind]
 	if !ok {
 		t.Fatalf("kind %q: not one this test knows; add it", meta.Kind)
@@ -120,8 +121,12 @@ func TestTheDaemonSetRunsOnEveryNodeInTheHostNetworkWithOnlyTheCapabilitiesItNee
 func TestTheDaemonSetWatchesProbesReadinessAndNeverUninstalls(t *testing.T) {
 	c := daemonSet(t).Containers[0]
 	run := strings.Join(c.Command, " ")
-	if !strings.Contains(run, "/external-ip install --watch") {
-		t.Errorf("command %q; want external-ip install --watch", run)
+	if !strings.Contains(run, "/external-ip-node install --watch") || flagValue(c.Command, "--plugin-binary=") != "/external-ip" {
+		t.Errorf("command %q; want external-ip-node install --watch, installing the lean /external-ip", run)
+	}
+	// The probe runs the binary the command installs: it compares itself.
+	if probe := c.ReadinessProbe; probe == nil || probe.Exec == nil || probe.Exec.Command[0] != "/external-ip" {
+		t.Errorf("readiness probe %+v; want /external-ip install --check", probe)
 	}
 	if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil || !strings.Contains(strings.Join(c.ReadinessProbe.Exec.Command, " "), "install --check") {
 		t.Errorf("readiness probe %+v; want external-ip install --check", c.ReadinessProbe)
