@@ -15,13 +15,15 @@ CNI_VERSION=v1.3.1          # cnitool
 PLUGINS_VERSION=v1.10.0     # bridge, host-local
 
 APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables tcpdump
-          iptables jq util-linux procps psmisc uidmap)
+          iptables jq util-linux procps psmisc uidmap prometheus curl)
 # --no-install-recommends: no crun (fails on this machine's hybrid cgroups),
 # slirp4netns, fuse-overlayfs, catatonit. podman still pulls conmon and
 # containernetworking-plugins (1.1.1, in /usr/lib/cni; the recipes use their
 # own v1.10.0 builds instead). busybox-static gives the images their only
 # binary, and `busybox ping` (Debian 12 minimal has no ping). tcpdump watches
-# the LAN side for the plugin's probes and announcements.
+# the LAN side for the plugin's probes and announcements. prometheus (and
+# curl, to ask it) scrapes external-ip-node in metrics.sh; the machine's
+# own prometheus service is kept from running (below).
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
 t0=$(date +%s)
@@ -41,6 +43,7 @@ if ((${#missing[@]})); then
   # containerd inside a netns, so make sure the system one does not run.
   if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     systemctl disable --now containerd.service >/dev/null 2>&1 || true
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
 else
   log "apt: all packages present"

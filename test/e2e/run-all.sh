@@ -2,7 +2,7 @@
 # The end-to-end acceptance suite: installs what it needs (install-deps.sh,
 # idempotent), then runs each recipe with external-ip in the chain, one after
 # the other, then checks that each recipe left nothing behind.
-#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer)
+#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer metrics)
 #   env:   PLUGIN (default bin/external-ip; built with `make build` if
 #          missing), E2E_BIN (default test/e2e/bin), E2E_TIMEOUT (per recipe,
 #          default 90 s), E2E_SKIP_DEPS=1 (do not run install-deps.sh),
@@ -18,7 +18,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 export E2E_BIN="${E2E_BIN:-$HERE/bin}"
 export E2E_TIMEOUT="${E2E_TIMEOUT:-90}"
 export PLUGIN="${PLUGIN:-$ROOT/bin/external-ip}"
-recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer)
+recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer metrics)
 T0=$(date +%s.%N)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
@@ -26,7 +26,7 @@ since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 if [ "${E2E_SKIP_DEPS:-}" != 1 ]; then
   timeout 900 "$HERE/install-deps.sh" "$E2E_BIN" || { echo "FAIL run-all: install-deps.sh"; echo "0 passed, 1 failed"; exit 1; }
 fi
-if [ ! -x "$PLUGIN" ] && [ "$PLUGIN" = "$ROOT/bin/external-ip" ]; then
+if { [ ! -x "$PLUGIN" ] || [ ! -x "$ROOT/bin/external-ip-node" ]; } && [ "$PLUGIN" = "$ROOT/bin/external-ip" ]; then
   make -C "$ROOT" build >&2 || { echo "FAIL run-all: make build"; echo "0 passed, 1 failed"; exit 1; }
 fi
 export IMAGE_TAR="${IMAGE_TAR:-$ROOT/bin/external-ip-image.tar}"
