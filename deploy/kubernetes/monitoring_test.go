@@ -107,7 +107,7 @@ func TestTheAlertsCoverEveryFailureModeAndNameOnlyServedMetrics(t *testing.T) {
 		"ExternalIPConflict":         "external_ip_conflict",
 		"ExternalIPCNIFailures":      "external_ip_cni_requests_total",
 		"ExternalIPRepairsRecurring": "external_ip_repairs_total",
-		"ExternalIPUpkeepDown":       "external_ip_build_info",
+		"ExternalIPUpkeepDown":       `up{job=~".*external-ip.*"}`,
 	} {
 		if !strings.Contains(exprs[alert], metric) {
 			t.Errorf("alert %s: expr %q; want one on %s", alert, exprs[alert], metric)

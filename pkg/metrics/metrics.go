@@ -24,9 +24,10 @@ type Metrics struct {
 
 var _ upkeep.Recorder = (*Metrics)(nil)
 
-// New registers every series; dataDirs are where the plugin's tally is
-// folded from at each scrape.
-func New(version, revision string, dataDirs ...string) *Metrics {
+// New registers every series. The plugin's tally is folded at each scrape
+// from dataDir, the node's plugin entry's, made if missing so that the
+// first call on a fresh node counts, and from others, only if they exist.
+func New(version, revision, dataDir string, others ...string) *Metrics {
 	m := &Metrics{
 		reg:  prometheus.NewRegistry(),
 		held: &heldCollector{},
@@ -55,7 +56,7 @@ func New(version, revision string, dataDirs ...string) *Metrics {
 	for _, r := range []string{upkeep.ReasonPeriodic, upkeep.ReasonDefend} {
 		m.announcements.WithLabelValues(r) // 0 from the start: rate() needs a first sample
 	}
-	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, newCNICollector(dataDirs))
+	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, newCNICollector(dataDir, others))
 	return m
 }
 
@@ -109,10 +110,12 @@ var cniDesc = prometheus.NewDesc("external_ip_cni_requests_total",
 	"The plugin's invocations on this node since the node process started folding them, by verb and CNI result code (0: success).",
 	[]string{"verb", "code"}, nil)
 
-func newCNICollector(dataDirs []string) *cniCollector {
+func newCNICollector(dataDir string, others []string) *cniCollector {
 	c := &cniCollector{}
-	for _, d := range dataDirs {
-		c.folders = append(c.folders, tally.NewFolder(d))
+	for i, d := range append([]string{dataDir}, others...) {
+		f := tally.NewFolder(d)
+		f.MakeDir = i == 0
+		c.folders = append(c.folders, f)
 	}
 	c.fold() // creates the files: the plugin counts from now on
 	return c

@@ -25,7 +25,7 @@ func expect(t *testing.T, m *Metrics, want string, names ...string) {
 }
 
 func TestBuildInfoIsOneWithTheVersionAndRevision(t *testing.T) {
-	m := New("v1.2.3", "abc123")
+	m := New("v1.2.3", "abc123", t.TempDir())
 	expect(t, m, `
 # HELP external_ip_build_info 1, labelled with the version and revision of the node process.
 # TYPE external_ip_build_info gauge
@@ -34,7 +34,7 @@ external_ip_build_info{revision="abc123",version="v1.2.3"} 1
 }
 
 func TestAHeldSeriesExistsOnlyWhileTheIPIsHeld(t *testing.T) {
-	m := New("v", "r")
+	m := New("v", "r", t.TempDir())
 	a, b := netip.MustParseAddr("192.0.2.5"), netip.MustParseAddr("2001:db8::5")
 	m.Held([]upkeep.HeldIP{{IP: a, Uplink: "up0", Holders: 2}, {IP: b, Uplink: "up1", Holders: 1}})
 	const head = `
@@ -50,7 +50,7 @@ external_ip_held{ip="2001:db8::5",uplink="up1"} 1
 }
 
 func TestAnnouncementsCountRoundsByReason(t *testing.T) {
-	m := New("v", "r")
+	m := New("v", "r", t.TempDir())
 	m.Announced("up0", upkeep.ReasonPeriodic)
 	m.Announced("up1", upkeep.ReasonPeriodic)
 	m.Announced("up0", upkeep.ReasonDefend)
@@ -63,7 +63,7 @@ external_ip_announcements_total{reason="periodic"} 2
 }
 
 func TestRepairsCountByKind(t *testing.T) {
-	m := New("v", "r")
+	m := New("v", "r", t.TempDir())
 	m.Repaired(upkeep.KindAddress)
 	m.Repaired(upkeep.KindNAT)
 	m.Repaired(upkeep.KindAddress)
@@ -76,7 +76,7 @@ external_ip_repairs_total{kind="nat"} 1
 }
 
 func TestTheConflictGaugeLastsForTheEpisodeAndTheCounterCountsEpisodes(t *testing.T) {
-	m := New("v", "r")
+	m := New("v", "r", t.TempDir())
 	ip, mac := netip.MustParseAddr("192.0.2.5"), net.HardwareAddr{2, 0, 0, 0, 0, 0x66}
 	m.ConflictBegan(ip, mac)
 	expect(t, m, `
@@ -120,7 +120,7 @@ external_ip_cni_requests_total{code="11",verb="DEL"} 1
 }
 
 func TestServeAnswersOnMetricsUntilTheContextEnds(t *testing.T) {
-	m := New("v9", "r9")
+	m := New("v9", "r9", t.TempDir())
 	l, err := Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,11 @@ const maxSize = 1 << 20
 // Folder folds the lines appended to dataDir/cni-requests into totals. It
 // is not safe for concurrent use.
 type Folder struct {
+	// MakeDir creates a missing dataDir (0700, as the plugin would), so
+	// that the very first call on a fresh node is counted too. Set it only
+	// for the dataDir the node's plugin entry names.
+	MakeDir bool
+
 	path    string
 	cur     *os.File // the file the plugin appends to, read up to its end
 	old     *os.File // the file replaced at the last fold, drained at the next
@@ -46,8 +51,8 @@ func NewFolder(dataDir string) *Folder {
 
 // Fold reads what was appended since the last fold, creating the file when
 // it is missing (from then on the plugin counts), and returns the totals
-// since this Folder began. A missing dataDir is no error: no call has
-// written state yet.
+// since this Folder began. A missing dataDir is no error (unless MakeDir):
+// no call has written state there yet.
 func (f *Folder) Fold() (map[Key]uint64, error) {
 	if f.old != nil {
 		// Replaced a fold ago: an invocation that opened it before then has
@@ -90,6 +95,11 @@ func (f *Folder) open() error {
 		f.cur, f.partial = nil, nil
 	}
 	if errors.Is(err, unix.ENOENT) {
+		if f.MakeDir {
+			if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+				return err
+			}
+		}
 		if err := f.create(f.path); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}

@@ -169,6 +169,23 @@ func TestAMissingDataDirIsNoError(t *testing.T) {
 	}
 }
 
+// On a fresh node the dataDir appears with the first call: the node
+// process makes it, or that call would go uncounted.
+func TestAFolderThatMakesTheDataDirCountsTheFirstCall(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run", "external-ip")
+	f := NewFolder(dir)
+	f.MakeDir = true
+	defer f.Close()
+	fold(t, f)
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the dataDir after the first fold: %v, %v; want a directory 0700", st, err)
+	}
+	Record(dir, "ADD", 0)
+	if got := fold(t, f); got[Key{"ADD", 0}] != 1 {
+		t.Errorf("the first call on a fresh node: counted %v", got)
+	}
+}
+
 func BenchmarkRecord(b *testing.B) {
 	dir := b.TempDir()
 	f := NewFolder(dir)

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 
 	"github.com/external-ip/external-ip/pkg/config"
@@ -27,12 +26,12 @@ func startMetrics(ctx context.Context, wg *sync.WaitGroup, addr, dataDir string,
 	if err != nil {
 		return nil, err
 	}
-	dirs := []string{dataDir}
-	if !slices.Contains(dirs, config.DefaultDataDir) {
-		dirs = append(dirs, config.DefaultDataDir)
+	var others []string
+	if dataDir != config.DefaultDataDir {
+		others = append(others, config.DefaultDataDir)
 	}
 	v, rev := versionParts()
-	m := metrics.New(v, rev, dirs...)
+	m := metrics.New(v, rev, dataDir, others...)
 	wg.Go(func() {
 		if err := m.Serve(ctx, l, log); err != nil {
 			log.Error("metrics stopped", "error", err)

@@ -58,7 +58,9 @@ mkdir -p "$NODE/bin" "$NODE/net.d"
 echo '{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"bridge"}]}' >"$NODE/net.d/10-pods.conflist"
 jq --arg dir "$E2E_EIP_DATA" '.plugins[] | select(.type == "external-ip") | . + {dataDir: $dir}' \
   "$E2E_EXAMPLES/bridge-runtimeconfig.conflist" >"$NODE/entry.json"
-hostns "$NODE_BIN" install --watch --plugin-config "$NODE/entry.json" --plugin-binary "$PLUGIN" \
+# nsenter execs the command: $! is the node process itself (hostns, a shell
+# function, would be a subshell that a TERM leaves the process behind).
+nsenter --net="/run/netns/$E2E_HOST_NS" "$NODE_BIN" install --watch --plugin-config "$NODE/entry.json" --plugin-binary "$PLUGIN" \
   --bin-dir "$NODE/bin" --conf-dir "$NODE/net.d" --reannounce-every 1s --repair-every 1s \
   --metrics-address "$E2E_HOST_V4:$PORT" 2>"$T/node.log" &
 NODE_PID=$!
@@ -78,7 +80,7 @@ scrape_configs:
     static_configs: [{targets: ["$E2E_HOST_V4:$PORT"]}]
 EOF2
 require "promtool check config" promtool check config "$T/prometheus.yml"
-lanns prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prometheus" \
+nsenter --net="/run/netns/$E2E_LAN_NS" prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prometheus" \
   --web.listen-address=127.0.0.1:9090 --log.level=warn 2>"$T/prometheus.log" &
 e2e_defer "e2e_kill_pid $!"
 e2e_wait_for 30 "prometheus ready" lanns curl -sf -o /dev/null "$PROM/-/ready"
@@ -92,10 +94,11 @@ promql() {
 # expect_promql DESC QUERY WANT: the query returns WANT within 20 s (scrapes
 # and rule evaluations are a second apart).
 expect_promql() {
-  local desc=$1 q=$2 want=$3 got end=$((SECONDS + 20))
-  while got=$(promql "$q" 2>/dev/null || echo "(query failed)"); [ "$got" != "$want" ] && [ $SECONDS -lt $end ]; do
+  local desc=$1 q=$2 want=$3 got t0=$SECONDS
+  while got=$(promql "$q" 2>/dev/null || echo "(query failed)"); [ "$got" != "$want" ] && [ $SECONDS -lt $((t0 + 20)) ]; do
     sleep 0.5
   done
+  log "   $q -> [$got] after $((SECONDS - t0))s"
   expect_eq "$desc: $q" "$want" "$got"
 }
 
@@ -150,5 +153,6 @@ step_done
 
 step "the node process stops"
 e2e_kill_pid "$NODE_PID"
+check "it stopped on SIGTERM, saying so" grep -q '"stopping; external-ip stays installed' "$T/node.log"
 expect_promql "ExternalIPUpkeepDown is pending" 'ALERTS{alertname="ExternalIPUpkeepDown",alertstate="pending"}' 1
 step_done
