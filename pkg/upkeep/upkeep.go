@@ -70,23 +70,10 @@ func (u *Upkeep) Run(ctx context.Context) {
 	}
 }
 
-// joinLine is errors.Join on one line: a log line of ours is one line,
-// however many devices failed at once.
-func joinLine(errs ...error) error {
-	if err := errors.Join(errs...); err != nil {
-		return lineError{err}
-	}
-	return nil
-}
-
-type lineError struct{ err error }
-
-func (e lineError) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", "; ") }
-func (e lineError) Unwrap() error { return e.err }
-
+// logErr logs err on one line, however many devices failed at once.
 func (u *Upkeep) logErr(what string, err error) {
 	if err != nil {
-		u.log().Error(what+" failed", "error", err)
+		u.log().Error(what+" failed", "error", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 }
 
@@ -137,7 +124,7 @@ func (u *Upkeep) eachDevice(devs []string, nat assigner.NAT, f func(as *assigner
 			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
 		}
 	}
-	return joinLine(errs...)
+	return errors.Join(errs...)
 }
 
 // Reannounce sends one announcement round for every held IP on the uplink
@@ -152,7 +139,7 @@ func (u *Upkeep) Reannounce() error {
 		for name, ips := range onHolderByUplink(rep) {
 			errs = append(errs, u.announce(as, name, ips, ReasonPeriodic))
 		}
-		return joinLine(errs...)
+		return errors.Join(errs...)
 	})
 }
 
@@ -250,5 +237,5 @@ func (u *Upkeep) Repair() error {
 		}
 		as.Close()
 	}
-	return joinLine(append(errs, err)...)
+	return errors.Join(append(errs, err)...)
 }

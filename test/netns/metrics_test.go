@@ -1,7 +1,6 @@
 package netns
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -31,30 +30,13 @@ var nodeBin = sync.OnceValues(func() (string, error) {
 	return out, nil
 })
 
-// lockedBuffer is a log written by a child and read by the test meanwhile.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // metricsAddr is where the node process serves, inside the node namespace.
 const metricsAddr = "127.0.0.1:9477"
 
 // startNodeProcess runs `external-ip-node install --watch --metrics-address`
 // in the node namespace, on CNI dirs of its own, until the test ends.
-func (h *host) startNodeProcess(t *testing.T) *lockedBuffer {
+// It returns the file the process logs to.
+func (h *host) startNodeProcess(t *testing.T) string {
 	t.Helper()
 	bin, err := nodeBin()
 	if err != nil {
@@ -66,10 +48,15 @@ func (h *host) startNodeProcess(t *testing.T) *lockedBuffer {
 	os.Mkdir(confDir, 0o755)
 	os.WriteFile(filepath.Join(confDir, "10-pods.conflist"), []byte(`{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"bridge"}]}`), 0o644)
 	os.WriteFile(entry, fmt.Appendf(nil, `{"type":"external-ip","dataDir":%q,"allowedRanges":[%q]}`, h.dataDir, subnet4), 0o644)
-	logs := &lockedBuffer{}
+	logs := filepath.Join(dir, "node.log")
+	logFile, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child has its own copy
 	cmd := exec.Command("ip", "netns", "exec", h.name, bin, "install", "--watch", "--plugin-config", entry,
 		"--bin-dir", binDir, "--conf-dir", confDir, "--plugin-binary", pluginBin, "--metrics-address", metricsAddr)
-	cmd.Stderr = logs
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +141,14 @@ func TestARogueHostClaimingAHeldIPShowsInTheMetricsAndTheLog(t *testing.T) {
 		}
 	}
 	var episode []string
-	for _, l := range lines(logs.String()) {
+	logged, _ := os.ReadFile(logs)
+	for _, l := range lines(string(logged)) {
 		if strings.Contains(l, "claims a held IP") {
 			episode = append(episode, l)
 		}
 	}
 	if len(episode) != 1 || !strings.Contains(episode[0], rogueMAC) || !strings.Contains(episode[0], nodeMAC) || !strings.Contains(episode[0], ip) {
-		t.Errorf("the log of the episode: %q; want one line naming %s, the rogue's MAC %s and ours %s\n%s", episode, ip, rogueMAC, nodeMAC, logs)
+		t.Errorf("the log of the episode: %q; want one line naming %s, the rogue's MAC %s and ours %s\n%s", episode, ip, rogueMAC, nodeMAC, logged)
 	}
 }
 
