@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/mdlayher/ndp"
 )
 
 // nodeBin is the node build (build tag metrics), made once for the tests
@@ -107,12 +109,59 @@ func (h *host) eventually(t *testing.T, bound time.Duration, what string, cond f
 	}
 }
 
-// A host on the LAN that takes one of our held IPs is seen as it uses it:
-// its ARP requests carry the IP as their sender. The node process logs the
-// episode with both MACs, sets the conflict series, counts it, and defends.
+// A host on the LAN that takes one of our held IPs is seen as it uses it.
+// The node process logs the episode with both MACs, sets the conflict
+// series, counts it, and defends.
 func TestARogueHostClaimingAHeldIPShowsInTheMetricsAndTheLog(t *testing.T) {
+	for _, tc := range []struct {
+		family, ip string
+		claim      func(h *host, ip string)
+	}{
+		// It talks from the IP: its ARP request for the node says "sender
+		// IP is at my MAC".
+		{"IPv4", "192.0.2.50", func(h *host, ip string) {
+			h.sh("ip -n %s addr add %s/24 dev lan0", h.lan, ip)
+			h.try("ip netns exec %s ping -c 3 -i 0.3 -W 1 -I %s %s", h.lan, ip, nodeV4)
+		}},
+		// It announces the IP as its own: an unsolicited neighbour
+		// advertisement to all nodes (what Linux sends after DAD with
+		// ndisc_notify on, but the node's proxy entry would fail that DAD).
+		{"IPv6", "2001:db8:1::50", func(h *host, ip string) { h.advertise(t, ip) }},
+	} {
+		t.Run(tc.family, func(t *testing.T) { testRogueHost(t, tc.ip, tc.claim) })
+	}
+}
+
+// advertise sends, from lan0 in the LAN namespace, an unsolicited NA
+// claiming ip with lan0's MAC.
+func (h *host) advertise(t *testing.T, ip string) {
+	t.Helper()
+	lan, err := ns.GetNS("/var/run/netns/" + h.lan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lan.Close()
+	err = lan.Do(func(ns.NetNS) error {
+		ifi, err := net.InterfaceByName("lan0")
+		if err != nil {
+			return err
+		}
+		c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		na := &ndp.NeighborAdvertisement{Override: true, TargetAddress: netip.MustParseAddr(ip),
+			Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: ifi.HardwareAddr}}}
+		return c.WriteTo(na, nil, netip.IPv6LinkLocalAllNodes())
+	})
+	if err != nil {
+		t.Fatalf("advertising %s from the LAN: %v", ip, err)
+	}
+}
+
+func testRogueHost(t *testing.T, ip string, claim func(h *host, ip string)) {
 	h := newHost(t)
-	const ip = "192.0.2.50"
 	conf := h.netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs(ip)})
 	h.run(call{command: "ADD", containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}).mustOK(t, "ADD")
 	logs := h.startNodeProcess(t)
@@ -125,19 +174,24 @@ func TestARogueHostClaimingAHeldIPShowsInTheMetricsAndTheLog(t *testing.T) {
 	}
 	rogueMAC := strings.TrimSpace(h.sh("ip netns exec %s cat /sys/class/net/lan0/address", h.lan))
 	nodeMAC := strings.TrimSpace(h.inNode("cat /sys/class/net/uplink0/address"))
-	h.sh("ip -n %s addr add %s/24 dev lan0", h.lan, ip)
-	// The rogue host talks from the IP: its ARP request for the node says
-	// "sender %s is at %s".
-	h.try("ip netns exec %s ping -c 3 -i 0.3 -W 1 -I %s %s", h.lan, ip, nodeV4)
-	series := fmt.Sprintf(`external_ip_conflict{ip="%s",mac="%s"} 1`, ip, rogueMAC)
+	claim(h, ip)
+	// The defence round follows the episode's start: both are waited for.
+	want := []string{fmt.Sprintf(`external_ip_conflict{ip="%s",mac="%s"} 1`, ip, rogueMAC),
+		"external_ip_conflicts_total 1", `external_ip_announcements_total{reason="defend"} 1`}
 	var m string
-	h.eventually(t, 20*time.Second, "the conflict series "+series, func() bool {
+	seen := func() bool {
 		m, _ = h.scrape()
-		return strings.Contains(m, series)
-	})
-	for _, want := range []string{"external_ip_conflicts_total 1", `external_ip_announcements_total{reason="defend"} 1`} {
-		if !strings.Contains(m, want) {
-			t.Errorf("metrics lack %q:\n%s", want, grepLines(m, "external_ip_"))
+		for _, w := range want {
+			if !strings.Contains(m, w) {
+				return false
+			}
+		}
+		return true
+	}
+	for start := time.Now(); !seen(); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			logged, _ := os.ReadFile(logs)
+			t.Fatalf("want %q within 20 s; the metrics:\n%s\nthe log:\n%s", want, grepLines(m, "external_ip_"), logged)
 		}
 	}
 	var episode []string
