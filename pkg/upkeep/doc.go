@@ -1,10 +1,19 @@
-// Package upkeep is the node's optional periodic work, run by
-// `external-ip install --watch` beside the CNI path and never needed by it:
-// re-announcing every held IP on the uplink it was announced on, and
-// repairing drift between the state and the kernel as `external-ip repair`
-// does, under the state lock.
+// Package upkeep is the node's optional work, run by `external-ip install
+// --watch` beside the CNI path and never needed by it:
+//
+//   - re-announcing every held IP on the uplink it was announced on;
+//   - repairing drift between the state and the kernel as `external-ip
+//     repair` does, under the state lock;
+//   - watching each uplink that holds an IP for another host claiming one
+//     (ARP with our IP as sender, a neighbour advertisement for it, from a
+//     MAC that is not the node's), logging each episode once and defending
+//     the IP as RFC 5227 section 2.4 (b) says.
 //
 // It reads the plugin's state through package assigner and sends through
-// package announce; it owns no file, device or rule of its own. What it
-// changes on the host is what `external-ip repair` would change.
+// package announce; it owns no file, device or rule of its own, and changes
+// on the host only what `external-ip repair` would change. The sockets it
+// listens on come through ListenFunc, so that the conflict logic is tested
+// without root. What it does and sees goes to a Recorder (package metrics
+// in the node build); it never imports client_golang itself, since the
+// plugin's binary links this package.
 package upkeep
