@@ -39,7 +39,9 @@ deps:
 	@bash scripts/deps.sh
 
 # test runs every test, the root ones in test/netns included, with -race,
-# then each fuzz target briefly.
+# then each fuzz target briefly. test/netns alone takes about 10 minutes
+# with -race on a busy 2-core machine: go test's default timeout (10m) is
+# too short for it.
 test: deps build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
