@@ -1,6 +1,7 @@
 package install
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/nat"
+	"golang.org/x/sys/unix"
 )
 
 // retire removes what the plugin leaves on the host once no pod holds an
@@ -29,6 +31,12 @@ func (i *Installer) retire(dataDir string) ([]string, error) {
 		}
 		a := assigner.New(assigner.Options{Device: d, DataDir: dataDir, LockTimeout: 10 * time.Second, Log: i.log()})
 		line, err := a.Retire(also)
+		if errors.Is(err, unix.EPERM) {
+			// Uninstall's job is the conf dir and the binary; a caller
+			// without CAP_NET_ADMIN (a container with its capabilities
+			// dropped) leaves the empty holder, and is told so.
+			line, err = fmt.Sprintf("holder %s: kept: removing it needs CAP_NET_ADMIN (%v); run uninstall as root on the node to remove it", d, err), nil
+		}
 		if err != nil {
 			return kept, fmt.Errorf("removing holder %s: %w", d, err)
 		}

@@ -88,11 +88,11 @@ check "cnitool check passes (CNI_ARGS attachment)" cni check b
 check "cnitool status passes with attachments" "${CNITOOL[@]}" status "$NET" "/run/netns/e2e-poda-$E2E_ID"
 step_done
 
-step "drift: an address removed by hand; check fails, status shows it, repair"
-ip -n "$E2E_HOST_NS" addr del 192.0.2.20/32 dev "$E2E_HOLDER"
-expect_fail "cnitool check fails when one of the attachment's IPs is gone from $E2E_HOLDER" "192\.0\.2\.20" cni check a
+step "drift: an IP's route (route mode, the default) removed by hand; check fails, status shows it, repair"
+ip -n "$E2E_HOST_NS" route del 192.0.2.20/32 dev "$E2E_HOLDER"
+expect_fail "cnitool check fails when one of the attachment's IPs is no longer routed to $E2E_HOLDER" "192\.0\.2\.20" cni check a
 if e2e_status | jq -e '[.[].drift[]] | any(test("192.0.2.20"))' >/dev/null; then
-  pass "external-ip status --json reports the removed address as drift"
+  pass "external-ip status --json reports the removed route as drift"
 else
   fail "external-ip status --json does not report 192.0.2.20 as drift: $(e2e_status 2>&1 | jq -c '[.[].drift[]]')"
 fi
@@ -101,12 +101,16 @@ check "cnitool check passes again after repair" cni check a
 expect_holder "after repair" 192.0.2.20 192.0.2.21 192.0.2.30 2001:db8:1::20 2001:db8:1::21
 step_done
 
-step "status fails while arp_ignore would keep the LAN from reaching IPv4 external IPs"
+step "route mode (the default) keeps working with arp_ignore 1 (IPVS strictARP); status fails while IPv4 forwarding is off"
 hostns sysctl -qw "net.ipv4.conf.$E2E_UPLINK.arp_ignore=1"
-expect_fail "cnitool status fails with net.ipv4.conf.$E2E_UPLINK.arp_ignore=1, naming it" \
-  "arp_ignore" "${CNITOOL[@]}" status "$NET" "/run/netns/e2e-poda-$E2E_ID"
+check "cnitool status passes with net.ipv4.conf.$E2E_UPLINK.arp_ignore=1 (proxy ARP answers for routes)" \
+  "${CNITOOL[@]}" status "$NET" "/run/netns/e2e-poda-$E2E_ID"
 hostns sysctl -qw "net.ipv4.conf.$E2E_UPLINK.arp_ignore=0"
-check "cnitool status passes again with arp_ignore=0" "${CNITOOL[@]}" status "$NET" "/run/netns/e2e-poda-$E2E_ID"
+hostns sysctl -qw "net.ipv4.conf.$E2E_UPLINK.forwarding=0"
+expect_fail "cnitool status fails with net.ipv4.conf.$E2E_UPLINK.forwarding=0, naming it" \
+  "forwarding" "${CNITOOL[@]}" status "$NET" "/run/netns/e2e-poda-$E2E_ID"
+hostns sysctl -qw "net.ipv4.conf.$E2E_UPLINK.forwarding=1"
+check "cnitool status passes again with forwarding on" "${CNITOOL[@]}" status "$NET" "/run/netns/e2e-poda-$E2E_ID"
 step_done
 
 step "del a, twice"

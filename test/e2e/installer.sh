@@ -139,9 +139,9 @@ e2e_wait_for 15 "re-announcements beyond ADD's three rounds" bash -c "[ \$(tcpdu
 pass "the LAN saw $(arp_frames) ARP frames for $V4: the installer re-announces it"
 step_done
 
-step "2. drift: $V4 removed from $E2E_HOLDER by hand"
-ip -n "$E2E_HOST_NS" addr del "$V4/32" dev "$E2E_HOLDER"
-e2e_wait_for 15 "the upkeep to repair the holder" bash -c "ip -n $E2E_HOST_NS -j addr show dev $E2E_HOLDER | jq -e '[.[0].addr_info[].local] | index(\"$V4\")'"
+step "2. drift: $V4's route through $E2E_HOLDER (route mode, the default) removed by hand"
+ip -n "$E2E_HOST_NS" route del "$V4/32" dev "$E2E_HOLDER"
+e2e_wait_for 15 "the upkeep to repair the holder" bash -c "ip -n $E2E_HOST_NS -4 route show dev $E2E_HOLDER proto 200 | grep -q '^$V4 '"
 pass "the upkeep put $V4 back"
 check "the installer logged what it fixed" bash -c "${PODMAN[*]} logs eip-2 2>&1 | grep 'repaired drift' | grep -q '$V4'"
 check "ping $V4 from the LAN namespace after the repair" e2e_ping "$E2E_LAN_NS" "$V4"

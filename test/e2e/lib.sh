@@ -198,11 +198,14 @@ e2e_netns_setup() {
   # set only in our netns. A new netns copies the machine's IPv4 `all` and
   # `default` settings (net.core.devconf_inherit_init_net=0), so arp_ignore
   # is set explicitly: a machine with arp_ignore=1 must not fail the suite.
-  # IPv6 forwarding: proxy NDP needs it; the plugin reports it, never sets it.
+  # IPv6 forwarding: proxy NDP needs it; IPv4 forwarding: proxy ARP needs
+  # it (route mode, the default when traffic is steered), as a Kubernetes
+  # node has it. The plugin reports both, never sets them.
   local k
   for k in all default "$E2E_UPLINK"; do
     hostns sysctl -qw "net.ipv4.conf.$k.arp_ignore=0"
   done
+  hostns sysctl -qw net.ipv4.ip_forward=1
   hostns sysctl -qw net.ipv6.conf.all.forwarding=1
   hostns sysctl -qw "net.ipv6.conf.$E2E_UPLINK.forwarding=1"
   hostns sysctl -qw "net.ipv6.conf.$E2E_UPLINK.accept_dad=0"
@@ -272,24 +275,38 @@ e2e_example_conflist() {
 
 # ------------------------------------------------- what the node holds
 
-# e2e_holder_ips: the global addresses on the holder device, sorted, one line.
-e2e_holder_ips() {
+# e2e_holder_addrs: the global addresses on the holder device (hold:
+# address), sorted, one line.
+e2e_holder_addrs() {
   ip -n "$E2E_HOST_NS" -j addr show dev "$E2E_HOLDER" 2>/dev/null \
     | jq -r '[.[0].addr_info[]? | select(.scope == "global") | .local] | sort | join(" ")'
 }
-# e2e_proxy_ips: the IPv6 proxy neighbour entries on the uplink, sorted.
+# e2e_holder_routes: the host routes through the holder device with our
+# routing protocol (hold: route, routeProtocol 200), sorted, one line.
+e2e_holder_routes() {
+  { ip -n "$E2E_HOST_NS" -4 -j route show dev "$E2E_HOLDER" proto 200 2>/dev/null
+    ip -n "$E2E_HOST_NS" -6 -j route show dev "$E2E_HOLDER" proto 200 2>/dev/null; } \
+    | jq -rs '[.[][] | .dst | sub("/(32|128)$"; "")] | sort | join(" ")'
+}
+# e2e_holder_ips: what the holder device holds either way, sorted, one line.
+e2e_holder_ips() { e2e_sorted $(e2e_holder_addrs) $(e2e_holder_routes); }
+# e2e_proxy_ips: the proxy neighbour entries on the uplink, both families,
+# sorted.
 e2e_proxy_ips() {
-  ip -n "$E2E_HOST_NS" -6 -j neigh show proxy dev "$E2E_UPLINK" | jq -r '[.[].dst] | sort | join(" ")'
+  { ip -n "$E2E_HOST_NS" -4 -j neigh show proxy dev "$E2E_UPLINK"
+    ip -n "$E2E_HOST_NS" -6 -j neigh show proxy dev "$E2E_UPLINK"; } | jq -rs '[.[][].dst] | sort | join(" ")'
 }
 # e2e_sorted WORD...: the words sorted, on one line (compare with the above).
 e2e_sorted() { printf '%s\n' "$@" | sed '/^$/d' | sort | paste -sd' ' -; }
 
-# expect_holder WHEN IP...: the holder carries exactly IP... (global scope),
-# and the uplink has a proxy entry for exactly the IPv6 ones among them.
+# expect_holder WHEN IP...: the holder holds exactly IP... (as global
+# addresses or as routes of ours), and the uplink has a proxy entry for
+# exactly those held as routes and the IPv6 ones held as addresses.
 expect_holder() {
   local when=$1; shift
-  local v6=() ip
-  for ip in "$@"; do [[ $ip != *:* ]] || v6+=("$ip"); done
+  local v6=() ip routes
+  routes=" $(e2e_holder_routes) "
+  for ip in "$@"; do [[ $ip != *:* && $routes != *" $ip "* ]] || v6+=("$ip"); done
   expect_eq "$when: $E2E_HOLDER holds exactly [$*]" "$(e2e_sorted "$@")" "$(e2e_holder_ips)"
   expect_eq "$when: proxy neighbour entries on $E2E_UPLINK are exactly [${v6[*]}]" \
     "$(e2e_sorted "${v6[@]}")" "$(e2e_proxy_ips)"
