@@ -36,7 +36,8 @@ func (h *host) hasTable() bool {
 // both and says so in one line.
 func TestUninstallRemovesOurHolderAndTableOnceEmptyAndSaysWhatItKeeps(t *testing.T) {
 	h := newHost(t)
-	conf := h.netConf("1.0.0", map[string]any{"traffic": "both", "runtimeConfig": runtimeIPs("192.0.2.10")})
+	// Held as an address, so that the holder visibly carries the IP.
+	conf := h.netConf("1.0.0", map[string]any{"traffic": "both", "hold": "address", "runtimeConfig": runtimeIPs("192.0.2.10")})
 	h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD")
 	if !h.deviceExists("eip0") || !h.hasTable() {
 		t.Fatalf("after ADD: holder %v, table %v; the test needs both", h.deviceExists("eip0"), h.hasTable())
