@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes release that test/e2e/kubernetes.sh runs
+# (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
+# and etcd) from the Go module proxy, once, into a cache outside the clone
+# keyed by the release: later runs (and CI on the same machine) find it and
+# return at once. The first build takes 20 to 40 minutes on 2 cores.
+#   usage: build.sh            prints the directory holding the binaries
+#          build.sh --check    the same, but fails at once if they are not built
+#   env:   K8S_CACHE (default /var/cache/external-ip), K8S_BUILD_LOG (default
+#          $K8S_CACHE/kubernetes-VERSION.log), K8S_BUILD_P (go build -p;
+#          default: Go's, the number of CPUs)
+# The build runs under nice(1) so that a shared machine keeps its CPU for
+# others; it holds a lock, so two runs at once build once.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MOD=$HERE/build
+# The release is the one go.mod requires (one place to change it).
+VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$MOD/go.mod")
+[ -n "$VERSION" ] || { echo "build.sh: no k8s.io/kubernetes version in $MOD/go.mod" >&2; exit 1; }
+CACHE=${K8S_CACHE:-/var/cache/external-ip}
+OUT=$CACHE/kubernetes-$VERSION
+LOG=${K8S_BUILD_LOG:-$CACHE/kubernetes-$VERSION.log}
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
+# What the binaries are built from: a cache built from another go.sum or
+# other flags is stale even under the same release.
+LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$VERSION
+ -X k8s.io/component-base/version.gitMajor=1
+ -X k8s.io/component-base/version.gitMinor=$(cut -d. -f2 <<<"$VERSION")
+ -X k8s.io/component-base/version.gitTreeState=clean
+ -X k8s.io/client-go/pkg/version.gitVersion=$VERSION"
+LDFLAGS=$(tr '\n' ' ' <<<"$LDFLAGS")
+TAGS=providerless
+KEY=$( (cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/etcd/main.go"; echo "$LDFLAGS $TAGS"; go env GOVERSION) | sha256sum | cut -d' ' -f1)
+
+complete() {
+  local b
+  [ "$(cat "$OUT/.key" 2>/dev/null)" = "$KEY" ] || return 1
+  for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || return 1; done
+}
+
+if complete; then echo "$OUT"; exit 0; fi
+if [ "${1:-}" = --check ]; then
+  echo "build.sh: Kubernetes $VERSION is not built in $OUT: run $0 (20 to 40 minutes)" >&2
+  exit 1
+fi
+mkdir -p "$CACHE"
+exec 9>"$CACHE/kubernetes-$VERSION.lock"
+if ! flock -n 9; then
+  echo "build.sh: another build of $VERSION is running (see $LOG); waiting" >&2
+  flock 9
+fi
+if complete; then echo "$OUT"; exit 0; fi
+
+echo "build.sh: building Kubernetes $VERSION and etcd into $OUT (20 to 40 minutes on 2 cores; progress in $LOG)" >&2
+tmp=$(mktemp -d "$CACHE/.kubernetes-$VERSION.XXXX")
+trap 'rm -rf "$tmp"' EXIT
+t0=$(date +%s)
+{
+  echo "== $(date -u +%FT%TZ) build of $VERSION, key $KEY, $(go version)"
+  # -trimpath and no cgo, as the release's static binaries are; -v names
+  # each package as it is compiled (the progress in the log).
+  cd "$MOD"
+  CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false${K8S_BUILD_P:+ -p=$K8S_BUILD_P}" \
+    nice -n 15 go build -v -trimpath -tags "$TAGS" -ldflags "$LDFLAGS" -o "$tmp/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kubectl ./etcd
+  echo "== $(date -u +%FT%TZ) built in $(( $(date +%s) - t0 ))s"
+} >>"$LOG" 2>&1 || { echo "build.sh: build failed; last lines of $LOG:" >&2; tail -n 20 "$LOG" >&2; exit 1; }
+echo "$KEY" >"$tmp/.key"
+rm -rf "$OUT"
+mv "$tmp" "$OUT"
+chmod 0755 "$OUT"
+echo "build.sh: built in $(( $(date +%s) - t0 ))s" >&2
+echo "$OUT"
