@@ -15,7 +15,7 @@ CNI_VERSION=v1.3.1          # cnitool
 PLUGINS_VERSION=v1.10.0     # bridge, host-local
 
 APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables tcpdump
-          iptables jq util-linux procps psmisc uidmap prometheus curl)
+          iptables jq util-linux procps psmisc uidmap prometheus curl openssl)
 # --no-install-recommends: no crun (fails on this machine's hybrid cgroups),
 # slirp4netns, fuse-overlayfs, catatonit. podman still pulls conmon and
 # containernetworking-plugins (1.1.1, in /usr/lib/cni; the recipes use their
@@ -23,7 +23,8 @@ APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables tcpdum
 # binary, and `busybox ping` (Debian 12 minimal has no ping). tcpdump watches
 # the LAN side for the plugin's probes and announcements. prometheus (and
 # curl, to ask it) scrapes external-ip-node in metrics.sh; the machine's
-# own prometheus service is kept from running (below).
+# own prometheus service is kept from running (below). openssl makes the
+# kubernetes recipe's ServiceAccount signing key.
 
 log() { printf '[install-deps] %s\n' "$*" >&2; }
 t0=$(date +%s)

@@ -8,9 +8,10 @@
 #          build.sh --check    the same, but fails at once if they are not built
 #   env:   K8S_CACHE (default /var/cache/external-ip), K8S_BUILD_LOG (default
 #          $K8S_CACHE/kubernetes-VERSION.log), K8S_BUILD_P (go build -p;
-#          default: Go's, the number of CPUs)
+#          default: Go's, the number of CPUs), K8S_BUILD_NICE (default 15)
 # The build runs under nice(1) so that a shared machine keeps its CPU for
-# others; it holds a lock, so two runs at once build once.
+# others (or, on a busy one, K8S_BUILD_NICE=0 K8S_BUILD_P=1: one compile at
+# a time at a fair share); it holds a lock, so two runs at once build once.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,7 +22,7 @@ VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$MOD
 CACHE=${K8S_CACHE:-/var/cache/external-ip}
 OUT=$CACHE/kubernetes-$VERSION
 LOG=${K8S_BUILD_LOG:-$CACHE/kubernetes-$VERSION.log}
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
+BINS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 # What the binaries are built from: a cache built from another go.sum or
 # other flags is stale even under the same release.
 LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$VERSION
@@ -56,18 +57,25 @@ echo "build.sh: building Kubernetes $VERSION and etcd into $OUT (20 to 40 minute
 tmp=$(mktemp -d "$CACHE/.kubernetes-$VERSION.XXXX")
 trap 'rm -rf "$tmp"' EXIT
 t0=$(date +%s)
-{
+# A subshell, each step checked: set -e does not apply left of ||.
+(
   echo "== $(date -u +%FT%TZ) build of $VERSION, key $KEY, $(go version)"
   # -trimpath and no cgo, as the release's static binaries are; -v names
   # each package as it is compiled (the progress in the log).
-  cd "$MOD"
-  CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false${K8S_BUILD_P:+ -p=$K8S_BUILD_P}" \
-    nice -n 15 go build -v -trimpath -tags "$TAGS" -ldflags "$LDFLAGS" -o "$tmp/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
-    k8s.io/kubernetes/cmd/kubectl ./etcd
+  cd "$MOD" || exit 1
+  # One binary after the other, the control plane first: each reuses what
+  # the ones before compiled (the build cache), and a log reader can see
+  # how far it got.
+  for b in "${BINS[@]}"; do
+    pkg=k8s.io/kubernetes/cmd/$b
+    [ "$b" != etcd ] || pkg=./etcd
+    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false${K8S_BUILD_P:+ -p=$K8S_BUILD_P}" \
+      nice -n "${K8S_BUILD_NICE:-15}" go build -v -trimpath -tags "$TAGS" -ldflags "$LDFLAGS" -o "$tmp/" "$pkg" || exit 1
+    echo "== $(date -u +%FT%TZ) $b built at $(( $(date +%s) - t0 ))s"
+  done
   echo "== $(date -u +%FT%TZ) built in $(( $(date +%s) - t0 ))s"
-} >>"$LOG" 2>&1 || { echo "build.sh: build failed; last lines of $LOG:" >&2; tail -n 20 "$LOG" >&2; exit 1; }
+) >>"$LOG" 2>&1 || { echo "build.sh: build failed; last lines of $LOG:" >&2; tail -n 20 "$LOG" >&2; exit 1; }
+for b in "${BINS[@]}"; do [ -x "$tmp/$b" ] || { echo "build.sh: no $b built; see $LOG" >&2; exit 1; }; done
 echo "$KEY" >"$tmp/.key"
 rm -rf "$OUT"
 mv "$tmp" "$OUT"
