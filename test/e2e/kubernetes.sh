@@ -33,6 +33,7 @@ else K8S=$("$E2E_DIR/kubernetes/build.sh" --check 2>&1) || die "$K8S"; fi
 # /run/cni/external-ip.
 NODE=$T/node
 BIN=$NODE/opt/cni/bin CONF=$NODE/etc/cni/net.d DATA=$NODE/run/cni/external-ip
+E2E_EIP_DATA=$DATA     # what lib.sh's expect_status reads
 PRIMARY=10-containerd-net.conflist
 NODE_NAME=e2e-node
 API=https://$E2E_HOST_V4:6443
@@ -133,6 +134,7 @@ step_done
 
 step "the machine's sysctls and paths"
 k8s_check_sysctls
+k8s_stop_kubelet
 expect_eq "no default path of Kubernetes, etcd, containerd or CNI appeared on the machine" \
   "$(cat "$T/machine-paths.before")" "$(k8s_machine_paths)"
 step_done

@@ -55,9 +55,18 @@ k8s_check_sysctls() {
 # Where the components would write by default: none may appear on the
 # machine (all are moved under $T). Checked from outside our mount
 # namespace's bind mounts: there are none on these paths.
-K8S_MACHINE_PATHS=(/etc/cni /opt/cni /run/cni /etc/kubernetes /var/lib/kubelet /var/lib/etcd
-                   /var/run/kubernetes /usr/libexec/kubernetes /var/lib/containerd)
+K8S_MACHINE_PATHS=(/etc/cni/net.d/10-containerd-net.conflist /opt/cni /run/cni /etc/kubernetes
+                   /var/lib/kubelet /var/lib/etcd /var/run/kubernetes /usr/libexec/kubernetes
+                   /var/lib/containerd /var/log/pods /var/log/containers)
 k8s_machine_paths() { local p; for p in "${K8S_MACHINE_PATHS[@]}"; do [ ! -e "$p" ] || echo "$p"; done; }
+
+# k8s_stop_kubelet: kubelet stopped, and the machine's /var/lib and /var/log
+# visible again (to check that nothing of kubelet's went there).
+k8s_stop_kubelet() {
+  e2e_kill_pid "$KUBELET_PID" 10
+  umount -l /var/lib
+  umount -l /var/log
+}
 
 # k8s_snapshot DIR: every entry of DIR (hidden ones too) with its type, mode,
 # owner and, for files, the SHA-256 of its bytes.
@@ -94,6 +103,7 @@ k8s_images() {
 k8s_daemon() {
   local name=$1; shift
   hostns setsid "$@" >"$T/$name.log" 2>&1 &
+  K8S_PID=$!
   e2e_defer "e2e_kill_pid $! 10"
   log "$name: pid $!"
 }
@@ -177,10 +187,15 @@ k8s_kubelet() {
       cat "$d/cpuset.mems" >"$d$cg/cpuset.mems"
     fi
   done
-  # /var/log/containers is fixed in kubelet; pod logs go there too.
-  mkdir -p "$T/varlog"
+  # Paths fixed in kubelet: /var/log/containers (pod logs go to /var/log/pods
+  # too) and /var/lib/kubelet/device-plugins, whatever --root-dir says. Both
+  # /var/log and /var/lib are ours for the rest of the run (the private
+  # /var/lib/cni of e2e_init included, now under $T/varlib).
+  mkdir -p "$T/varlog" "$T/varlib/cni" "$T/varlib/containers/cache"
   mount --bind "$T/varlog" /var/log
-  e2e_defer "umount -l /var/log"
+  e2e_defer "umount -l /var/log || true"
+  mount --bind "$T/varlib" /var/lib
+  e2e_defer "umount -l /var/lib || true"
   cat >"$T/kube/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -203,6 +218,7 @@ volumePluginDir: $T/kube/flex
 EOF
   k8s_daemon kubelet "$K8S/kubelet" --config="$T/kube/kubelet.yaml" --kubeconfig="$T/kube/node.kubeconfig" \
     --root-dir="$T/kubelet" --cert-dir="$T/kubelet/pki" --hostname-override="$NODE_NAME" --node-ip="$E2E_HOST_V4" --v=2
+  KUBELET_PID=$K8S_PID
   e2e_wait_for 60 "node $NODE_NAME registered" kubectl get node "$NODE_NAME"
   check "node $NODE_NAME becomes Ready" kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s
   e2e_wait_for 60 "the default ServiceAccount" kubectl -n default get serviceaccount default
