@@ -379,7 +379,7 @@ uninstall_as_documented() {
   [ -n "$doc" ] || die "no documented uninstall steps found (docs/uninstall-steps.md, README.md **Uninstall**)"
   steps=$(awk -v readme="$([ "$doc" = docs/uninstall-steps.md ] || echo 1)" '
     readme && /^\*\*Uninstall\*\*/ {s = 1; next}
-    !readme {s = 1}
+    !readme && !s {s = 1}
     s == 1 && /^```(sh|bash|shell)/ {s = 2; next} s == 2 && /^```/ {exit} s == 2' "$E2E_REPO/$doc")
   [ -n "$steps" ] || die "no sh block in the uninstall steps of $doc"
   sed -e "s#/opt/cni/bin#$BIN#g" -e "s#/etc/cni/net.d#$CONF#g" -e "s#/run/cni/external-ip#$DATA#g" \
