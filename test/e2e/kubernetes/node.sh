@@ -102,7 +102,9 @@ k8s_images() {
 # used it), log in $T/NAME.log, stopped at exit.
 k8s_daemon() {
   local name=$1; shift
-  hostns setsid "$@" >"$T/$name.log" 2>&1 &
+  # nsenter itself, not the hostns function: $! must be the daemon (nsenter
+  # and setsid exec it), not a subshell, or the kill at exit misses it.
+  nsenter --net="/run/netns/$E2E_HOST_NS" setsid "$@" >"$T/$name.log" 2>&1 &
   K8S_PID=$!
   e2e_defer "e2e_kill_pid $! 10"
   log "$name: pid $!"
