@@ -63,12 +63,20 @@ func newWorldWith(t *testing.T, traffic string, extra map[string]any) *world {
 		eip[k] = v
 	}
 	w := &world{t: t, h: h, traffic: traffic, cni: libcni.NewCNIConfig([]string{exampleTools(t), pluginDir()}, nil)}
+	w.list = bridgeList(t, "1.0.0", "steer", "cni-steer", eip)
+	return w
+}
+
+// bridgeList is a conflist of the reference bridge with host-local (one
+// IPv4 and one IPv6 range, default routes) and eip as the chained entry.
+func bridgeList(t *testing.T, version, name, bridge string, eip map[string]any) *libcni.NetworkConfigList {
+	t.Helper()
 	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       "steer",
+		"cniVersion": version,
+		"name":       name,
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": "cni-steer", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"type": "bridge", "bridge": bridge, "isGateway": true, "ipMasq": true, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type": "host-local", "dataDir": t.TempDir(),
 					"ranges": []any{
@@ -86,8 +94,7 @@ func newWorldWith(t *testing.T, traffic string, extra map[string]any) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.list = list
-	return w
+	return list
 }
 
 func pluginDir() string { return filepath.Dir(pluginBin) }

@@ -2,7 +2,6 @@ package netns
 
 import (
 	"context"
-	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -128,30 +127,7 @@ func uplinksWorld(t *testing.T, h *host, extra map[string]any) *world {
 	for k, v := range extra {
 		eip[k] = v
 	}
-	conf := map[string]any{
-		"cniVersion": "1.1.0",
-		"name":       "uplinks",
-		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": "cni-up", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type": "host-local", "dataDir": t.TempDir(),
-					"ranges": []any{
-						[]any{map[string]any{"subnet": "10.88.0.0/24"}},
-						[]any{map[string]any{"subnet": "fd00:88::/64"}},
-					},
-					"routes": []any{map[string]any{"dst": "0.0.0.0/0"}, map[string]any{"dst": "::/0"}},
-				},
-			},
-			eip,
-		},
-	}
-	b, _ := json.Marshal(conf)
-	list, err := libcni.ConfListFromBytes(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.list = list
+	w.list = bridgeList(t, "1.1.0", "uplinks", "cni-up", eip)
 	return w
 }
 
