@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"golang.org/x/sys/unix"
 )
 
 // pluginBin is the plugin built once for the whole suite, as a runtime would
@@ -98,6 +100,7 @@ func newHost(t *testing.T) *host {
 }
 
 func (h *host) destroy() {
+	h.waitNoCleanUp(5 * time.Second)
 	exec.Command("ip", "netns", "del", h.name).Run()
 	exec.Command("ip", "netns", "del", h.lan).Run()
 }
@@ -315,3 +318,37 @@ func (h *host) ipOnDevice(args, device string) (string, bool) {
 
 // versions are the CNI versions the plugin claims.
 var versions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+
+// waitNoCleanUp waits, within limit, for the detached conntrack clean-ups
+// that DELs in the node started: they write to the state directory after
+// the plugin exits, and the test's TempDir is removed after destroy.
+// Announcers are not waited for: they outlive a test by design.
+func (h *host) waitNoCleanUp(limit time.Duration) {
+	var st unix.Stat_t
+	if unix.Stat(filepath.Join("/var/run/netns", h.name), &st) != nil {
+		return // the namespace was never made
+	}
+	want := fmt.Sprintf("net:[%d]", st.Ino)
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !cleanUpRunsIn(want) {
+			return
+		}
+	}
+	h.t.Logf("a conntrack clean-up still runs in %s after %s", h.name, limit)
+}
+
+// cleanUpRunsIn tells whether a process in the namespace whose link is
+// netLink carries the clean-up child's environment.
+func cleanUpRunsIn(netLink string) bool {
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range pids {
+		if n, err := os.Readlink(p + "/ns/net"); err != nil || n != netLink {
+			continue
+		}
+		env, err := os.ReadFile(p + "/environ")
+		if err == nil && bytes.Contains(env, []byte("\x00EXTERNAL_IP_FORGET=")) {
+			return true
+		}
+	}
+	return false
+}
