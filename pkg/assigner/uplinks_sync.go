@@ -179,17 +179,24 @@ func wantIP(want []uplinkNeed, m nat.UplinkMember) netip.Addr {
 	return netip.Addr{}
 }
 
+// compareRouting is what the records need of the routing and what the
+// kernel has, for repair and for status alike.
+func (a *Assigner) compareRouting(recs map[string]*record) ([]uplinkNeed, *routingView, error) {
+	want, err := a.wantRouting(recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := a.readRouting()
+	return want, v, err
+}
+
 // reconcileRouting makes the kernel's routing of ours match the records
 // both ways: what they need is made, what they do not is taken away.
 func (a *Assigner) reconcileRouting(recs map[string]*record) error {
 	if a.opts.Routing == nil {
 		return nil
 	}
-	want, err := a.wantRouting(recs)
-	if err != nil {
-		return err
-	}
-	v, err := a.readRouting()
+	want, v, err := a.compareRouting(recs)
 	if err != nil {
 		return err
 	}
@@ -296,11 +303,7 @@ func (a *Assigner) reportRouting(rep *Report, recs map[string]*record) error {
 	if a.opts.Routing == nil {
 		return nil
 	}
-	want, err := a.wantRouting(recs)
-	if err != nil {
-		return err
-	}
-	v, err := a.readRouting()
+	want, v, err := a.compareRouting(recs)
 	if err != nil {
 		return err
 	}
