@@ -54,7 +54,7 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_LOAD) -fuzz='^FuzzLoad$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_REQUESTS) -fuzz='^FuzzRequests$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_STATE) -fuzz='^FuzzStateFiles$$' ./pkg/assigner/
-	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_ENCODE) -fuzz='^FuzzStateEncodingIsEncodingJSONs$$' ./pkg/assigner/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_ENCODE) -fuzz='^FuzzStateEncodingIsEncodingJSONs$$' ./pkg/store/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_CONF) -fuzz='^FuzzChainedListLoadsInLibcni$$' ./pkg/install/
 
 demo: deps

@@ -3,6 +3,7 @@ package assigner
 import (
 	"errors"
 	"net/netip"
+	"slices"
 )
 
 // apply carries out a journaled change. Every step is idempotent, so
@@ -18,12 +19,12 @@ func (a *Assigner) apply(j *journal) error {
 		if dev, err = a.ensureHolder(); err != nil {
 			return err
 		}
-		err = a.st.writeJSON(inAtt, recordName(j.Key), j.Record)
+		err = a.st.WriteRecord(j.Key, j.Record)
 	} else {
 		// A release never creates the device, and never touches a device
 		// that has stopped being ours: it only forgets.
 		if dev, err = a.releaseHolder(); err == nil {
-			err = a.st.remove(inAtt, recordName(j.Key))
+			err = a.st.RemoveRecord(j.Key)
 		}
 	}
 	if err != nil {
@@ -48,7 +49,7 @@ func (a *Assigner) apply(j *journal) error {
 // makes the kernel match: the address (or route) is on the holder while it
 // is held. Once ip's index entry is stored, w has its holders.
 func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *written) error {
-	e, err := a.st.readIP(ip)
+	e, err := a.st.ReadIP(ip)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func (a *Assigner) applyIP(dev int, j *journal, ip netip.Addr, hold bool, w *wri
 	}
 	e.Holders = holders
 	if changed {
-		if err := a.st.writeIP(ip, e); err != nil {
+		if err := a.st.WriteIP(ip, e); err != nil {
 			return err
 		}
 		a.step("index")
@@ -118,7 +119,7 @@ func (a *Assigner) holdAs(dev int, ip netip.Addr, e *ipEntry, key string, want h
 func (a *Assigner) hold(dev int, ip netip.Addr, e ipEntry) error {
 	var added bool
 	var err error
-	if e.Route.route() {
+	if e.Route.Route() {
 		added, err = a.k.addRoute(dev, ip, int(e.Route))
 	} else {
 		added, err = a.k.addAddr(dev, ip)
@@ -147,19 +148,19 @@ func (a *Assigner) hold(dev int, ip netip.Addr, e ipEntry) error {
 	return nil
 }
 
-func needsProxy(ip netip.Addr, h heldAs) bool { return ip.Is6() || h.route() }
+func needsProxy(ip netip.Addr, h heldAs) bool { return ip.Is6() || h.Route() }
 
 // release takes an IP nobody holds off the holder and out of the index.
 func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 	if a.undoing && a.fresh[ip] && !a.put[ip] {
 		// Neither the address nor its proxy entry was there before this
 		// ADD, and it never put them there.
-		return a.st.writeIP(ip, ipEntry{})
+		return a.st.WriteIP(ip, ipEntry{})
 	}
 	if err := a.unhold(dev, ip, e); err != nil {
 		return err
 	}
-	return a.st.writeIP(ip, ipEntry{})
+	return a.st.WriteIP(ip, ipEntry{})
 }
 
 // unhold takes ip's address or route off the holder and its proxy entry
@@ -168,7 +169,7 @@ func (a *Assigner) unhold(dev int, ip netip.Addr, e ipEntry) error {
 	if dev != 0 {
 		var removed bool
 		var err error
-		if e.Route.route() {
+		if e.Route.Route() {
 			removed, err = a.k.delRoute(dev, ip)
 		} else {
 			removed, err = a.k.delAddr(dev, ip)
@@ -185,4 +186,17 @@ func (a *Assigner) unhold(dev int, ip netip.Addr, e ipEntry) error {
 		return a.k.delProxy(e.Uplink, ip)
 	}
 	return nil
+}
+
+// withHolder returns holders with key added or removed, sorted, and whether
+// it changed.
+func withHolder(holders []string, key string, hold bool) ([]string, bool) {
+	i, found := slices.BinarySearch(holders, key)
+	switch {
+	case hold && !found:
+		return slices.Insert(slices.Clone(holders), i, key), true
+	case !hold && found:
+		return slices.Delete(slices.Clone(holders), i, i+1), true
+	}
+	return holders, false
 }

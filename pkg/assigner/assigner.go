@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // Options configure an Assigner for one holder device.
@@ -56,7 +58,7 @@ type Hooks struct {
 type Assigner struct {
 	opts Options
 	k    kernel
-	st   *store
+	st   *store.Store
 	log  *slog.Logger
 	// step is called at each named step of a change: atStep, a no-op
 	// except in faultinject builds; tests set their own to crash there.
@@ -95,7 +97,7 @@ func newAssigner(o Options, k kernel) *Assigner {
 		opts: o,
 		k:    k,
 		ups:  uplinkCache{k: k},
-		st:   newStore(o.DataDir, o.Device),
+		st:   store.New(o.DataDir, o.Device),
 		log:  log.With("device", o.Device),
 		step: atStep,
 	}
@@ -121,11 +123,11 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	if err := a.probe(ips, routes, h.Probe); err != nil {
 		return nil, err
 	}
-	l, err := a.st.lockState(makeAll, a.opts.LockTimeout)
+	l, err := a.st.Lock(store.MakeAll, a.opts.LockTimeout)
 	if err != nil {
 		return nil, oneLine(err)
 	}
-	defer l.unlock()
+	defer l.Unlock()
 	if err := a.recover(); err != nil {
 		return nil, oneLine(err)
 	}
@@ -139,8 +141,8 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if _, err := a.ensureHolder(); err != nil {
 		return nil, err
 	}
-	key := att.key()
-	old, err := a.st.readRecord(key)
+	key := att.Key()
+	old, err := a.st.ReadRecord(key)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +150,7 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]r
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{Op: opAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: a.newSteering(ips, placed), Route: a.holding()}, Touch: slices.Clone(ips), Uplinks: uplinks}
+	j := &journal{Op: store.OpAdd, Key: key, Record: &record{Attachment: att, IPs: ips, Steering: a.newSteering(ips, placed), Route: a.holding()}, Touch: slices.Clone(ips), Uplinks: uplinks}
 	if old != nil {
 		if err := a.remember(j, old); err != nil {
 			return nil, err
@@ -185,7 +187,7 @@ func (a *Assigner) addJournaled(j *journal, placed []Placed, h Hooks) error {
 		}
 	}
 	a.step("done")
-	if err := a.st.remove(top, journalName); err != nil {
+	if err := a.st.Remove(store.JournalFile); err != nil {
 		return a.undo(j, err)
 	}
 	return nil
@@ -248,7 +250,7 @@ func (a *Assigner) remember(j *journal, old *record) error {
 	j.Touch = union(old.IPs, j.Touch)
 	j.Old, j.OldUplinks = old, map[netip.Addr]string{}
 	for _, ip := range old.IPs {
-		e, err := a.st.readIP(ip)
+		e, err := a.st.ReadIP(ip)
 		if err != nil {
 			return err
 		}
@@ -265,9 +267,9 @@ func (a *Assigner) remember(j *journal, old *record) error {
 func (a *Assigner) undo(j *journal, cause error) error {
 	a.undoing = true
 	defer func() { a.undoing = false }()
-	err := a.apply(j.reverse())
+	err := a.apply(reverse(j))
 	if err == nil {
-		err = a.st.remove(top, journalName)
+		err = a.st.Remove(store.JournalFile)
 	}
 	if err != nil {
 		return fmt.Errorf("%w; rolling back also failed: %s; the next invocation rolls it back", cause, oneLine(err))
@@ -279,8 +281,8 @@ func (a *Assigner) undo(j *journal, cause error) error {
 // Something already gone is not an error: DEL may come twice.
 func (a *Assigner) Del(att Attachment) error {
 	return a.withState(func() error {
-		key := att.key()
-		rec, err := a.st.readRecord(key)
+		key := att.Key()
+		rec, err := a.st.ReadRecord(key)
 		if err != nil || rec == nil {
 			return err
 		}
@@ -299,15 +301,15 @@ func (a *Assigner) withState(f func() error) error { return a.underLock(false, f
 
 // underLock is withState, making the state directory first if create.
 func (a *Assigner) underLock(create bool, f func() error) error {
-	mode := makeParts
+	mode := store.MakeParts
 	if create {
-		mode = makeAll
+		mode = store.MakeAll
 	}
-	l, err := a.st.lockState(mode, a.opts.LockTimeout)
+	l, err := a.st.Lock(mode, a.opts.LockTimeout)
 	if err != nil || l == nil {
 		return oneLine(err)
 	}
-	defer l.unlock()
+	defer l.Unlock()
 	if err := a.recover(); err != nil {
 		return oneLine(err)
 	}
@@ -317,8 +319,8 @@ func (a *Assigner) underLock(create bool, f func() error) error {
 // lockToRead takes the lock without making anything, for the readers
 // (CHECK, status, the announcer's re-check). nil: the state directory, or
 // one of its parts, is missing, so there is no state to read.
-func (a *Assigner) lockToRead() (*lockFile, error) {
-	return a.st.lockState(readOnly, a.opts.LockTimeout)
+func (a *Assigner) lockToRead() (*store.Lock, error) {
+	return a.st.Lock(store.ReadOnly, a.opts.LockTimeout)
 }
 
 // commit carries out a release: begun, applied, its journal dropped.
@@ -330,7 +332,7 @@ func (a *Assigner) commit(j *journal) error {
 		return err
 	}
 	a.step("done")
-	return a.st.remove(top, journalName)
+	return a.st.Remove(store.JournalFile)
 }
 
 // begin makes a change durable in the journal before touching anything
@@ -338,40 +340,50 @@ func (a *Assigner) commit(j *journal) error {
 // corrupt one fails the change with nothing changed rather than half-way
 // through.
 func (a *Assigner) begin(j *journal) error {
-	j.infer()
+	j.Infer()
 	for _, ip := range j.Touch {
-		if _, err := a.st.readIP(ip); err != nil {
+		if _, err := a.st.ReadIP(ip); err != nil {
 			return err
 		}
 	}
 	a.step("journal")
-	return a.st.writeJSON(top, journalName, j)
+	return a.st.Write(store.JournalFile, j)
+}
+
+// reverse is the change that undoes an ADD: the earlier record restored,
+// or the attachment released when it had none. It is carried out in place,
+// never journaled: the ADD's journal stands for it until it is done.
+func reverse(j *journal) *journal {
+	if j.Old == nil {
+		return &journal{Op: store.OpRelease, Key: j.Key, Touch: j.Touch, Steps: natUndone(j)}
+	}
+	return &journal{Op: store.OpAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks, Steps: natUndone(j)}
 }
 
 // recover sweeps what a killed write left in tmp/, removes a holder device a
 // crash left half made (see recoverHolder), and settles a change left in the
 // journal: an ADD is undone, a release finished.
 func (a *Assigner) recover() error {
-	if err := a.st.sweepTmp(); err != nil {
+	if err := a.st.SweepTmp(); err != nil {
 		return err
 	}
 	if err := a.recoverHolder(); err != nil {
 		return err
 	}
-	j, err := a.st.readJournal()
+	j, err := a.st.ReadJournal()
 	if err != nil || j == nil {
 		return err
 	}
-	if j.Op == opAdd {
-		a.log.Warn("rolling back an interrupted ADD", "journal", a.st.journalPath(), "key", j.Key)
-		j = j.reverse()
+	if j.Op == store.OpAdd {
+		a.log.Warn("rolling back an interrupted ADD", "journal", a.st.Path(store.JournalFile), "key", j.Key)
+		j = reverse(j)
 	} else {
-		a.log.Warn("finishing an interrupted release", "journal", a.st.journalPath(), "key", j.Key)
+		a.log.Warn("finishing an interrupted release", "journal", a.st.Path(store.JournalFile), "key", j.Key)
 	}
 	if err := a.apply(j); err != nil {
 		return err
 	}
-	return a.st.remove(top, journalName)
+	return a.st.Remove(store.JournalFile)
 }
 
 func union(a, b []netip.Addr) []netip.Addr {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // Check changes nothing. It fails when att has no record, when the holder
@@ -15,23 +17,23 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 		return nil, err
 	}
 	if l == nil {
-		return nil, Errorf(ErrDrift, "attachment %s: no record (state directory %s does not exist or is incomplete)", att, a.st.dir)
+		return nil, Errorf(ErrDrift, "attachment %s: no record (state directory %s does not exist or is incomplete)", att, a.st.Dir())
 	}
-	defer l.unlock()
-	pending, err := a.st.has(top, journalName)
+	defer l.Unlock()
+	pending, err := a.st.Has(store.JournalFile)
 	if err != nil {
 		return nil, err
 	}
 	if pending {
-		return nil, Errorf(ErrDrift, "an interrupted change is pending in %s; the next ADD, DEL or GC finishes it", a.st.journalPath())
+		return nil, Errorf(ErrDrift, "an interrupted change is pending in %s; the next ADD, DEL or GC finishes it", a.st.Path(store.JournalFile))
 	}
-	key := att.key()
-	rec, err := a.st.readRecord(key)
+	key := att.Key()
+	rec, err := a.st.ReadRecord(key)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, Errorf(ErrDrift, "attachment %s: no record in %s", att, a.st.dir)
+		return nil, Errorf(ErrDrift, "attachment %s: no record in %s", att, a.st.Dir())
 	}
 	dev, err := a.checkHolder()
 	if err != nil {
@@ -70,12 +72,12 @@ func (a *Assigner) checkHolder() (int, error) {
 }
 
 func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
-	e, err := a.st.readIP(ip)
+	e, err := a.st.ReadIP(ip)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(e.Holders, key) {
-		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.ipPath(ip))
+		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.IPPath(ip))
 	}
 	if err := a.checkOnHolder(dev, ip, e); err != nil {
 		return err
@@ -100,7 +102,7 @@ func (a *Assigner) checkOnHolder(dev int, ip netip.Addr, e ipEntry) error {
 	if err != nil {
 		return err
 	}
-	if e.Route.route() {
+	if e.Route.Route() {
 		if r.local != 0 || r.on(ip) != dev || r.proto != int(e.Route) {
 			return Errorf(ErrDrift, "%s: has no route through holder device %s with protocol %d", ip, a.opts.Device, e.Route)
 		}

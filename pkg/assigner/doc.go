@@ -1,25 +1,14 @@
 // Package assigner owns the reference counts of external IPs and the holder
 // device that carries them.
 //
-// State lives on disk under dataDir/<device>/, shared by every concurrent
-// invocation of the plugin and guarded by a flock(2) on dataDir itself, which
-// every invocation takes for its whole read-modify-write (a directory is
-// locked, so removing a file or the device's directory cannot let a second
-// invocation in). Inside dataDir every file is reached relative to its
-// directory's handle, never through a symlink, and only from directories
-// that no other user can write:
-//
-//	lock            also locked, for binaries from before the dataDir lock
-//	journal         the change under way, written before any other file or the kernel
-//	                is touched; the next invocation settles it, so a crash at any
-//	                instant is repaired: an ADD is rolled back, a release finished
-//	att/<key>.json  one record per attachment (network, container ID, interface) -> IPs;
-//	                the key is a hash, so no name from a request can build a path
-//	ip/<addr>.json  per IP: the keys of its holders (its count) and its uplink
-//	tmp/            where atomic writes are staged before rename
-//	creating-device while the holder is made: the temporary name it is made under
-//	conntrack       the queue of conntrack clean-ups (forget.go): the flows of targets
-//	                that left, deleted off the lock, best effort, retried by GC
+// Its state is package store's: the records of the attachments, the index
+// of each IP's holders, and the journal of the change under way, under a
+// lock that every invocation takes for its whole read-modify-write. Every
+// change is written to the journal before any other file or the kernel is
+// touched, so that the next invocation settles one that a crash
+// interrupted: an ADD is rolled back, a release finished. The conntrack
+// clean-ups of targets that left are queued there too (forget.go), run off
+// the lock, best effort, and retried by GC.
 //
 // An IP is on the holder device exactly while it has at least one holder.
 // The package decides: which IPs change hands, where each is announced (the

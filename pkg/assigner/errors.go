@@ -6,17 +6,21 @@ import (
 	"strings"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // The kinds of error this package returns; test with errors.Is. The plugin
 // maps each to a CNI error code in one place.
 var (
-	// ErrLockTimeout: another invocation held the lock too long (CNI 11).
-	ErrLockTimeout = errors.New("lock not had in time")
-	// ErrState: state on disk could not be read, written or decoded (CNI 5).
-	ErrState = errors.New("state error")
-	// ErrRefused: the request cannot be served on this host (CNI 7).
-	ErrRefused = errors.New("refused")
+	// ErrLockTimeout: another invocation held the lock too long (CNI 11);
+	// the store's kind.
+	ErrLockTimeout = store.ErrLockTimeout
+	// ErrState: state on disk could not be read, written or decoded (CNI 5);
+	// the store's kind.
+	ErrState = store.ErrState
+	// ErrRefused: the request cannot be served on this host (CNI 7); the
+	// store's kind, which it returns for a dataDir it refuses.
+	ErrRefused = store.ErrRefused
 	// ErrHost: the kernel refused a change (plugin code 100).
 	ErrHost = errors.New("host error")
 	// ErrUnreachable: a sysctl keeps the LAN from reaching the IP (plugin code 102).

@@ -534,7 +534,7 @@ func (k *fakeKernel) uplink(name string) (Uplink, error) {
 
 func (k *fakeKernel) reachable(up Uplink, v6 bool, how heldAs) error {
 	return k.call("reachable", netip.Addr{}, func(*fakeHost) error {
-		if !v6 && how.route() {
+		if !v6 && how.Route() {
 			key := "ipv4/conf/" + up.Name + "/forwarding"
 			if k.sysctls[key] == 0 {
 				return Errorf(ErrUnreachable, "net.%s is 0", dotted(key))

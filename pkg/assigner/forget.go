@@ -19,10 +19,9 @@ import (
 	"net/netip"
 	"slices"
 	"time"
-)
 
-// forgetName is the queue's file in the device's state directory.
-const forgetName = "conntrack"
+	"github.com/external-ip/external-ip/pkg/store"
+)
 
 // ForgetBound is how soon after the change that queued it a clean-up is
 // due: past it, a queued clean-up is drift (status, CHECK). The detached
@@ -74,7 +73,7 @@ func (a *Assigner) queueForget(leaving []gone) {
 	q, err := a.readForgets()
 	if err == nil {
 		q = mergeForgets(q, add)
-		err = a.st.writeJSON(top, forgetName, q)
+		err = a.st.Write(store.ConntrackFile, q)
 	}
 	if err != nil {
 		a.log.Warn("conntrack clean-up not queued; its entries live until they time out", "flows", add, "error", oneLine(err))
@@ -97,7 +96,7 @@ func mergeForgets(q, add []forgetEntry) []forgetEntry {
 
 func (a *Assigner) readForgets() ([]forgetEntry, error) {
 	var q []forgetEntry
-	_, err := a.st.readJSON(top, forgetName, &q)
+	_, err := a.st.Read(store.ConntrackFile, &q)
 	return q, err
 }
 
@@ -142,7 +141,7 @@ func (a *Assigner) pendingForgets(from time.Time) ([]forgetEntry, error) {
 	if err != nil || l == nil {
 		return nil, err
 	}
-	defer l.unlock()
+	defer l.Unlock()
 	q, err := a.readForgets()
 	return slices.DeleteFunc(q, func(e forgetEntry) bool { return e.Since.Before(from) }), err
 }
@@ -151,11 +150,11 @@ func (a *Assigner) pendingForgets(from time.Time) ([]forgetEntry, error) {
 // long as no later change queued its pair again, and records the errors
 // of those that failed.
 func (a *Assigner) settleForgets(done []forgetEntry, errs []error) error {
-	l, err := a.st.lockState(makeParts, a.opts.LockTimeout)
+	l, err := a.st.Lock(store.MakeParts, a.opts.LockTimeout)
 	if err != nil || l == nil {
 		return err
 	}
-	defer l.unlock()
+	defer l.Unlock()
 	q, err := a.readForgets()
 	if err != nil {
 		return err
@@ -173,9 +172,9 @@ func (a *Assigner) settleForgets(done []forgetEntry, errs []error) error {
 		out = append(out, e)
 	}
 	if len(out) == 0 {
-		return a.st.remove(top, forgetName)
+		return a.st.Remove(store.ConntrackFile)
 	}
-	return a.st.writeJSON(top, forgetName, out)
+	return a.st.Write(store.ConntrackFile, out)
 }
 
 // overdue lists the queued clean-ups that failed or are past ForgetBound,

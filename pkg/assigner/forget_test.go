@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 func (f *fixture) queue(t *testing.T) []forgetEntry {
@@ -44,7 +46,7 @@ func TestDelQueuesTheConntrackCleanUpAndForgetsNothingItself(t *testing.T) {
 	if !slices.Equal(n.forgot, []string{bLeft()}) {
 		t.Errorf("ForgetPending forgot %v, want %v", n.forgot, bLeft())
 	}
-	if _, err := os.Lstat(filepath.Join(f.stateDir(), forgetName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(f.stateDir(), string(store.ConntrackFile))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the queue outlived a clean-up that succeeded: %v", err)
 	}
 }

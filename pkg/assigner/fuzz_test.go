@@ -15,15 +15,15 @@ import (
 // never resets state silently.
 func FuzzStateFiles(f *testing.F) {
 	f.Add([]byte(`{"network":"net1","containerID":"ctr-a","ifName":"eth0","ips":["198.51.100.1"]}`),
-		[]byte(`{"holders":["`+attA.key()+`"],"uplink":"eth0"}`),
-		[]byte(`{"key":"`+attA.key()+`","record":null,"touch":["198.51.100.1"]}`))
+		[]byte(`{"holders":["`+attA.Key()+`"],"uplink":"eth0"}`),
+		[]byte(`{"key":"`+attA.Key()+`","record":null,"touch":["198.51.100.1"]}`))
 	f.Add([]byte(`{"ips":["2001:db8::1","not-an-ip"]}`), []byte(`{"holders":"x"}`), []byte(`null`))
 	f.Add([]byte(``), []byte(`{}`), []byte(`{"key":"../../x","record":{"ips":["198.51.100.2"]},"touch":[],"uplinks":{"198.51.100.2":"eth9"}}`))
 	f.Fuzz(func(t *testing.T, rec, index, journal []byte) {
 		fx := newFixture(t)
 		fx.add(attB, v4b)
 		dir := fx.stateDir()
-		write(t, filepath.Join(dir, "att", attA.key()+".json"), rec)
+		write(t, filepath.Join(dir, "att", attA.Key()+".json"), rec)
 		write(t, filepath.Join(dir, "ip", v4a.String()+".json"), index)
 		write(t, filepath.Join(dir, "journal"), journal)
 		ops := map[string]func(a *Assigner) error{

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // GC drops the records of network whose attachments are not in keep, then
@@ -31,7 +33,7 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 // entries, none of them being held. Only a holder marked for this very
 // dataDir counts: one marked the old way may carry another dataDir's.
 func (a *Assigner) lostState() (bool, error) {
-	if a.st.exists() {
+	if a.st.Exists() {
 		return false, nil
 	}
 	l, err := a.lookHolder()
@@ -49,18 +51,18 @@ func (a *Assigner) lostState() (bool, error) {
 	if err != nil || len(addrs)+len(routes) == 0 {
 		return false, err
 	}
-	a.log.Warn("state directory lost while the holder carries addresses or routes; releasing them", "dir", a.st.dir, "addresses", len(addrs), "routes", len(routes))
+	a.log.Warn("state directory lost while the holder carries addresses or routes; releasing them", "dir", a.st.Dir(), "addresses", len(addrs), "routes", len(routes))
 	return true, nil
 }
 
 func (a *Assigner) collect(network string, keep []Attachment) error {
-	recs, err := a.st.records()
+	recs, err := a.st.Records()
 	if err != nil {
 		return err
 	}
 	kept := map[string]bool{}
 	for _, att := range keep {
-		kept[att.key()] = true
+		kept[att.Key()] = true
 	}
 	for key, r := range recs {
 		if r.Network != network || kept[key] {
@@ -88,7 +90,7 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	if err != nil {
 		return err
 	}
-	indexed, err := a.st.indexed()
+	indexed, err := a.st.Indexed()
 	if err != nil {
 		return err
 	}
@@ -96,7 +98,7 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	for _, ip := range union(indexed, keys(want)) {
 		errs = append(errs, a.reconcileIP(dev, ip, want[ip], recs))
 	}
-	errs = append(errs, a.dropStray(dev, want), a.st.sweepTmp(), a.followUplinks(recs), a.reconcileNAT(recs), a.reconcileRouting(recs))
+	errs = append(errs, a.dropStray(dev, want), a.st.SweepTmp(), a.followUplinks(recs), a.reconcileNAT(recs), a.reconcileRouting(recs))
 	return errors.Join(errs...)
 }
 
@@ -114,7 +116,7 @@ func (a *Assigner) reconcileHolder(needed bool) (int, error) {
 }
 
 func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string, recs map[string]*record) error {
-	e, err := a.st.readIP(ip)
+	e, err := a.st.ReadIP(ip)
 	if err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string, recs ma
 				a.log.Warn("uplink of a held IP is gone; re-homed", "ip", ip, "uplink", was, "now", e.Uplink)
 			}
 		}
-		if err := a.st.writeIP(ip, e); err != nil {
+		if err := a.st.WriteIP(ip, e); err != nil {
 			return err
 		}
 	}
@@ -202,7 +204,7 @@ func (a *Assigner) dropStray(dev int, want map[netip.Addr][]string) error {
 	var errs []error
 	var unheld []netip.Addr
 	for _, ip := range addrs {
-		if a.strayOn(ip, want, asAddress) {
+		if a.strayOn(ip, want, store.AsAddress) {
 			removed, err := a.k.delAddr(dev, ip)
 			if removed {
 				a.log.Info("stray address removed", "ip", ip)
@@ -235,8 +237,8 @@ func (a *Assigner) strayOn(ip netip.Addr, want map[netip.Addr][]string, h heldAs
 	if _, held := want[ip]; !held {
 		return true
 	}
-	e, err := a.st.readIP(ip)
-	return err == nil && e.Route.route() != h.route()
+	e, err := a.st.ReadIP(ip)
+	return err == nil && e.Route.Route() != h.Route()
 }
 
 // dropStrayProxies removes the proxy entries of IPs that were on the holder
@@ -281,7 +283,7 @@ func (a *Assigner) Repair() error {
 		return err
 	}
 	err = a.underLock(lost, func() error {
-		recs, err := a.st.records()
+		recs, err := a.st.Records()
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package assigner
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // WhileHeld runs f, under the state lock, with those of ips whose index
@@ -15,7 +17,7 @@ import (
 // replays another invocation's change. It changes nothing: a state
 // directory with a part missing holds nothing.
 func (a *Assigner) WhileHeld(att Attachment, ips []netip.Addr, f func(held []netip.Addr) error) error {
-	key := att.key()
+	key := att.Key()
 	return a.whileIndexed(ips, func(e ipEntry) bool { return slices.Contains(e.Holders, key) }, f)
 }
 
@@ -48,13 +50,13 @@ func (a *Assigner) whileIndexed(ips []netip.Addr, keep func(ipEntry) bool, f fun
 	if err != nil || l == nil {
 		return err // no state directory: nothing is held
 	}
-	defer l.unlock()
-	if pending, err := a.st.has(top, journalName); err != nil || pending {
+	defer l.Unlock()
+	if pending, err := a.st.Has(store.JournalFile); err != nil || pending {
 		return a.pendingError(err)
 	}
 	var held []netip.Addr
 	for _, ip := range ips {
-		e, err := a.st.readIP(ip)
+		e, err := a.st.ReadIP(ip)
 		if err != nil {
 			return err
 		}
@@ -74,5 +76,5 @@ func (a *Assigner) pendingError(err error) error {
 	if err != nil {
 		return err
 	}
-	return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", a.st.journalPath())
+	return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", a.st.Path(store.JournalFile))
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 func TestWhileHeldSendsOnlyWhatTheAttachmentStillHoldsUnderTheLock(t *testing.T) {
@@ -44,7 +46,7 @@ func TestWhileHeldSendsNothingWhileAChangeIsPendingOrWithoutState(t *testing.T) 
 		t.Errorf("WhileHeld without a state directory = %v, want nil", err)
 	}
 	f.add(attA, v4a)
-	if err := os.WriteFile(f.assigner().st.journalPath(), []byte(`{"key":"x","touch":[]}`), 0o600); err != nil {
+	if err := os.WriteFile(f.assigner().st.Path(store.JournalFile), []byte(`{"key":"x","touch":[]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.assigner().WhileHeld(attA, []netip.Addr{v4a}, none); !errors.Is(err, ErrState) {
@@ -101,7 +103,7 @@ func TestHoldsSaysWhetherAnyAttachmentHoldsTheIPAndDoesNotGuessWhileAChangeIsPen
 	if !holds(v4a) || holds(v6a) {
 		t.Errorf("after attB left, Holds: %s %v, %s %v; want true (attA), false", v4a, holds(v4a), v6a, holds(v6a))
 	}
-	if err := os.WriteFile(f.assigner().st.journalPath(), []byte(`{"key":"x","touch":[]}`), 0o600); err != nil {
+	if err := os.WriteFile(f.assigner().st.Path(store.JournalFile), []byte(`{"key":"x","touch":[]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.assigner().Holds(v6a); !errors.Is(err, ErrState) {

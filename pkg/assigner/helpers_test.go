@@ -96,8 +96,8 @@ func (h holdings) held() map[netip.Addr][]string {
 	out := map[netip.Addr][]string{}
 	for a, ips := range h {
 		for _, ip := range ips {
-			if !slices.Contains(out[ip], a.key()) {
-				out[ip] = append(out[ip], a.key())
+			if !slices.Contains(out[ip], a.Key()) {
+				out[ip] = append(out[ip], a.Key())
 			}
 		}
 	}
@@ -199,20 +199,20 @@ func assertState(t testing.TB, f *fixture, want holdings) {
 func assertRecords(t testing.TB, d disk, want holdings) {
 	t.Helper()
 	for att, ips := range want {
-		r, ok := d.records[att.key()]
+		r, ok := d.records[att.Key()]
 		if !ok {
 			t.Errorf("record of %s is lost", att)
 			continue
 		}
 		if r.Attachment != att {
-			t.Errorf("record %s names %s, want %s", att.key(), r.Attachment, att)
+			t.Errorf("record %s names %s, want %s", att.Key(), r.Attachment, att)
 		}
 		if got, w := sorted(r.IPs), sorted(ips); !slices.Equal(got, w) {
 			t.Errorf("record of %s holds %v, want %v", att, got, w)
 		}
 	}
 	for key, r := range d.records {
-		if _, ok := want[r.Attachment]; !ok || r.Attachment.key() != key {
+		if _, ok := want[r.Attachment]; !ok || r.Attachment.Key() != key {
 			t.Errorf("record %s of %s holding %v is invented", key, r.Attachment, r.IPs)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // The holder's alias says that the device is ours and which state
@@ -208,12 +209,12 @@ type creating struct {
 // removes, and never an unmarked device under the final name.
 func (a *Assigner) createNew() (int, error) {
 	c := creating{Temp: tempName()}
-	if err := a.st.writeJSON(top, creatingName, c); err != nil {
+	if err := a.st.Write(store.CreatingFile, c); err != nil {
 		return 0, err
 	}
 	dev, err := a.k.createHolder(a.opts.Device, c.Temp, a.alias())
 	if err != nil {
-		if rerr := a.st.remove(top, creatingName); rerr != nil {
+		if rerr := a.st.Remove(store.CreatingFile); rerr != nil {
 			return 0, Errorf(ErrState, "%v; %v", err, rerr)
 		}
 		return 0, err
@@ -226,7 +227,7 @@ func (a *Assigner) createNew() (int, error) {
 		return 0, err
 	}
 	a.log.Info("holder device ready", "index", dev)
-	return dev, a.st.remove(top, creatingName)
+	return dev, a.st.Remove(store.CreatingFile)
 }
 
 // dropHalfMade removes the temporary device after a failed rename, and the
@@ -235,7 +236,7 @@ func (a *Assigner) dropHalfMade(temp string, cause error) error {
 	if _, err := a.k.removeHalfMade(temp, a.alias()); err != nil {
 		return Errorf(ErrHost, "%v; %v", cause, err)
 	}
-	if err := a.st.remove(top, creatingName); err != nil {
+	if err := a.st.Remove(store.CreatingFile); err != nil {
 		return Errorf(ErrState, "%v; %v", cause, err)
 	}
 	return cause
@@ -247,7 +248,7 @@ func (a *Assigner) dropHalfMade(temp string, cause error) error {
 // any device, so it is only removed.
 func (a *Assigner) recoverHolder() error {
 	var raw json.RawMessage
-	ok, err := a.st.readJSON(top, creatingName, &raw)
+	ok, err := a.st.Read(store.CreatingFile, &raw)
 	if err != nil || !ok {
 		return err
 	}
@@ -261,7 +262,7 @@ func (a *Assigner) recoverHolder() error {
 			a.log.Warn("removed a half-made holder device", "name", c.Temp)
 		}
 	}
-	return a.st.remove(top, creatingName)
+	return a.st.Remove(store.CreatingFile)
 }
 
 // tempPrefix begins every temporary holder name.

@@ -46,22 +46,6 @@ func (r route) on(ip netip.Addr) int {
 	return 0
 }
 
-// heldAs is how an IP is held: as an address on the holder (0), or as a
-// host route through it with this routing protocol number, answered on the
-// uplink by a proxy neighbour entry.
-type heldAs int
-
-const asAddress heldAs = 0
-
-func (h heldAs) route() bool { return h != asAddress }
-
-func (h heldAs) String() string {
-	if h.route() {
-		return "route"
-	}
-	return "address"
-}
-
 // holderLink is what the kernel says about the device named as the holder:
 // the facts the assigner judges ownership by (see judge).
 type holderLink struct {

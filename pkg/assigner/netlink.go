@@ -411,7 +411,7 @@ func (k *hostKernel) reachable(up Uplink, v6 bool, h heldAs) error {
 	switch {
 	case v6:
 		return needSysctl("ipv6/conf/"+up.Name+"/forwarding", "proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on")
-	case h.route():
+	case h.Route():
 		// arp_process answers for a proxy entry only on an interface that
 		// forwards (IN_DEV_FORWARD), and then whatever arp_ignore says.
 		return needSysctl("ipv4/conf/"+up.Name+"/forwarding", "proxy ARP, which answers the LAN's ARP requests for external IPs held as routes, needs IPv4 forwarding on the uplink; external-ip does not turn it on")

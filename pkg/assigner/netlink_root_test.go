@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 var rootSeq atomic.Int64
@@ -120,7 +121,7 @@ func TestHostKernelReachableAsksForwardingOfARouteAndArpIgnoreOfAnAddress(t *tes
 			}
 		}
 		write("ipv4/conf/all/arp_ignore", 1)
-		if err := k.reachable(up, false, asAddress); !errors.Is(err, ErrUnreachable) {
+		if err := k.reachable(up, false, store.AsAddress); !errors.Is(err, ErrUnreachable) {
 			t.Errorf("an address with arp_ignore 1: %v, want ErrUnreachable", err)
 		}
 		if err := k.reachable(up, false, heldAs(200)); err != nil {
@@ -143,7 +144,7 @@ func BenchmarkHoldAndRelease(b *testing.B) {
 		for _, m := range []struct {
 			name string
 			h    heldAs
-		}{{"address", asAddress}, {"route", heldAs(200)}} {
+		}{{"address", store.AsAddress}, {"route", heldAs(200)}} {
 			b.Run(fmt.Sprintf("%s %s", m.name, famOf(ip)), func(b *testing.B) {
 				inNetNS(b, func(k *hostKernel, up Uplink, dev int) {
 					b.ResetTimer()
@@ -168,7 +169,7 @@ func famOf(ip netip.Addr) string {
 // holdOnce makes the kernel requests hold and unhold make for ip.
 func holdOnce(k *hostKernel, up Uplink, dev int, ip netip.Addr, h heldAs) error {
 	var err error
-	if h.route() {
+	if h.Route() {
 		_, err = k.addRoute(dev, ip, int(h))
 	} else {
 		_, err = k.addAddr(dev, ip)
@@ -179,7 +180,7 @@ func holdOnce(k *hostKernel, up Uplink, dev int, ip netip.Addr, h heldAs) error 
 	if err != nil {
 		return err
 	}
-	if h.route() {
+	if h.Route() {
 		_, err = k.delRoute(dev, ip)
 	} else {
 		_, err = k.delAddr(dev, ip)

@@ -130,7 +130,7 @@ func (a *Assigner) place(ips []netip.Addr, routes map[netip.Addr]route) ([]Place
 	placed := make([]Placed, 0, len(ips))
 	chosen := map[netip.Addr]string{}
 	for _, ip := range ips {
-		e, err := a.st.readIP(ip)
+		e, err := a.st.ReadIP(ip)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // Report is what the holder device carries and who holds it, as an
@@ -42,7 +44,7 @@ type IPReport struct {
 
 // Report reads the state and the holder; it changes nothing.
 func (a *Assigner) Report() (*Report, error) {
-	rep := &Report{Device: a.opts.Device, StateDir: a.st.dir, IPs: []IPReport{}, Drift: []string{}}
+	rep := &Report{Device: a.opts.Device, StateDir: a.st.Dir(), IPs: []IPReport{}, Drift: []string{}}
 	l, err := a.lockToRead()
 	if err != nil {
 		return nil, err
@@ -52,14 +54,14 @@ func (a *Assigner) Report() (*Report, error) {
 		rep.Holder, dev = a.holderState()
 		return rep, a.reportLost(rep, dev)
 	}
-	defer l.unlock()
-	if rep.Pending, err = a.st.has(top, journalName); err != nil {
+	defer l.Unlock()
+	if rep.Pending, err = a.st.Has(store.JournalFile); err != nil {
 		return nil, err
 	}
 	if rep.Pending {
-		rep.Drift = append(rep.Drift, "an interrupted change is pending in "+a.st.journalPath()+"; the next ADD, DEL or GC settles it (an ADD is rolled back, a release finished)")
+		rep.Drift = append(rep.Drift, "an interrupted change is pending in "+a.st.Path(store.JournalFile)+"; the next ADD, DEL or GC settles it (an ADD is rolled back, a release finished)")
 	}
-	recs, err := a.st.records()
+	recs, err := a.st.Records()
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) erro
 		}
 		rep.IPs = append(rep.IPs, ir)
 	}
-	indexed, err := a.st.indexed()
+	indexed, err := a.st.Indexed()
 	if err != nil {
 		return err
 	}
@@ -152,14 +154,14 @@ func (a *Assigner) onDevice(dev int) (carried, error) {
 
 // holds says whether the holder carries ip the way e says it is held.
 func (c carried) holds(ip netip.Addr, e ipEntry) bool {
-	if e.Route.route() {
+	if e.Route.Route() {
 		return c.routes[ip] == int(e.Route)
 	}
 	return c.addrs[ip]
 }
 
 func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, c carried) (IPReport, error) {
-	e, err := a.st.readIP(ip)
+	e, err := a.st.ReadIP(ip)
 	if err != nil {
 		return IPReport{}, err
 	}
@@ -173,12 +175,12 @@ func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: index lists %d holders, records %d", ip, len(e.Holders), len(keys)))
 	}
 	switch {
-	case !on && e.Route.route():
+	case !on && e.Route.Route():
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but %s has no route to it with protocol %d", ip, a.opts.Device, e.Route))
 	case !on:
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held but not on %s", ip, a.opts.Device))
 	}
-	if e.Route.route() && c.addrs[ip] {
+	if e.Route.Route() && c.addrs[ip] {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but also an address of %s", ip, a.opts.Device))
 	}
 	if e.Uplink != "" && a.uplinkGone(e.Uplink) {
@@ -213,7 +215,7 @@ func (a *Assigner) reportLost(rep *Report, dev int) error {
 		return err
 	}
 	if len(c.addrs)+len(c.routes) > 0 {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses or routes: GC and repair remove them", a.st.dir, a.opts.Device))
+		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses or routes: GC and repair remove them", a.st.Dir(), a.opts.Device))
 	}
 	return a.reportNAT(rep, map[string]*record{}, true)
 }

@@ -3,6 +3,8 @@ package assigner
 import (
 	"errors"
 	"fmt"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // Retire is for uninstall, once the plugin is no longer chained: when no
@@ -17,7 +19,7 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 		return "", err
 	}
 	if l != nil {
-		defer l.unlock()
+		defer l.Unlock()
 		if kept, err := a.stillHeld(); kept != "" || err != nil {
 			return kept, err
 		}
@@ -52,17 +54,17 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 // stillHeld says why the state keeps the holder: a pending change, or
 // attachments that hold IPs.
 func (a *Assigner) stillHeld() (string, error) {
-	pending, err := a.st.has(top, journalName)
+	pending, err := a.st.Has(store.JournalFile)
 	if err != nil {
 		return "", err
 	}
 	if pending {
-		return fmt.Sprintf("holder %s: kept: an interrupted change is pending in %s; run external-ip repair, then uninstall again", a.opts.Device, a.st.journalPath()), nil
+		return fmt.Sprintf("holder %s: kept: an interrupted change is pending in %s; run external-ip repair, then uninstall again", a.opts.Device, a.st.Path(store.JournalFile)), nil
 	}
-	recs, err := a.st.records()
+	recs, err := a.st.Records()
 	if err != nil || len(recs) == 0 {
 		return "", err
 	}
 	return fmt.Sprintf("holder %s and table inet external-ip: kept: %d attachments still hold external IPs (state in %s); run uninstall again once their pods are gone",
-		a.opts.Device, len(recs), a.st.dir), nil
+		a.opts.Device, len(recs), a.st.Dir()), nil
 }

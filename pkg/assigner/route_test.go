@@ -53,7 +53,7 @@ func TestRouteModeHoldsEachIPAsAHostRouteWithProxyEntriesOfBothFamilies(t *testi
 			t.Errorf("index of %s says held as %v, want a route of %d", ip, d.index[ip].Route, testProto)
 		}
 	}
-	if r := d.records[attA.key()]; r.Route != testProto {
+	if r := d.records[attA.Key()]; r.Route != testProto {
 		t.Errorf("record of %s asks for %v, want a route of %d", attA, r.Route, testProto)
 	}
 	f.add(attB, v4a)

@@ -67,7 +67,7 @@ func TestAWaiterOfAReplacedDataDirStartsOverOnTheNewOne(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the waiter never finished")
 	}
-	if d := readDisk(t, f.stateDir()); len(d.records) != 1 || d.records[attC.key()].ContainerID != attC.ContainerID {
+	if d := readDisk(t, f.stateDir()); len(d.records) != 1 || d.records[attC.Key()].ContainerID != attC.ContainerID {
 		t.Errorf("the waiter wrote %v into the new dataDir, want attC's record alone", d.records)
 	}
 }
@@ -124,7 +124,7 @@ func TestASymlinkInsideTheStateDirectoryIsNeverFollowed(t *testing.T) {
 		{"device directory", "", true},
 		{"lock", "lock", false},
 		{"journal", "journal", false},
-		{"record", "att/" + attA.key() + ".json", false},
+		{"record", "att/" + attA.Key() + ".json", false},
 		{"index", "ip/198.51.100.1.json", false},
 	}
 	ops := map[string]func(a *Assigner) error{
@@ -192,7 +192,7 @@ func TestEveryChangeSweepsWhatAKilledWriteLeftInTmp(t *testing.T) {
 			f := newFixture(t)
 			f.add(attA, v4a)
 			tmp := filepath.Join(f.stateDir(), "tmp")
-			staged := []string{"journal.4242", attA.key() + ".json.17", "198.51.100.1.json.99", "creating-device.5"}
+			staged := []string{"journal.4242", attA.Key() + ".json.17", "198.51.100.1.json.99", "creating-device.5"}
 			for _, n := range append(staged, "not-ours") {
 				if err := os.WriteFile(filepath.Join(tmp, n), []byte("{"), 0o600); err != nil {
 					t.Fatal(err)
@@ -310,7 +310,7 @@ func TestAJournalPlantedWhereOthersCanWriteIsNeverReplayed(t *testing.T) {
 	}
 	f.opts.DataDir = filepath.Join(base, "data")
 	router := netip.MustParseAddr("198.51.100.254")
-	planted := journal{Key: attC.key(), Record: &record{Attachment: attC, IPs: []netip.Addr{router}}, Touch: []netip.Addr{router}}
+	planted := journal{Key: attC.Key(), Record: &record{Attachment: attC, IPs: []netip.Addr{router}}, Touch: []netip.Addr{router}}
 	b, _ := json.Marshal(planted)
 	// What an unprivileged user could have made there.
 	dev := filepath.Join(f.opts.DataDir, testDevice)
@@ -425,36 +425,6 @@ func TestReadyFindsAStateFilesystemAnAddCouldNotWrite(t *testing.T) {
 				t.Errorf("Ready = %v, want ErrState saying the state directory is not writable", err)
 			}
 		})
-	}
-}
-
-// Under a sticky world-writable directory (accepted, as /tmp is) another
-// user may make the missing directory on the way to dataDir between the
-// check and its creation: the state must not then be kept in their tree.
-func TestADirectoryAnotherUserMakesOnTheWayFirstIsRefused(t *testing.T) {
-	mustRoot(t)
-	f := newFixture(t)
-	base := t.TempDir()
-	if err := os.Chmod(base, os.ModeSticky|0o777); err != nil {
-		t.Fatal(err)
-	}
-	theirs := filepath.Join(base, "x")
-	f.opts.DataDir = filepath.Join(theirs, "data")
-	a := f.assigner()
-	a.st.beforeMkdir = func(string) {
-		if err := errors.Join(os.Mkdir(theirs, 0o755), os.Chown(theirs, nobody, nobody)); err != nil {
-			t.Error(err)
-		}
-	}
-	_, err := a.Add(attA, []netip.Addr{v4a}, Hooks{})
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), theirs) {
-		t.Errorf("Add = %v, want ErrRefused naming %s, which another user made", err, theirs)
-	}
-	if names := dirNames(t, f.opts.DataDir); len(names) > 0 {
-		t.Errorf("state was kept under %s, another user's directory: %v", theirs, names)
-	}
-	if l := f.k.link(t, testDevice); l != nil {
-		t.Errorf("the refused Add made holder %s", l.Name)
 	}
 }
 

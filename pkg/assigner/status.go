@@ -13,7 +13,7 @@ import (
 // the families in use. It adopts no device and marks none; of the state
 // directory it only tests that it can be written.
 func (a *Assigner) Ready(v4, v6 bool) error {
-	if err := a.st.writable(); err != nil {
+	if err := a.st.Writable(); err != nil {
 		return err
 	}
 	if _, err := a.findHolder(); err != nil {

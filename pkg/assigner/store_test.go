@@ -12,7 +12,7 @@ import (
 
 func TestCorruptStateFileIsAnErrorNamingItAndChangesNothing(t *testing.T) {
 	files := map[string]func(f *fixture) string{
-		"record":  func(f *fixture) string { return filepath.Join(f.stateDir(), "att", attA.key()+".json") },
+		"record":  func(f *fixture) string { return filepath.Join(f.stateDir(), "att", attA.Key()+".json") },
 		"index":   func(f *fixture) string { return filepath.Join(f.stateDir(), "ip", v4a.String()+".json") },
 		"journal": func(f *fixture) string { return filepath.Join(f.stateDir(), "journal") },
 	}
@@ -146,7 +146,7 @@ func TestRecoverSweepsStagedWritesACrashLeft(t *testing.T) {
 	if err := os.WriteFile(staged, []byte(`{"key":`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j := `{"key":"` + attA.key() + `","record":null,"touch":["` + v4a.String() + `"]}`
+	j := `{"key":"` + attA.Key() + `","record":null,"touch":["` + v4a.String() + `"]}`
 	if err := os.WriteFile(filepath.Join(f.stateDir(), "journal"), []byte(j), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -35,46 +35,28 @@ type NAT interface {
 	Tracked() (bool, error)
 }
 
-// steering is what a record keeps so that its NAT rules can be made,
-// checked and removed without the ADD's prevResult (DEL may have none).
-type steering struct {
-	Traffic   string         `json:"traffic,omitempty"`
-	Container []netip.Prefix `json:"containerAddrs,omitempty"`
-	Egress    []egressRule   `json:"egress,omitempty"`
-	Hairpin   []hairpinRule  `json:"hairpin,omitempty"`
-}
-
-type egressRule struct {
-	Source netip.Addr `json:"source"`
-	Uplink string     `json:"uplink"`
-	IP     netip.Addr `json:"ip"`
-}
-
-type hairpinRule struct {
-	Source netip.Prefix `json:"source"`
-	Target netip.Addr   `json:"target"`
-}
-
-func (s *steering) ingress() bool {
+// steersIngress says whether s steers the flows to its IPs.
+func steersIngress(s *steering) bool {
 	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficIngress)
 }
 
 // egressOf is s's egress rules; none for no steering.
-func (s *steering) egressOf() []egressRule {
+func egressOf(s *steering) []egressRule {
 	if s == nil {
 		return nil
 	}
 	return s.Egress
 }
 
-func (s *steering) egress() bool {
+// steersEgress says whether s steers the flows its holder sends.
+func steersEgress(s *steering) bool {
 	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficEgress)
 }
 
-// target is the container address that flows to ip go to: the first of
+// targetOf is the container address that flows to ip go to: the first of
 // ip's family.
-func (s *steering) target(ip netip.Addr) (netip.Addr, bool) {
-	if !s.ingress() {
+func targetOf(s *steering, ip netip.Addr) (netip.Addr, bool) {
+	if !steersIngress(s) {
 		return netip.Addr{}, false
 	}
 	for _, c := range s.Container {
@@ -125,11 +107,11 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 		uplinks[p.Addr] = p.Uplink.Name
 		order = append(order, p.Addr)
 	}
-	s.Egress = s.egressVia(order, uplinks)
-	if s.ingress() {
+	s.Egress = egressVia(s, order, uplinks)
+	if steersIngress(s) {
 		for _, ip := range ips {
-			if t, ok := s.target(ip); ok && !slices.ContainsFunc(s.Hairpin, func(h hairpinRule) bool { return h.Target == t }) {
-				s.Hairpin = append(s.Hairpin, hairpinRule{Source: s.prefixOf(t).Masked(), Target: t})
+			if t, ok := targetOf(s, ip); ok && !slices.ContainsFunc(s.Hairpin, func(h hairpinRule) bool { return h.Target == t }) {
+				s.Hairpin = append(s.Hairpin, hairpinRule{Source: prefixOf(s, t).Masked(), Target: t})
 			}
 		}
 	}
@@ -138,8 +120,8 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 
 // egressVia is s's egress: from each container address through the
 // uplink of each IP of its family, from the first such IP in ips' order.
-func (s *steering) egressVia(ips []netip.Addr, uplinks map[netip.Addr]string) []egressRule {
-	if !s.egress() {
+func egressVia(s *steering, ips []netip.Addr, uplinks map[netip.Addr]string) []egressRule {
+	if !steersEgress(s) {
 		return nil
 	}
 	var out []egressRule
@@ -156,7 +138,8 @@ func (s *steering) egressVia(ips []netip.Addr, uplinks map[netip.Addr]string) []
 	return out
 }
 
-func (s *steering) prefixOf(a netip.Addr) netip.Prefix {
+// prefixOf is the prefix s has for its container address a.
+func prefixOf(s *steering, a netip.Addr) netip.Prefix {
 	for _, c := range s.Container {
 		if c.Addr() == a {
 			return c
@@ -175,7 +158,7 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
-	touch, was := j.Touch, j.natWas()
+	touch, was := j.Touch, natWas(j)
 	// apply has just written j.Record as the attachment's record (or
 	// removed it), so it is what the record says now.
 	var now *steering
@@ -191,7 +174,7 @@ func (a *Assigner) steer(j *journal, w *written) error {
 		return err
 	}
 	ch := ownChange(now, was)
-	ch.Fresh = j.fresh(holders)
+	ch.Fresh = freshChains(j, holders)
 	// An attachment that steers from now on relies on the base chains.
 	ch.EnsureBase = now != nil
 	if err := a.keepSharedHairpins(&ch); err != nil {
@@ -224,7 +207,7 @@ func (a *Assigner) keepSharedHairpins(ch *nat.Change) error {
 		ch.DelHairpin = nil
 		return nil
 	}
-	held, err := a.st.anyIndexed()
+	held, err := a.st.AnyIndexed()
 	if held {
 		ch.DelHairpin = nil
 	}
@@ -293,7 +276,7 @@ func (a *Assigner) leaving(touch []netip.Addr, was []*steering, w *written) ([][
 			out = append(out, gone{ip: ip})
 		}
 		for _, old := range was {
-			if t, ok := old.target(ip); held && ok && !slices.Contains(targets, t) && !slices.Contains(out, gone{ip, t}) {
+			if t, ok := targetOf(old, ip); held && ok && !slices.Contains(targets, t) && !slices.Contains(out, gone{ip, t}) {
 				out = append(out, gone{ip, t})
 			}
 		}
@@ -322,7 +305,7 @@ func (a *Assigner) holdersOf(ip netip.Addr, w *written) ([]string, error) {
 			return hs, nil
 		}
 	}
-	e, err := a.st.readIP(ip)
+	e, err := a.st.ReadIP(ip)
 	return e.Holders, err
 }
 
@@ -331,7 +314,7 @@ func (a *Assigner) recordOf(key string, w *written) (*record, error) {
 	if w != nil && key == w.key {
 		return w.record, nil
 	}
-	return a.st.readRecord(key)
+	return a.st.ReadRecord(key)
 }
 
 // targets reads ip's holders and each holder's target from its record,
@@ -351,7 +334,7 @@ func (a *Assigner) targets(ip netip.Addr, w *written) ([]netip.Addr, []string, e
 		if r == nil {
 			continue
 		}
-		if t, ok := r.Steering.target(ip); ok && !slices.Contains(out, t) {
+		if t, ok := targetOf(r.Steering, ip); ok && !slices.Contains(out, t) {
 			out = append(out, t)
 		}
 	}

@@ -23,14 +23,14 @@ func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[neti
 	}
 	was := map[string][]egressRule{}
 	for key, r := range recs {
-		was[key] = slices.Clone(r.Steering.egressOf())
+		was[key] = slices.Clone(egressOf(r.Steering))
 	}
 	if err := a.followUplinks(recs); err != nil {
 		return err
 	}
 	ch := nat.Change{Egress: map[nat.EgressKey]netip.Addr{}}
 	for _, key := range slices.Sorted(maps.Keys(recs)) {
-		if now := recs[key].Steering.egressOf(); !slices.Equal(now, was[key]) {
+		if now := egressOf(recs[key].Steering); !slices.Equal(now, was[key]) {
 			moved := ownChange(&steering{Egress: now}, []*steering{{Egress: was[key]}})
 			ch.DelEgress = append(ch.DelEgress, moved.DelEgress...)
 			maps.Copy(ch.Egress, moved.Egress)
@@ -52,7 +52,7 @@ func (a *Assigner) otherHolders(self string, placed []Placed, rechosen map[netip
 		if _, ok := rechosen[p.Addr]; !ok || p.First {
 			continue
 		}
-		e, err := a.st.readIP(p.Addr)
+		e, err := a.st.ReadIP(p.Addr)
 		if err != nil {
 			return nil, err
 		}
@@ -60,7 +60,7 @@ func (a *Assigner) otherHolders(self string, placed []Placed, rechosen map[netip
 			if key == self || recs[key] != nil {
 				continue
 			}
-			r, err := a.st.readRecord(key)
+			r, err := a.st.ReadRecord(key)
 			if err != nil {
 				return nil, err
 			}

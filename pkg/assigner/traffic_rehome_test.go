@@ -44,7 +44,7 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersEgressWithoutAGC(t *testing.T) 
 	}
 	d := readDisk(t, f.stateDir())
 	for _, att := range []Attachment{attA, attB} {
-		eg := d.records[att.key()].Steering.egressOf()
+		eg := egressOf(d.records[att.Key()].Steering)
 		if len(eg) != 1 || eg[0].Uplink != "eth0" {
 			t.Errorf("%s's record keeps egress %+v, want one rule via eth0", att, eg)
 		}

@@ -36,7 +36,7 @@ func wantNAT(recs map[string]*record) natWant {
 			continue
 		}
 		for _, ip := range recs[k].IPs {
-			if t, ok := s.target(ip); ok && !slices.Contains(w.ingress[ip], t) {
+			if t, ok := targetOf(s, ip); ok && !slices.Contains(w.ingress[ip], t) {
 				w.ingress[ip] = append(w.ingress[ip], t)
 			}
 		}
@@ -57,21 +57,21 @@ func (a *Assigner) followUplinks(recs map[string]*record) error {
 	var errs []error
 	for _, key := range slices.Sorted(maps.Keys(recs)) {
 		r := recs[key]
-		if len(r.Steering.egressOf()) == 0 {
+		if len(egressOf(r.Steering)) == 0 {
 			continue
 		}
 		uplinks := map[netip.Addr]string{}
 		for _, ip := range r.IPs {
-			e, err := a.st.readIP(ip)
+			e, err := a.st.ReadIP(ip)
 			if err != nil {
 				return err
 			}
 			uplinks[ip] = e.Uplink
 		}
-		if eg := r.Steering.egressVia(r.IPs, uplinks); !slices.Equal(eg, r.Steering.Egress) {
+		if eg := egressVia(r.Steering, r.IPs, uplinks); !slices.Equal(eg, r.Steering.Egress) {
 			a.log.Info("egress follows a re-homed IP", "attachment", key, "egress", eg)
 			r.Steering.Egress = eg
-			errs = append(errs, a.st.writeJSON(inAtt, recordName(key), r))
+			errs = append(errs, a.st.WriteRecord(key, r))
 		}
 	}
 	return errors.Join(errs...)
@@ -256,7 +256,7 @@ func (a *Assigner) checkNAT(rec *record) error {
 // take the new uplink, which the rule does not match.
 func (a *Assigner) checkEgress(rec *record, st *nat.State) error {
 	for _, r := range rec.Steering.Egress {
-		e, err := a.st.readIP(r.IP)
+		e, err := a.st.ReadIP(r.IP)
 		if err != nil {
 			return err
 		}
@@ -276,7 +276,7 @@ func (a *Assigner) checkEgress(rec *record, st *nat.State) error {
 // the new flows would go elsewhere.
 func (a *Assigner) checkIngress(rec *record, st *nat.State) error {
 	for _, ip := range rec.IPs {
-		t, ok := rec.Steering.target(ip)
+		t, ok := targetOf(rec.Steering, ip)
 		if !ok {
 			continue
 		}

@@ -349,7 +349,7 @@ func (f *fixture) addGarbling(att Attachment, ip netip.Addr) error {
 		if step != "nat" {
 			return
 		}
-		for _, p := range []string{filepath.Join(f.stateDir(), "att", recordName(att.key())), filepath.Join(f.stateDir(), "ip", ipName(ip))} {
+		for _, p := range []string{filepath.Join(f.stateDir(), "att", att.Key()+".json"), filepath.Join(f.stateDir(), "ip", ip.String()+".json")} {
 			if err := os.WriteFile(p, []byte("garbled"), 0o600); err != nil {
 				f.t.Fatal(err)
 			}

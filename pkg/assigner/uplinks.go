@@ -59,7 +59,7 @@ func needs(s *steering, ips []netip.Addr, uplinkOf map[netip.Addr]string) []upli
 	}
 	var out []uplinkNeed
 	for _, ip := range ips {
-		if _, ok := s.target(ip); ok && uplinkOf[ip] != "" {
+		if _, ok := targetOf(s, ip); ok && uplinkOf[ip] != "" {
 			out = append(out, uplinkNeed{uplink: uplinkOf[ip], addr: ip, ip: ip})
 		}
 	}

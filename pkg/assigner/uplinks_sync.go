@@ -85,7 +85,7 @@ func (a *Assigner) recordNeeds(r *record) ([]uplinkNeed, error) {
 	}
 	uplinkOf := map[netip.Addr]string{}
 	for _, ip := range r.IPs {
-		e, err := a.st.readIP(ip)
+		e, err := a.st.ReadIP(ip)
 		if err != nil {
 			return nil, err
 		}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // PluginType is the CNI type of our entry; an entry of this type in the
@@ -58,7 +58,7 @@ func ParseEntry(data []byte) (*Entry, error) {
 		return nil, err
 	}
 	// Every verb refuses such a dataDir: checked as they check it.
-	if err := assigner.CheckDataDir(c.DataDir); err != nil {
+	if err := store.CheckDataDir(c.DataDir); err != nil {
 		return nil, fmt.Errorf("%w: plugin config: %w", ErrInvalid, err)
 	}
 	e.dataDir = c.DataDir

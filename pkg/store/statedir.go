@@ -1,4 +1,4 @@
-package assigner
+package store
 
 import (
 	"errors"
@@ -24,8 +24,8 @@ var (
 )
 
 // refuseDataDir is a refusal of the configured dataDir (code 7).
-func (s *store) refuseDataDir(format string, args ...any) error {
-	return Errorf(ErrRefused, "dataDir: %q: %s", s.dataDir, fmt.Sprintf(format, args...))
+func (s *Store) refuseDataDir(format string, args ...any) error {
+	return errorf(ErrRefused, "dataDir: %q: %s", s.dataDir, fmt.Sprintf(format, args...))
 }
 
 // isSystemDir says whether path is one of the system's directories.
@@ -61,13 +61,13 @@ func resolve(path string) (string, string, error) {
 // missing of it. Every existing directory on the way must be one that only
 // root (or this user) can change: otherwise another user could swap in
 // state of their own, a journal that the next invocation replays.
-func (s *store) prepare(create bool) (string, error) {
+func (s *Store) prepare(create bool) (string, error) {
 	if isSystemDir(s.dataDir) {
 		return "", s.refuseDataDir("is a system directory")
 	}
 	resolved, existing, err := resolve(s.dataDir)
 	if err != nil {
-		return "", Errorf(ErrState, "resolving dataDir %s: %w", s.dataDir, err)
+		return "", errorf(ErrState, "resolving dataDir %s: %w", s.dataDir, err)
 	}
 	if isSystemDir(resolved) {
 		return "", s.refuseDataDir("is the system directory %s", resolved)
@@ -77,7 +77,7 @@ func (s *store) prepare(create bool) (string, error) {
 	}
 	s.beforeMkdir.at(existing)
 	if err := os.MkdirAll(resolved, dirMode); err != nil {
-		return "", Errorf(ErrState, "creating dataDir %s: %w", resolved, err)
+		return "", errorf(ErrState, "creating dataDir %s: %w", resolved, err)
 	}
 	// A directory on the way that another user made first, between the
 	// check and MkdirAll (under a sticky /tmp, say), is theirs: checked
@@ -86,7 +86,7 @@ func (s *store) prepare(create bool) (string, error) {
 }
 
 // trustPath checks path and each of its ancestors (trustAncestor).
-func (s *store) trustPath(path string) error {
+func (s *Store) trustPath(path string) error {
 	for p := path; ; p = filepath.Dir(p) {
 		if err := s.trustAncestor(p); err != nil {
 			return err
@@ -100,10 +100,10 @@ func (s *store) trustPath(path string) error {
 // trustAncestor refuses a directory on the way to the state that another
 // user owns, or that others may write to without the sticky bit (which
 // keeps them from renaming or removing what is not theirs).
-func (s *store) trustAncestor(path string) error {
+func (s *Store) trustAncestor(path string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return Errorf(ErrState, "checking dataDir %s: %s: %w", s.dataDir, path, err)
+		return errorf(ErrState, "checking dataDir %s: %s: %w", s.dataDir, path, err)
 	}
 	if err := s.trustOwner(path, &st); err != nil {
 		return err
@@ -114,7 +114,7 @@ func (s *store) trustAncestor(path string) error {
 	return nil
 }
 
-func (s *store) trustOwner(path string, st *unix.Stat_t) error {
+func (s *Store) trustOwner(path string, st *unix.Stat_t) error {
 	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
 		return s.refuseDataDir("%s is owned by uid %d, not by root", path, st.Uid)
 	}
@@ -124,10 +124,10 @@ func (s *store) trustOwner(path string, st *unix.Stat_t) error {
 // trustState refuses a directory of the state itself that another user
 // owns or may write to: its journal and records are trusted only if nobody
 // but root could have written them.
-func (s *store) trustState(fd int, path string) error {
+func (s *Store) trustState(fd int, path string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return Errorf(ErrState, "checking state directory %s: %w", path, err)
+		return errorf(ErrState, "checking state directory %s: %w", path, err)
 	}
 	if err := s.trustOwner(path, &st); err != nil {
 		return err
@@ -140,7 +140,7 @@ func (s *store) trustState(fd int, path string) error {
 
 // openData opens dataDir, found false when it does not exist and is not to
 // be created.
-func (s *store) openData(create bool) (bool, error) {
+func (s *Store) openData(create bool) (bool, error) {
 	resolved, err := s.prepare(create)
 	if err != nil {
 		return false, err
@@ -150,7 +150,7 @@ func (s *store) openData(create bool) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, Errorf(ErrState, "opening dataDir %s: %w", s.dataDir, err)
+		return false, errorf(ErrState, "opening dataDir %s: %w", s.dataDir, err)
 	}
 	s.fd[data] = fd // closed with the store from here on
 	s.resolved = resolved
@@ -161,21 +161,21 @@ func (s *store) openData(create bool) (bool, error) {
 // to dataDir's handle, never through a symlink. found is false when the
 // device has no state directory and none is to be made, or, to read, when
 // att/ or ip/ is missing: a reader makes nothing, and needs no tmp/.
-func (s *store) openInside(mode access) (bool, error) {
-	root, err := s.openDir(s.fd[data], s.device, s.dir, mode == makeAll)
+func (s *Store) openInside(mode Access) (bool, error) {
+	root, err := s.openDir(s.fd[data], s.device, s.dir, mode == MakeAll)
 	if err != nil || root < 0 {
-		return false, s.missing(mode == makeAll, err, s.dir)
+		return false, s.missing(mode == MakeAll, err, s.dir)
 	}
 	s.fd[top] = root
 	for _, w := range []where{inTmp, inAtt, inIP} {
 		// The device's directory exists: a writer makes its
 		// subdirectories whoever comes, as they are ours.
-		fd, err := s.openDir(root, subdirs[w], s.path(w, ""), mode != readOnly)
-		if fd < 0 && err == nil && mode == readOnly && w == inTmp {
+		fd, err := s.openDir(root, subdirs[w], s.path(w, ""), mode != ReadOnly)
+		if fd < 0 && err == nil && mode == ReadOnly && w == inTmp {
 			continue // a reader stages nothing: the records are still there
 		}
 		if err != nil || fd < 0 {
-			return false, s.missing(mode != readOnly, err, s.path(w, ""))
+			return false, s.missing(mode != ReadOnly, err, s.path(w, ""))
 		}
 		s.fd[w] = fd
 	}
@@ -185,21 +185,21 @@ func (s *store) openInside(mode access) (bool, error) {
 // missing is what a part of the state that is not there means: no state
 // to one that does not make it, and to one that has just made it, that
 // someone removed it meanwhile (never a lock without its state).
-func (s *store) missing(made bool, err error, path string) error {
+func (s *Store) missing(made bool, err error, path string) error {
 	if err != nil || !made {
 		return err
 	}
-	return Errorf(ErrState, "state directory %s: vanished while being opened", path)
+	return errorf(ErrState, "state directory %s: vanished while being opened", path)
 }
 
 // openDir opens the directory name under parent, making it if asked; -1
 // when it does not exist.
-func (s *store) openDir(parent int, name, path string, create bool) (int, error) {
+func (s *Store) openDir(parent int, name, path string, create bool) (int, error) {
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(parent, name, flags, 0)
 	if errors.Is(err, unix.ENOENT) && create {
 		if err := unix.Mkdirat(parent, name, dirMode); err != nil && !errors.Is(err, unix.EEXIST) {
-			return -1, Errorf(ErrState, "creating state directory %s: %w", path, err)
+			return -1, errorf(ErrState, "creating state directory %s: %w", path, err)
 		}
 		fd, err = unix.Openat(parent, name, flags, 0)
 	}
@@ -209,7 +209,7 @@ func (s *store) openDir(parent int, name, path string, create bool) (int, error)
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 		return -1, notFollowed(parent, name, path, "directory")
 	case err != nil:
-		return -1, Errorf(ErrState, "opening state directory %s: %w", path, err)
+		return -1, errorf(ErrState, "opening state directory %s: %w", path, err)
 	}
 	if err := s.trustState(fd, path); err != nil {
 		unix.Close(fd)
@@ -223,31 +223,31 @@ func (s *store) openDir(parent int, name, path string, create bool) (int, error)
 func notFollowed(dir int, name, path, kind string) error {
 	var st unix.Stat_t
 	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return Errorf(ErrState, "state %s %s is a symlink, which is never followed inside dataDir; remove it", kind, path)
+		return errorf(ErrState, "state %s %s is a symlink, which is never followed inside dataDir; remove it", kind, path)
 	}
-	return Errorf(ErrState, "state %s %s is not a %s; remove it", kind, path, kind)
+	return errorf(ErrState, "state %s %s is not a %s; remove it", kind, path, kind)
 }
 
-// access is how much of the state directory an invocation may make.
-type access int
+// Access is how much of the state directory an invocation may make.
+type Access int
 
 const (
-	// readOnly makes nothing: status, CHECK and the announcer's re-check
+	// ReadOnly makes nothing: status, CHECK and the announcer's re-check
 	// only read; a missing att/ or ip/ means there is no state, while a
 	// missing tmp/ or lock file hides no record.
-	readOnly access = iota
-	// makeParts makes the device directory's own parts (tmp/, att/, ip/,
+	ReadOnly Access = iota
+	// MakeParts makes the device directory's own parts (tmp/, att/, ip/,
 	// lock) but neither dataDir nor the device directory: DEL and GC
 	// write only where state exists.
-	makeParts
-	// makeAll makes whatever is missing: ADD.
-	makeAll
+	MakeParts
+	// MakeAll makes whatever is missing: ADD.
+	MakeAll
 )
 
-// lockState opens the state directory and takes its lock, retrying while
-// the dataDir it locked is no longer the one at its path. A nil lock and
-// no error: there is no state and none is to be made.
-func (s *store) lockState(mode access, timeout time.Duration) (*lockFile, error) {
+// Lock opens the state directory and takes its lock, retrying while the
+// dataDir it locked is no longer the one at its path. A nil lock and no
+// error: there is no state and none is to be made.
+func (s *Store) Lock(mode Access, timeout time.Duration) (*Lock, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		l, retry, err := s.tryLock(mode, deadline, timeout)
@@ -256,18 +256,18 @@ func (s *store) lockState(mode access, timeout time.Duration) (*lockFile, error)
 		}
 		s.close()
 		if time.Now().After(deadline) {
-			return nil, Errorf(ErrLockTimeout, "locking %s: %w after %v", s.dataDir, ErrLockTimeout, timeout)
+			return nil, errorf(ErrLockTimeout, "locking %s: %w after %v", s.dataDir, ErrLockTimeout, timeout)
 		}
 	}
 }
 
-func (s *store) tryLock(mode access, deadline time.Time, timeout time.Duration) (l *lockFile, retry bool, err error) {
+func (s *Store) tryLock(mode Access, deadline time.Time, timeout time.Duration) (l *Lock, retry bool, err error) {
 	defer func() {
 		if l == nil && !retry {
 			s.close()
 		}
 	}()
-	found, err := s.openData(mode == makeAll)
+	found, err := s.openData(mode == MakeAll)
 	if err != nil || !found {
 		return nil, false, err
 	}
@@ -285,35 +285,35 @@ func (s *store) tryLock(mode access, deadline time.Time, timeout time.Duration) 
 	if found, err = s.lockLegacy(mode, deadline, timeout); err != nil || !found {
 		return nil, false, err
 	}
-	return &lockFile{st: s}, false, nil
+	return &Lock{st: s}, false, nil
 }
 
 // lockLegacy also takes the device's lock file, which binaries from before
 // the dataDir lock take instead: an upgrade's old and new invocations still
 // exclude each other. A reader does not make it, and reads without it.
-func (s *store) lockLegacy(mode access, deadline time.Time, timeout time.Duration) (bool, error) {
+func (s *Store) lockLegacy(mode Access, deadline time.Time, timeout time.Duration) (bool, error) {
 	path := s.path(top, lockName)
 	flags := unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if mode == readOnly {
+	if mode == ReadOnly {
 		flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC // flock needs no write access
 	}
 	fd, err := unix.Openat(s.fd[top], lockName, flags, fileMode)
 	switch {
-	case errors.Is(err, unix.ENOENT) && mode == readOnly:
+	case errors.Is(err, unix.ENOENT) && mode == ReadOnly:
 		// The dataDir lock is held; without its file an older binary,
 		// which would make it, is not running: the records still count.
 		return true, nil
 	case errors.Is(err, unix.ELOOP):
 		return false, notFollowed(s.fd[top], lockName, path, "file")
 	case err != nil:
-		return false, Errorf(ErrState, "opening lock %s: %w", path, err)
+		return false, errorf(ErrState, "opening lock %s: %w", path, err)
 	}
 	s.fd[lock] = fd
 	return true, flockWithin(fd, path, deadline, timeout)
 }
 
 // close closes every handle the store holds, which drops its locks.
-func (s *store) close() {
+func (s *Store) close() {
 	for i, fd := range s.fd {
 		if fd >= 0 {
 			unix.Close(fd)

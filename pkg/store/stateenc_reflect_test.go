@@ -1,4 +1,4 @@
-package assigner
+package store
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // fails otherwise), and TestStateEncodersWriteEveryField then fills its
 // every field.
 func encodedTypes() []any {
-	return []any{&journal{}, &record{}, &steering{}, ipEntry{}}
+	return []any{&Journal{}, &Record{}, &Steering{}, IPEntry{}}
 }
 
 // filler makes non-zero values of every kind, each one different, so that

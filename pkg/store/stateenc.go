@@ -1,4 +1,4 @@
-package assigner
+package store
 
 import (
 	"encoding/json"
@@ -37,14 +37,14 @@ func encodeState(v any) ([]byte, error) {
 
 // handEncoder is v's own encoder, when encodeState uses it for v.
 func handEncoder(v any) (stateEncoder, bool) {
-	if j, ok := v.(*journal); ok && len(j.Steps) > 0 {
+	if j, ok := v.(*Journal); ok && len(j.Steps) > 0 {
 		return nil, false
 	}
 	e, ok := v.(stateEncoder)
 	return e, ok
 }
 
-func (j *journal) appendJSON(b []byte) []byte {
+func (j *Journal) appendJSON(b []byte) []byte {
 	b = appendKey(b, '{', "op")
 	b = appendString(b, j.Op)
 	b = appendKey(b, ',', "key")
@@ -69,7 +69,7 @@ func (j *journal) appendJSON(b []byte) []byte {
 }
 
 // appendJSON encodes r; a nil record is null, as in a release's journal.
-func (r *record) appendJSON(b []byte) []byte {
+func (r *Record) appendJSON(b []byte) []byte {
 	if r == nil {
 		return append(b, "null"...)
 	}
@@ -91,7 +91,7 @@ func (r *record) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (s *steering) appendJSON(b []byte) []byte {
+func (s *Steering) appendJSON(b []byte) []byte {
 	sep := byte('{')
 	if s.Traffic != "" {
 		b = appendString(appendKey(b, sep, "traffic"), s.Traffic)
@@ -115,20 +115,20 @@ func (s *steering) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func appendEgress(b []byte, r egressRule) []byte {
+func appendEgress(b []byte, r EgressRule) []byte {
 	b = appendText(appendKey(b, '{', "source"), r.Source)
 	b = appendString(appendKey(b, ',', "uplink"), r.Uplink)
 	b = appendText(appendKey(b, ',', "ip"), r.IP)
 	return append(b, '}')
 }
 
-func appendHairpin(b []byte, r hairpinRule) []byte {
+func appendHairpin(b []byte, r HairpinRule) []byte {
 	b = appendText(appendKey(b, '{', "source"), r.Source)
 	b = appendText(appendKey(b, ',', "target"), r.Target)
 	return append(b, '}')
 }
 
-func (e ipEntry) appendJSON(b []byte) []byte {
+func (e IPEntry) appendJSON(b []byte) []byte {
 	b = appendKey(b, '{', "holders")
 	if e.Holders == nil {
 		b = append(b, "null"...)

@@ -1,4 +1,4 @@
-package assigner
+package store
 
 import (
 	"bytes"
@@ -12,20 +12,20 @@ import (
 // fields, maps of several keys, and strings that need escaping.
 func stateValues(name string, a, b netip.Addr) []any {
 	att := Attachment{Network: name, ContainerID: "c<&>" + name, IfName: "eth0\u2028\x01\xff"}
-	st := &steering{Traffic: name, Container: []netip.Prefix{netip.PrefixFrom(a, a.BitLen()/2)},
-		Egress:  []egressRule{{Source: a, Uplink: name, IP: b}, {}},
-		Hairpin: []hairpinRule{{Source: netip.PrefixFrom(a, 8), Target: b}, {}}}
-	rec := &record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st, Route: 200}
+	st := &Steering{Traffic: name, Container: []netip.Prefix{netip.PrefixFrom(a, a.BitLen()/2)},
+		Egress:  []EgressRule{{Source: a, Uplink: name, IP: b}, {}},
+		Hairpin: []HairpinRule{{Source: netip.PrefixFrom(a, 8), Target: b}, {}}}
+	rec := &Record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st, Route: 200}
 	return []any{
-		&journal{},
-		&journal{Op: opAdd, Key: name, Record: rec, Touch: []netip.Addr{}, Uplinks: map[netip.Addr]string{a: name, b: "up\n", {}: "zero"},
-			Old: &record{}, OldUplinks: map[netip.Addr]string{b: ""}},
-		&journal{Op: opAdd, Key: name, Record: &record{}, Steps: []journalStep{{Kind: stepNAT, Data: json.RawMessage(`{"x":[1,"<"]}`)}, {}}},
-		&journal{Op: opRelease, Key: name, Touch: []netip.Addr{a}, Uplinks: map[netip.Addr]string{}, Steps: []journalStep{}},
-		&record{}, rec, &record{Attachment: att, IPs: []netip.Addr{}, Steering: &steering{}},
-		&record{Steering: &steering{Container: []netip.Prefix{}, Egress: []egressRule{}, Hairpin: []hairpinRule{}}},
-		ipEntry{}, ipEntry{Holders: []string{}}, ipEntry{Holders: []string{name, "\t\"\\/"}, Uplink: name},
-		ipEntry{Holders: []string{name}, Route: 255}, ipEntry{Route: 1},
+		&Journal{},
+		&Journal{Op: OpAdd, Key: name, Record: rec, Touch: []netip.Addr{}, Uplinks: map[netip.Addr]string{a: name, b: "up\n", {}: "zero"},
+			Old: &Record{}, OldUplinks: map[netip.Addr]string{b: ""}},
+		&Journal{Op: OpAdd, Key: name, Record: &Record{}, Steps: []Step{{Kind: StepNAT, Data: json.RawMessage(`{"x":[1,"<"]}`)}, {}}},
+		&Journal{Op: OpRelease, Key: name, Touch: []netip.Addr{a}, Uplinks: map[netip.Addr]string{}, Steps: []Step{}},
+		&Record{}, rec, &Record{Attachment: att, IPs: []netip.Addr{}, Steering: &Steering{}},
+		&Record{Steering: &Steering{Container: []netip.Prefix{}, Egress: []EgressRule{}, Hairpin: []HairpinRule{}}},
+		IPEntry{}, IPEntry{Holders: []string{}}, IPEntry{Holders: []string{name, "\t\"\\/"}, Uplink: name},
+		IPEntry{Holders: []string{name}, Route: 255}, IPEntry{Route: 1},
 	}
 }
 

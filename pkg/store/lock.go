@@ -1,4 +1,4 @@
-package assigner
+package store
 
 import (
 	"errors"
@@ -7,12 +7,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFile is the state lock of one invocation: an exclusive flock(2) on
+// Lock is the state lock of one invocation: an exclusive flock(2) on
 // the dataDir directory itself, then on the device's legacy lock file. The
 // kernel drops both when the process dies, so a crash never wedges the
 // others. Unlock also closes the state directory's handles.
-type lockFile struct {
-	st *store
+type Lock struct {
+	st *Store
 }
 
 // flockWithin waits until deadline for an exclusive flock on fd. A flock
@@ -30,7 +30,7 @@ func flockWithin(fd int, name string, deadline time.Time, timeout time.Duration)
 	// fd on a timeout, which drops the lock should the waiter get it later.
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return Errorf(ErrState, "locking %s: %w", name, err)
+		return errorf(ErrState, "locking %s: %w", name, err)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -46,11 +46,11 @@ func flockWithin(fd int, name string, deadline time.Time, timeout time.Duration)
 	select {
 	case err := <-done:
 		if err != nil {
-			return Errorf(ErrState, "locking %s: %w", name, err)
+			return errorf(ErrState, "locking %s: %w", name, err)
 		}
 		return nil
 	case <-timer.C:
-		return Errorf(ErrLockTimeout, "locking %s: %w after %v", name, ErrLockTimeout, timeout)
+		return errorf(ErrLockTimeout, "locking %s: %w after %v", name, ErrLockTimeout, timeout)
 	}
 }
 
@@ -72,6 +72,6 @@ func stillAt(fd int, path string) (bool, error) {
 	return err == nil && sameFile(&held, &now), err
 }
 
-// unlock closes every handle of the state directory, which releases the
+// Unlock closes every handle of the state directory, which releases the
 // flocks.
-func (l *lockFile) unlock() { l.st.close() }
+func (l *Lock) Unlock() { l.st.close() }

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	ipA  = netip.MustParseAddr("198.51.100.1")
+	ipB  = netip.MustParseAddr("2001:db8::1")
+	attA = Attachment{Network: "net1", ContainerID: "ctr-a", IfName: "eth0"}
+)
+
+func mustLock(t *testing.T, s *Store, mode Access) *Lock {
+	t.Helper()
+	l, err := s.Lock(mode, 5*time.Second)
+	if err != nil || l == nil {
+		t.Fatalf("Lock = %v, %v; want the lock", l, err)
+	}
+	return l
+}
+
+// The lock excludes a second Store of the same state, and a Store can be
+// locked again once unlocked, as an Assigner does call after call.
+func TestALockExcludesAnotherAndCanBeTakenAgain(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	first := New(dataDir, "eip0")
+	l := mustLock(t, first, MakeAll)
+	second := New(dataDir, "eip0")
+	if l2, err := second.Lock(MakeParts, 100*time.Millisecond); !errors.Is(err, ErrLockTimeout) {
+		if l2 != nil {
+			l2.Unlock()
+		}
+		t.Fatalf("a second Lock while the first is held = %v, want ErrLockTimeout", err)
+	}
+	l.Unlock()
+	mustLock(t, second, MakeParts).Unlock()
+	mustLock(t, first, ReadOnly).Unlock()
+}
+
+// A reader makes nothing: without a state directory there is no state.
+func TestAReadOnlyLockMakesNothing(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	for _, mode := range []Access{ReadOnly, MakeParts} {
+		l, err := New(dataDir, "eip0").Lock(mode, time.Second)
+		if l != nil || err != nil {
+			t.Errorf("Lock(%d) without state = %v, %v; want no lock and no error", mode, l, err)
+		}
+		if _, err := os.Lstat(dataDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Lock(%d) made dataDir (%v)", mode, err)
+		}
+	}
+}
+
+func TestRecordsAndIndexEntriesReadBackAsWritten(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "data"), "eip0")
+	defer mustLock(t, s, MakeAll).Unlock()
+	rec := &Record{Attachment: attA, IPs: []netip.Addr{ipA, ipB}, Route: 200}
+	if err := s.WriteRecord(attA.Key(), rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range rec.IPs {
+		if err := s.WriteIP(ip, IPEntry{Holders: []string{"b", attA.Key(), "b"}, Uplink: "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ReadRecord(attA.Key())
+	if err != nil || got == nil || got.Attachment != attA || !slices.Equal(got.IPs, rec.IPs) || got.Route != 200 {
+		t.Errorf("ReadRecord = %+v, %v; want %+v", got, err, rec)
+	}
+	if recs, err := s.Records(); err != nil || len(recs) != 1 || recs[attA.Key()] == nil {
+		t.Errorf("Records = %v, %v; want attA's alone", recs, err)
+	}
+	e, err := s.ReadIP(ipA)
+	if err != nil || !slices.Equal(e.Holders, []string{attA.Key(), "b"}) || e.Uplink != "eth0" {
+		t.Errorf("ReadIP = %+v, %v; want its holders sorted and unique, uplink eth0", e, err)
+	}
+	if err := s.WriteIP(ipA, IPEntry{}); err != nil {
+		t.Fatal(err)
+	}
+	if ips, err := s.Indexed(); err != nil || !slices.Equal(ips, []netip.Addr{ipB}) {
+		t.Errorf("Indexed after ipA lost its holders = %v, %v; want [%s]: an entry without holders is removed", ips, err, ipB)
+	}
+	if err := s.RemoveRecord(attA.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadRecord(attA.Key()); got != nil || err != nil {
+		t.Errorf("ReadRecord after RemoveRecord = %+v, %v; want none", got, err)
+	}
+}
+
+func TestAJournalOfAStepKindThisBinaryDoesNotKnowIsRefused(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "data"), "eip0")
+	defer mustLock(t, s, MakeAll).Unlock()
+	if err := s.Write(JournalFile, &Journal{Op: OpRelease, Key: attA.Key(), Steps: []Step{{Kind: "later"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadJournal(); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), `"later"`) {
+		t.Errorf("ReadJournal of a step of kind later = %v; want ErrState naming the kind", err)
+	}
+}
