@@ -3,8 +3,6 @@ package install
 import (
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -19,7 +17,7 @@ import (
 // holder never ran the plugin here: nothing on the host is judged ours
 // then, the shared table included. kept lines say what stays and why.
 func (i *Installer) retire(dataDir string) ([]string, error) {
-	devs, err := stateDevices(dataDir)
+	devs, err := assigner.StateDevices(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -48,31 +46,6 @@ func (i *Installer) retire(dataDir string) ([]string, error) {
 		}
 	}
 	return kept, nil
-}
-
-// stateDevices are the devices with state in dataDir and the holders
-// marked as dataDir's (whose state may be lost).
-func stateDevices(dataDir string) ([]string, error) {
-	var devs []string
-	entries, err := os.ReadDir(dataDir)
-	if err != nil && !os.IsNotExist(err) {
-		return nil, fmt.Errorf("reading dataDir %s: %w", dataDir, err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			devs = append(devs, e.Name())
-		}
-	}
-	held, err := assigner.Holders(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range held {
-		if !slices.Contains(devs, d) {
-			devs = append(devs, d)
-		}
-	}
-	return devs, nil
 }
 
 // retireTable deletes table inet external-ip when it steers nothing.

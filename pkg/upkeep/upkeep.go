@@ -14,6 +14,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // Upkeep is the node's optional periodic work, done beside the CNI path and
@@ -85,21 +86,7 @@ func (u *Upkeep) log() *slog.Logger {
 }
 
 // devices are the holder devices with state under DataDir.
-func (u *Upkeep) devices() ([]string, error) {
-	entries, err := os.ReadDir(u.DataDir)
-	if os.IsNotExist(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", u.DataDir, err)
-	}
-	var devs []string
-	for _, e := range entries {
-		if e.IsDir() { // a symlink is not a directory entry here: not followed
-			devs = append(devs, e.Name())
-		}
-	}
-	return devs, nil
-}
+func (u *Upkeep) devices() ([]string, error) { return store.Devices(u.DataDir) }
 
 // assigner works on dev. Re-announcing needs no nftables (nat nil);
 // repairing passes the host's, as `external-ip repair` does, or drift in

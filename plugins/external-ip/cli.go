@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -73,24 +71,7 @@ func devices(dataDir, device string) ([]string, error) {
 	if device != "" {
 		return []string{device}, nil
 	}
-	entries, err := os.ReadDir(dataDir)
-	if err != nil && !os.IsNotExist(err) {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	// A holder whose state directory was lost is still this dataDir's.
-	held, err := assigner.Holders(dataDir)
-	for _, d := range held {
-		if !slices.Contains(out, d) {
-			out = append(out, d)
-		}
-	}
-	return out, err
+	return assigner.StateDevices(dataDir)
 }
 
 // cliAssigner works without a network's config: the uplink routing is
