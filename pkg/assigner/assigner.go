@@ -54,7 +54,9 @@ type Hooks struct {
 	Announce func([]Placed) error
 }
 
-// Assigner keeps the reference counts of one holder device.
+// Assigner keeps the reference counts of one holder device. It serves one
+// call (Add, Del, GC, ...) at a time, and may serve one after another:
+// each starts afresh (startCall).
 type Assigner struct {
 	opts Options
 	k    kernel
@@ -63,24 +65,36 @@ type Assigner struct {
 	// step is called at each named step of a change: atStep, a no-op
 	// except in faultinject builds; tests set their own to crash there.
 	step func(name string)
+	// call is what the call under way has learned.
+	call
+}
+
+// call is what one call learns and must not hand to the next: between two
+// calls the kernel, or another invocation, may change anything.
+type call struct {
 	// dev is the holder once made or checked under the lock; holder is what
-	// the kernel said about it, asked once per invocation (see lookHolder);
-	// ownAlias is this dataDir's alias. All live as long as the invocation.
+	// the kernel said about it, asked once per call (see lookHolder);
+	// ownAlias is this dataDir's alias, its symlinks resolved.
 	dev      int
 	holder   *holderLink
 	ownAlias string
-	// ups resolves each uplink once per invocation.
+	// ups resolves each uplink once per call.
 	ups uplinkCache
 	// fresh are the IPs this ADD takes first (see fresh), put those it put
 	// on the holder; undoing is set while an ADD is being undone.
 	fresh, put map[netip.Addr]bool
 	undoing    bool
-	// queuedAt is when this invocation first queued a conntrack clean-up
-	// (forget.go).
+	// queuedAt is when this call first queued a conntrack clean-up
+	// (forget.go); Queued reads it once the call has returned.
 	queuedAt time.Time
-	// routing keeps each uplink's routing verdict for the invocation.
+	// routing keeps each uplink's routing verdict for the call.
 	routing routeCache
 }
+
+// startCall begins a call knowing nothing: every exported method that
+// looks at the kernel or the state calls it first
+// (TestEveryCallStartsKnowingNothing checks that they do).
+func (a *Assigner) startCall() { a.call = call{ups: uplinkCache{k: a.k}} }
 
 // New returns an Assigner working on the host's kernel.
 func New(o Options) *Assigner { return newAssigner(o, &hostKernel{}) }
@@ -93,20 +107,22 @@ func newAssigner(o Options, k kernel) *Assigner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Assigner{
+	a := &Assigner{
 		opts: o,
 		k:    k,
-		ups:  uplinkCache{k: k},
 		st:   store.New(o.DataDir, o.Device),
 		log:  log.With("device", o.Device),
 		step: atStep,
 	}
+	a.startCall()
+	return a
 }
 
 // Add records that att holds ips and makes sure each is on the holder
 // device, replacing att's earlier record. On error att keeps what it held
 // before: its earlier record, or none.
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, error) {
+	a.startCall()
 	ips = union(nil, ips) // a record lists each IP once, or GC would count it twice
 	if len(ips) == 0 {
 		return nil, nil
@@ -280,6 +296,7 @@ func (a *Assigner) undo(j *journal, cause error) error {
 // Del releases att's record and removes every IP nobody holds any more.
 // Something already gone is not an error: DEL may come twice.
 func (a *Assigner) Del(att Attachment) error {
+	a.startCall()
 	return a.withState(func() error {
 		key := att.Key()
 		rec, err := a.st.ReadRecord(key)

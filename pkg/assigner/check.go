@@ -12,6 +12,7 @@ import (
 // is missing or down, or when one of att's IPs is not on the holder or, for
 // IPv6, has no proxy entry on its uplink. It returns the IPs att holds.
 func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
+	a.startCall()
 	l, err := a.lockToRead()
 	if err != nil {
 		return nil, err

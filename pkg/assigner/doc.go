@@ -26,4 +26,8 @@
 // and hairpin rule, kept in the record with the container's addresses and
 // carried out as the journal's "nat" step through the NAT interface;
 // package nat only writes the nftables table and conntrack.
+//
+// An Assigner may serve one call after another: what a call learns (the
+// holder, the uplinks, what an ADD put on the kernel) is kept for that call
+// alone.
 package assigner

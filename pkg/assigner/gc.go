@@ -13,6 +13,7 @@ import (
 // reconciles the holder with the records of every network: held IPs that
 // went missing come back, addresses nobody holds go.
 func (a *Assigner) GC(network string, keep []Attachment) error {
+	a.startCall()
 	lost, err := a.lostState()
 	if err != nil {
 		return err
@@ -278,6 +279,7 @@ func keys[V any](m map[netip.Addr]V) []netip.Addr {
 // rebuilds the index from the records and makes the holder carry exactly
 // the held IPs. The operator runs it after moving a corrupt file aside.
 func (a *Assigner) Repair() error {
+	a.startCall()
 	lost, err := a.lostState()
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 // replays another invocation's change. It changes nothing: a state
 // directory with a part missing holds nothing.
 func (a *Assigner) WhileHeld(att Attachment, ips []netip.Addr, f func(held []netip.Addr) error) error {
+	a.startCall()
 	key := att.Key()
 	return a.whileIndexed(ips, func(e ipEntry) bool { return slices.Contains(e.Holders, key) }, f)
 }
@@ -27,6 +28,7 @@ func (a *Assigner) WhileHeld(att Attachment, ips []netip.Addr, f func(held []net
 // rounds while another holds it, and one moved to another uplink is not
 // announced on this one.
 func (a *Assigner) WhileHeldOn(uplink string, ips []netip.Addr, f func(held []netip.Addr) error) error {
+	a.startCall()
 	return a.whileIndexed(ips, func(e ipEntry) bool { return len(e.Holders) > 0 && e.Uplink == uplink }, f)
 }
 
@@ -35,6 +37,7 @@ func (a *Assigner) WhileHeldOn(uplink string, ips []netip.Addr, f func(held []ne
 // No state directory holds nothing; with a change pending (a journal) the
 // holders are not known, an error.
 func (a *Assigner) Holds(ip netip.Addr) (bool, error) {
+	a.startCall()
 	held := false
 	err := a.whileIndexed([]netip.Addr{ip}, func(e ipEntry) bool { return len(e.Holders) > 0 }, func([]netip.Addr) error {
 		held = true

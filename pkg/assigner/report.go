@@ -44,6 +44,7 @@ type IPReport struct {
 
 // Report reads the state and the holder; it changes nothing.
 func (a *Assigner) Report() (*Report, error) {
+	a.startCall()
 	rep := &Report{Device: a.opts.Device, StateDir: a.st.Dir(), IPs: []IPReport{}, Drift: []string{}}
 	l, err := a.lockToRead()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // flight either finished before or finds everything gone. kept says in one
 // line what stays and why; "" when nothing does.
 func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) {
+	a.startCall()
 	l, err := a.lockToRead()
 	if err != nil {
 		return "", err

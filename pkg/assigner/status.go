@@ -13,6 +13,7 @@ import (
 // the families in use. It adopts no device and marks none; of the state
 // directory it only tests that it can be written.
 func (a *Assigner) Ready(v4, v6 bool) error {
+	a.startCall()
 	if err := a.st.Writable(); err != nil {
 		return err
 	}
