@@ -323,12 +323,23 @@ func (s *Store) Indexed() ([]netip.Addr, error) {
 	return out, nil
 }
 
+// probe is what Writable stages, and removes, to prove the state writable.
+const probe = "status"
+
+// staged are the names writeJSON and Writable stage under, besides the
+// records' and the index entries': every File, and Writable's probe.
+var staged = []File{JournalFile, CreatingFile, ConntrackFile, probe}
+
 // tmpPattern is the name of a file that writeJSON stages (and that older
 // binaries' os.CreateTemp staged): a state file's name and a number.
 // Compiled on first use, by GC: compiling it at start cost every ADD
 // about 0.05 ms.
 var tmpPattern = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(journal|creating-device|status|[0-9a-f]{32}\.json|[0-9a-fA-F.:]+\.json)\.[0-9]+$`)
+	names := make([]string, len(staged))
+	for i, f := range staged {
+		names[i] = regexp.QuoteMeta(string(f))
+	}
+	return regexp.MustCompile(`^(` + strings.Join(names, "|") + `|[0-9a-f]{32}\.json|[0-9a-fA-F.:]+\.json)\.[0-9]+$`)
 })
 
 // SweepTmp removes the staged writes that a crash left behind, and nothing
@@ -410,7 +421,7 @@ func (s *Store) Writable() error {
 		}
 		return nil
 	}
-	tmp, err := s.stage("status", []byte("{}"))
+	tmp, err := s.stage(probe, []byte("{}"))
 	if err != nil {
 		return errorf(ErrState, "state directory %s: is not writable: %w", s.dir, err)
 	}

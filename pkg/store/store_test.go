@@ -105,3 +105,33 @@ func TestAJournalOfAStepKindThisBinaryDoesNotKnowIsRefused(t *testing.T) {
 		t.Errorf("ReadJournal of a step of kind later = %v; want ErrState naming the kind", err)
 	}
 }
+
+// A write killed mid-way leaves its staged file in tmp/: SweepTmp removes
+// what a write of every kind of state file leaves, and nothing else.
+func TestSweepTmpRemovesWhatAKilledWriteOfEveryFileLeaves(t *testing.T) {
+	s := New(filepath.Join(t.TempDir(), "data"), "eip0")
+	defer mustLock(t, s, MakeAll).Unlock()
+	tmp := filepath.Join(s.Dir(), "tmp")
+	left := []string{"journal.4242", "creating-device.5", "conntrack.8", "status.3", attA.Key() + ".json.17", ipA.String() + ".json.99", ipB.String() + ".json.1"}
+	kept := []string{"conntrack", "journal.x", "not-ours"}
+	for _, n := range append(slices.Clone(left), kept...) {
+		if err := os.WriteFile(filepath.Join(tmp, n), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SweepTmp(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, kept) {
+		t.Errorf("after SweepTmp tmp/ holds %v, want %v: every staged write swept, nothing else", names, kept)
+	}
+}
