@@ -100,8 +100,8 @@ func (a *Assigner) readForgets() ([]forgetEntry, error) {
 	return q, err
 }
 
-// Queued says when this invocation first queued a conntrack clean-up;
-// zero if it queued none. Its caller then has a detached child run
+// Queued says when the last call (an Add or Del) first queued a conntrack
+// clean-up; zero if it queued none. Its caller then has a detached child run
 // ForgetPending from that time on.
 func (a *Assigner) Queued() time.Time { return a.queuedAt }
 

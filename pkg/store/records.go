@@ -36,8 +36,8 @@ type Record struct {
 	Route HeldAs `json:"route,omitempty"`
 }
 
-// IPEntry is the index of one IP, the file ip/<addr>.json: who holds it and where it is announced.
-// len(Holders) is the IP's reference count.
+// IPEntry is the index of one IP, the file ip/<addr>.json: who holds it
+// and where it is announced. len(Holders) is the IP's reference count.
 type IPEntry struct {
 	Holders []string `json:"holders"`
 	Uplink  string   `json:"uplink,omitempty"`
@@ -46,10 +46,10 @@ type IPEntry struct {
 	Route HeldAs `json:"route,omitempty"`
 }
 
-// Journal is one change under way, the file journal. Applying it is idempotent, so it can be
-// carried out again after a crash at any point. An ADD's journal is undone
-// by whoever finds it: the ADD did not return success, so its runtime
-// takes it as failed. A release is finished.
+// Journal is one change under way, the file journal. Applying it is
+// idempotent, so it can be carried out again after a crash at any point.
+// An ADD's journal is undone by whoever finds it: the ADD did not return
+// success, so its runtime takes it as failed. A release is finished.
 type Journal struct {
 	Op  string `json:"op"`
 	Key string `json:"key"`
