@@ -69,33 +69,6 @@ func TestCorruptStateFileIsAnErrorNamingItAndChangesNothing(t *testing.T) {
 	}
 }
 
-func TestStateFilesAre0600AndDirectories0700(t *testing.T) {
-	f := newFixture(t)
-	f.add(attA, v4a, v6a)
-	f.add(attB, v4a)
-	f.del(attB)
-	err := filepath.WalkDir(f.opts.DataDir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		want := fs.FileMode(0o600)
-		if e.IsDir() {
-			want = 0o700
-		}
-		if got := info.Mode().Perm(); got != want {
-			t.Errorf("%s has mode %v, want %v: state is for root's eyes only", path, got, want)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walking %s: %v", f.opts.DataDir, err)
-	}
-}
-
 func TestHostileAttachmentNamesNeverMakeAPathOutsideTheStateDir(t *testing.T) {
 	parent := t.TempDir()
 	f := newFixture(t)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -133,5 +134,47 @@ func TestSweepTmpRemovesWhatAKilledWriteOfEveryFileLeaves(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(names, kept) {
 		t.Errorf("after SweepTmp tmp/ holds %v, want %v: every staged write swept, nothing else", names, kept)
+	}
+}
+
+// State is for root's eyes only: every file the store writes is 0600 and
+// every directory it makes 0700, dataDir's missing parts included.
+func TestStateFilesAre0600AndDirectories0700(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "a", "data")
+	s := New(dataDir, "eip0")
+	l := mustLock(t, s, MakeAll)
+	writes := []error{
+		s.WriteRecord(attA.Key(), &Record{Attachment: attA, IPs: []netip.Addr{ipA, ipB}}),
+		s.WriteIP(ipA, IPEntry{Holders: []string{attA.Key()}}),
+		s.Write(JournalFile, &Journal{Op: OpRelease, Key: attA.Key()}),
+		s.Write(CreatingFile, map[string]string{"temp": "eipnew0"}),
+		s.Write(ConntrackFile, []string{}),
+	}
+	l.Unlock()
+	if err := errors.Join(writes...); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err := filepath.WalkDir(filepath.Dir(dataDir), func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if e.IsDir() {
+			want = 0o700
+		} else {
+			files++
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %v, want %v: state is for root's eyes only", path, got, want)
+		}
+		return nil
+	})
+	if err != nil || files != 6 {
+		t.Fatalf("walking %s: %v, %d files; want the lock and the 5 files written", dataDir, err, files)
 	}
 }
