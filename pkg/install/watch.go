@@ -74,8 +74,7 @@ func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 			return fmt.Errorf("watching %s: %w", filepath.Dir(o.EntryFile), err)
 		}
 	}
-	wt := &watcher{i: i, o: o, fights: map[string][]time.Time{}, chained: map[string]bool{}}
-	return wt.loop(ctx, w)
+	return newWatcher(i, o).loop(ctx, w)
 }
 
 // waitForDir returns once the conf dir exists: a DaemonSet may start
@@ -144,8 +143,11 @@ func (i *Installer) holdWatch() (func(), error) {
 
 // watcher is Watch's state: when to chain next, and who fights us.
 type watcher struct {
-	i       *Installer
-	o       WatchOptions
+	i *Installer
+	o WatchOptions
+	// now is the clock of the back-off; tests set their own, so that what
+	// they count does not depend on the machine's load.
+	now     func() time.Time
 	due     *time.Timer
 	hold    time.Time // storm back-off: no re-chain before this
 	backoff time.Duration
@@ -153,6 +155,10 @@ type watcher struct {
 	reload  bool // the entry's file changed
 	chained map[string]bool
 	fights  map[string][]time.Time
+}
+
+func newWatcher(i *Installer, o WatchOptions) *watcher {
+	return &watcher{i: i, o: o, now: time.Now, fights: map[string][]time.Time{}, chained: map[string]bool{}}
 }
 
 func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
@@ -184,7 +190,7 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 		case <-resync.C:
 			wt.arm(0)
 		case <-wt.due.C:
-			if wt.reconcile(time.Now()) {
+			if wt.reconcile(wt.now()) {
 				<-ctx.Done() // uninstalled: idle until stopped, so as not to be restarted
 				return nil
 			}
@@ -201,15 +207,18 @@ func relevant(ev fsnotify.Event) bool {
 
 // arm schedules a chaining in d, or at the end of a storm back-off.
 func (wt *watcher) arm(d time.Duration) {
-	if until := time.Until(wt.hold); until > d {
-		d = until
-	}
+	d = wt.delay(d)
 	wt.due.Stop()
 	select { // drain a fire not yet received, so Reset starts afresh
 	case <-wt.due.C:
 	default:
 	}
 	wt.due.Reset(d)
+}
+
+// delay is d, or longer while a storm back-off lasts.
+func (wt *watcher) delay(d time.Duration) time.Duration {
+	return max(d, wt.hold.Sub(wt.now()))
 }
 
 // reconcile chains again; it says stop once an uninstall has marked the

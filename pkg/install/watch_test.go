@@ -105,25 +105,55 @@ func TestWatchBacksOffARewriteStormAndNamesTheFile(t *testing.T) {
 	logs := watching(t, n.installer(t), WatchOptions{Resync: time.Hour, StormLimit: 3, StormWindow: time.Minute, MaxBackoff: 2 * time.Second})
 	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
 	// A primary that rewrites its file whenever ours appears: each round
-	// is one fight. Without a back-off this would loop as fast as it can.
+	// is one fight, until the watcher says it is in a storm. How often it
+	// re-chains is counted on a clock of the test's own, below.
+	stormed := func() bool { return strings.Contains(logs.String(), "rewrite storm") }
 	fights := 0
-	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(t, 30*time.Second, "a storm line after 3 fights", func() bool {
 		if n.chained(t, "10-bridge.conflist")() {
 			rewrite(t, n.conf, "10-bridge.conflist", bridgeList, n.conf)
 			fights++
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return stormed()
+	})
 	log := logs.String()
-	if !strings.Contains(log, "rewrite storm") || !strings.Contains(log, filepath.Join(n.conf, "10-bridge.conflist")) || !strings.Contains(log, `"rewrites":`) || !strings.Contains(log, `"every":`) {
-		t.Fatalf("no storm line naming the file and the count after %d fights:\n%s", fights, log)
+	if !strings.Contains(log, filepath.Join(n.conf, "10-bridge.conflist")) || !strings.Contains(log, `"rewrites":`) || !strings.Contains(log, `"every":`) {
+		t.Fatalf("the storm line does not name the file and the count after %d fights:\n%s", fights, log)
 	}
-	// 3 free re-chains, then 1 s, 2 s, 2 s apart: at most about 6 in 4 s.
-	if fights > 8 {
-		t.Errorf("re-chained %d times in 4 s during a storm; the back-off should keep it to about 6", fights)
+	if fights < 3 {
+		t.Errorf("a storm declared after %d fights, want the limit, 3", fights)
 	}
-	t.Logf("%d fights in 4 s", fights)
+}
+
+// The back-off itself, on the test's clock: every fight is one re-chain,
+// and the wait before the next is counted, not timed, so that neither a
+// slow nor a fast machine changes what the test sees.
+func TestARewriteStormsBackOffDoublesFromASecondUpToTheCap(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	in.Log = (&logBuffer{}).logger()
+	o := WatchOptions{StormLimit: 3, StormWindow: time.Minute, MaxBackoff: 4 * time.Second}
+	o.defaults()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	wt := newWatcher(in, o)
+	wt.now = func() time.Time { return now }
+	wt.reconcile(now)
+	var waits []time.Duration
+	for range 7 {
+		rewrite(t, n.conf, "10-bridge.conflist", bridgeList, n.conf)
+		now = now.Add(wt.delay(o.Settle)) // the timer fires
+		wt.reconcile(now)
+		if !n.chained(t, "10-bridge.conflist")() {
+			t.Fatalf("fight %d: the watcher did not chain again", len(waits)+1)
+		}
+		waits = append(waits, wt.delay(o.Settle))
+	}
+	s := o.Settle
+	want := []time.Duration{s, s, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}
+	if !slices.Equal(waits, want) {
+		t.Errorf("waits after each fight %v, want %v: the settle time until the limit (3), then doubling from 1s up to the cap (4s)", waits, want)
+	}
 }
 
 func TestStoppingTheWatchLeavesEverythingInstalled(t *testing.T) {
