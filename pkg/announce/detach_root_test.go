@@ -9,8 +9,8 @@ import (
 
 func TestDetachedAnnouncerSendsTheLaterRoundsIntervalApart(t *testing.T) {
 	l := newLink(t)
-	done := t.TempDir()
-	t.Setenv(envDoneDir, done)
+	fifo, done := doneFIFO(t)
+	t.Setenv(envDone, fifo)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

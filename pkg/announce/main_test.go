@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -14,9 +14,10 @@ import (
 // EOF as a runtime does.
 const envDetachHelper = "EXTERNAL_IP_TEST_DETACH"
 
-// envDoneDir names a directory where each detached test binary, once its Runner
-// has returned, writes PID.done holding "ok" or the error.
-const envDoneDir = "EXTERNAL_IP_TEST_DONE_DIR"
+// envDone names a FIFO to which each detached test binary, once its Runner
+// has returned, writes one line: its PID and "ok" or the error. The test
+// blocks on that line rather than polling for it.
+const envDone = "EXTERNAL_IP_TEST_DONE_FIFO"
 
 // TestMain lets the test binary stand in for the plugin binary, which Detach
 // re-executes.
@@ -39,15 +40,25 @@ func runDetached(v string) int {
 	if err != nil {
 		result = err.Error()
 	}
-	if dir := os.Getenv(envDoneDir); dir != "" {
-		// Renamed into place so that a waiting test never reads it half written.
-		f := filepath.Join(dir, strconv.Itoa(os.Getpid()))
-		if err := os.WriteFile(f+".tmp", []byte(result), 0o644); err != nil {
-			return 1
-		}
-		if err := os.Rename(f+".tmp", f+".done"); err != nil {
-			return 1
-		}
+	if fifo := os.Getenv(envDone); fifo != "" {
+		return reportDone(fifo, result)
+	}
+	return 0
+}
+
+// reportDone writes the line in one write, shorter than PIPE_BUF so that
+// children writing at once do not interleave. O_NONBLOCK: a test that has
+// already ended and closed the FIFO fails the open instead of hanging the
+// child for ever.
+func reportDone(fifo, result string) int {
+	f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 1
+	}
+	defer f.Close()
+	line := fmt.Sprintf("%d %s", os.Getpid(), strings.ReplaceAll(result, "\n", " "))
+	if _, err := f.WriteString(line[:min(len(line), 1000)] + "\n"); err != nil {
+		return 1
 	}
 	return 0
 }

@@ -1,6 +1,7 @@
 package announce
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPlanSurvivesJSONRoundTrip(t *testing.T) {
@@ -114,11 +117,11 @@ func TestDetachDoesNotHoldTheCallersStdoutUntilTheLaterRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := t.TempDir()
+	fifo, done := doneFIFO(t)
 	// The helper plays the plugin; reading its stdout to EOF is what a
 	// runtime does before it considers ADD finished.
 	helper := exec.Command(exe)
-	helper.Env = append(os.Environ(), envDetachHelper+"="+string(b), envDoneDir+"="+done,
+	helper.Env = append(os.Environ(), envDetachHelper+"="+string(b), envDone+"="+fifo,
 		// A -race binary otherwise sleeps a second before it exits.
 		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	helper.Stderr = os.Stderr
@@ -158,8 +161,8 @@ func TestDetachSplitsAPlanTooBigForOneEnvironmentString(t *testing.T) {
 	if b, _ := json.Marshal(p); len(b) < 128<<10 {
 		t.Fatalf("plan of %d bytes is too small to test splitting", len(b))
 	}
-	done := t.TempDir()
-	t.Setenv(envDoneDir, done)
+	fifo, done := doneFIFO(t)
+	t.Setenv(envDone, fifo)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -174,32 +177,52 @@ func TestDetachSplitsAPlanTooBigForOneEnvironmentString(t *testing.T) {
 	}
 }
 
-// waitDone waits until n detached test binaries have written their result
-// to dir, and returns the results.
-func waitDone(t *testing.T, dir string, n int, timeout time.Duration) []string {
+// doneFIFO makes the FIFO that detached test binaries report to (envDone)
+// and opens it for the test, read and write: so that neither this open
+// nor a child's blocks, and reads wait for a line instead of ending.
+func doneFIFO(t *testing.T) (string, *os.File) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		files, err := filepath.Glob(filepath.Join(dir, "*.done"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(files) >= n {
-			var results []string
-			for _, f := range files {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				results = append(results, string(b))
-			}
-			return results
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d detached announcers finished within %s", len(files), n, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+	path := filepath.Join(t.TempDir(), "done")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
 	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return path, f
+}
+
+// waitDone blocks until n detached test binaries have reported to done,
+// and returns their results; past timeout it fails, naming how many did.
+func waitDone(t *testing.T, done *os.File, n int, timeout time.Duration) []string {
+	t.Helper()
+	if err := done.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(done)
+	var results []string
+	for len(results) < n {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%d of %d detached announcers reported within %s: %v", len(results), n, timeout, err)
+		}
+		_, result, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		results = append(results, result)
+	}
+	return results
+}
+
+// queued is how many bytes wait in the pipe or FIFO f, from either end
+// (FIONREAD, which x/sys names TIOCINQ).
+func queued(t *testing.T, f *os.File) int {
+	t.Helper()
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCINQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // A plan with no rounds left only holds the caller's sockets: its child,
@@ -212,8 +235,8 @@ func TestAHoldOnlyChildEndsOnlyOnceTheHoldPipeCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := t.TempDir()
-	t.Setenv(envDoneDir, done)
+	fifo, done := doneFIFO(t)
+	t.Setenv(envDone, fifo)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -222,16 +245,21 @@ func TestAHoldOnlyChildEndsOnlyOnceTheHoldPipeCloses(t *testing.T) {
 	if err := Detach(exe, Plan{Hold: true}, r); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the child has started; a broken one has ended
-	if files, _ := filepath.Glob(filepath.Join(done, "*.done")); len(files) != 0 {
-		t.Fatalf("the hold-only child ended with the hold pipe still open: %v", files)
+	// A byte in the hold pipe is gone only once the child reads it: then
+	// it has started and waits on the pipe, where a broken one has ended.
+	if _, err := w.Write([]byte{1}); err != nil {
+		t.Fatal(err)
 	}
-	closed := time.Now()
+	for deadline := time.Now().Add(10 * time.Second); queued(t, w) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hold-only child did not read its hold pipe within 10s: it never started, or ended without reading it")
+		}
+	}
+	if n := queued(t, done); n > 0 {
+		t.Fatalf("the hold-only child reported (%d bytes) with the hold pipe still open", n)
+	}
 	w.Close()
 	if got := waitDone(t, done, 1, 10*time.Second); got[0] != "ok" {
 		t.Errorf("the hold-only child ended with %q, want ok", got[0])
-	}
-	if late := time.Since(closed); late > 5*time.Second {
-		t.Errorf("the hold-only child ended %s after the pipe closed", late)
 	}
 }
