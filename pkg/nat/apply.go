@@ -37,7 +37,6 @@ func (t *Table) SetIngress(ip netip.Addr, targets []netip.Addr) error {
 // target is ip's element of dnat4; several, a chain of ip's own (in4's
 // element goes to it) that spreads new flows over a map of its own.
 func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
-	t.destroys = true
 	f := familyOf(ip)
 	old, had, err := t.getElement(f.direct, ip.AsSlice())
 	if err != nil {
@@ -144,7 +143,6 @@ func (t *Table) SetEgress(k EgressKey, ip netip.Addr) error {
 	err := t.flush(func() error { return t.c.SetAddElements(s, el) })
 	if isExists(err) {
 		// The kernel refuses to change an element's value in place.
-		t.destroys = true
 		if err = t.c.SetDeleteElements(s, el); err == nil {
 			err = t.flush(func() error { return t.c.SetAddElements(s, el) })
 		}
@@ -157,7 +155,6 @@ func (t *Table) SetEgress(k EgressKey, ip netip.Addr) error {
 
 // DelEgress removes k's egress rule; one already gone is no error.
 func (t *Table) DelEgress(k EgressKey) error {
-	t.destroys = true
 	s := t.set(familyOf(k.Source).snat)
 	if err := t.c.SetDeleteElements(s, []nftables.SetElement{egressElement(k, k.Source)}); err != nil {
 		return err
@@ -220,7 +217,6 @@ func (t *Table) SetHairpin(subnet netip.Prefix) error {
 
 // DelHairpin removes subnet's hairpin element; one already gone is no error.
 func (t *Table) DelHairpin(subnet netip.Prefix) error {
-	t.destroys = true
 	s := t.set(familyOf(subnet.Addr()).hp)
 	if err := t.c.SetDeleteElements(s, hairpinElement(subnet)); err != nil {
 		return err

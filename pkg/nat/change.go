@@ -63,9 +63,6 @@ func (t *Table) stage(ch Change) error {
 			return err
 		}
 	}
-	if len(ch.DelEgress)+len(ch.DelHairpin) > 0 {
-		t.destroys = true
-	}
 	for k, ip := range ch.Egress {
 		if err := t.c.SetAddElements(t.set(familyOf(ip).snat), []nftables.SetElement{egressElement(k, ip)}); err != nil {
 			return err

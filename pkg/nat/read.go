@@ -38,7 +38,7 @@ func (t *Table) Read() (*State, error) {
 		return st, nil
 	}
 	st.Present = true
-	chains, err := t.c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	chains, err := t.r.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
@@ -94,14 +94,14 @@ func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
 // The library formats its listing errors with %v, so a missing map is
 // found by listing the table's sets, not by the listing's ENOENT.
 func (t *Table) elements(name string) ([]nftables.SetElement, bool, error) {
-	sets, err := t.c.GetSets(t.table)
+	sets, err := t.r.GetSets(t.table)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
 	}
 	if !slices.ContainsFunc(sets, func(s *nftables.Set) bool { return s.Name == name }) {
 		return nil, false, nil
 	}
-	els, err := t.c.GetSetElements(t.set(name))
+	els, err := t.r.GetSetElements(t.set(name))
 	if err != nil {
 		return nil, false, fmt.Errorf("listing map %s: %w", name, err)
 	}
@@ -198,7 +198,7 @@ func (t *Table) extIPs(f family) (map[netip.Addr]bool, error) {
 // rule that does not DNAT, or whose modulus leaves targets out or draws
 // slots the map lacks, does not steer as we would.
 func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
-	rules, err := t.c.GetRules(t.table, c)
+	rules, err := t.r.GetRules(t.table, c)
 	if err != nil {
 		return nil, fmt.Errorf("listing rules of chain %s: %w", c.Name, err)
 	}
@@ -229,11 +229,11 @@ func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
 }
 
 func (t *Table) readSpread(name string) ([]netip.Addr, error) {
-	s, err := t.c.GetSetByName(t.table, name)
+	s, err := t.r.GetSetByName(t.table, name)
 	if err != nil {
 		return nil, fmt.Errorf("reading map %s: %w", name, err)
 	}
-	els, err := t.c.GetSetElements(s)
+	els, err := t.r.GetSetElements(s)
 	if err != nil {
 		return nil, fmt.Errorf("listing map %s: %w", name, err)
 	}

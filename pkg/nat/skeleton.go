@@ -66,7 +66,6 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 // leaves a new table's postrouting empty, which Read reports as broken and
 // repair mends.
 func (t *Table) Ensure() error {
-	t.destroys = true
 	t.c.AddTable(t.table)
 	for _, s := range t.sets() {
 		if err := t.c.AddSet(s, nil); err != nil {

@@ -35,18 +35,17 @@ const (
 
 // Table is our nftables table over one netlink connection.
 type Table struct {
-	c     *nftables.Conn
-	nl    *netlink.Conn // c's socket, for File
+	c     *batch // stages every change, and knows which destroy
+	r     reader // the same connection, for reads
+	conn  *nftables.Conn
+	nl    *netlink.Conn // the connection's socket, for File
 	table *nftables.Table
-	// destroys is set by every change that may delete or flush something:
-	// its commit leaves the kernel work to do after an RCU grace period,
-	// which the release of this socket waits for (see File).
-	destroys bool
 }
 
 // Destroyed tells whether a change over this connection may have deleted
-// or flushed anything. When none did, closing the socket does not wait.
-func (t *Table) Destroyed() bool { return t.destroys }
+// or flushed anything (see batch). When none did, closing the socket does
+// not wait.
+func (t *Table) Destroyed() bool { return t.c.destroys }
 
 // Open connects to nf_tables in the current network namespace. It changes
 // nothing: the table is made by the first change that needs it.
@@ -57,14 +56,15 @@ func Open() (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to nf_tables: %w", err)
 	}
-	t.c = c
+	t.c, t.r, t.conn = &batch{c: c}, c, c
 	return t, nil
 }
 
 // File is a duplicate of the table's netlink socket. The kernel's release
 // of a netfilter netlink socket waits, while a commit's clean-up is still
-// pending (for about an RCU grace period, 10 to 20 ms, after every change),
-// and so does the exit of the process that holds its last reference: a
+// pending (about an RCU grace period after a change that destroyed
+// something, see batch; figure: docs/performance.md, "Figures behind
+// design choices"), and so does the exit of the process that holds its last reference: a
 // caller on a latency budget hands this copy to a process that outlives it.
 func (t *Table) File() (*os.File, error) { return dupConn(t.nl, "nf_tables") }
 
@@ -86,11 +86,10 @@ func dupConn(c *netlink.Conn, name string) (*os.File, error) {
 }
 
 // Close releases the netlink connection.
-func (t *Table) Close() error { return t.c.CloseLasting() }
+func (t *Table) Close() error { return t.conn.CloseLasting() }
 
 // Delete removes our whole table; nothing of it being there is no error.
 func (t *Table) Delete() error {
-	t.destroys = true
 	t.c.DelTable(t.table)
 	if err := t.c.Flush(); err != nil && !isNotFound(err) {
 		return fmt.Errorf("deleting table inet %s: %w", TableName, err)
@@ -102,7 +101,6 @@ func (t *Table) Delete() error {
 // a NAT base chain and deletes it in the same transaction, so the kernel
 // checks everything and nothing is committed that outlives it.
 func (t *Table) Probe() error {
-	t.destroys = true
 	existed := t.exists()
 	t.c.AddTable(t.table)
 	probe := t.c.AddChain(&nftables.Chain{
@@ -121,7 +119,7 @@ func (t *Table) Probe() error {
 }
 
 func (t *Table) exists() bool {
-	_, err := t.c.ListTableOfFamily(TableName, nftables.TableFamilyINet)
+	_, err := t.r.ListTableOfFamily(TableName, nftables.TableFamilyINet)
 	return err == nil
 }
 

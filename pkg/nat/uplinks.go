@@ -89,7 +89,7 @@ func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
 // of them: a DEL reads both, and each listing is a round trip.
 func (t *Table) uplinks() (map[string]UplinkSlot, map[string]bool, error) {
 	out, names := map[string]UplinkSlot{}, map[string]bool{}
-	sets, err := t.c.GetSets(t.table)
+	sets, err := t.r.GetSets(t.table)
 	if err != nil && !t.exists() {
 		// The library formats listing errors with %v: ENOENT is found by
 		// asking for the table, on this rare path only.
@@ -104,7 +104,7 @@ func (t *Table) uplinks() (map[string]UplinkSlot, map[string]bool, error) {
 	if !names[uplinkMarks] {
 		return out, names, nil
 	}
-	els, err := t.c.GetSetElements(t.registry())
+	els, err := t.r.GetSetElements(t.registry())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing map %s: %w", uplinkMarks, err)
 	}
@@ -129,7 +129,6 @@ func (t *Table) SetUplinks(all map[string]UplinkSlot, gone map[string]UplinkSlot
 }
 
 func (t *Table) buildUplinks(all, gone map[string]UplinkSlot, mask uint32) error {
-	t.destroys = true
 	reg := t.registry()
 	if err := t.c.AddSet(reg, nil); err != nil {
 		return err
@@ -283,9 +282,6 @@ func wrapMembers(err error) error {
 }
 
 func (t *Table) stageMembers(add, del []UplinkMember) error {
-	if len(del) > 0 {
-		t.destroys = true
-	}
 	for _, m := range add {
 		s := &nftables.Set{Table: t.table, Name: m.set(), KeyType: familyOf(m.Addr).keyType}
 		if err := t.c.SetAddElements(s, []nftables.SetElement{{Key: m.Addr.AsSlice()}}); err != nil {
@@ -308,7 +304,7 @@ func (t *Table) SlotEmpty(slot int) (bool, error) {
 	for _, eg := range []bool{false, true} {
 		for _, f := range []family{ipv4, ipv6} {
 			s := &nftables.Set{Table: t.table, Name: memberSet(slot, f, eg), KeyType: f.keyType}
-			els, err := t.c.GetSetElements(s)
+			els, err := t.r.GetSetElements(s)
 			if err != nil {
 				// A set that cannot be listed (removed by hand) keeps the
 				// slot: a DEL must not fail on it, and GC mends the slot.
@@ -372,7 +368,7 @@ func (t *Table) readMembers(st *UplinkState, slot int, names map[string]bool) er
 				st.Broken = append(st.Broken, "set "+name+" missing")
 				continue
 			}
-			els, err := t.c.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
+			els, err := t.r.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
 			if err != nil {
 				return fmt.Errorf("listing set %s: %w", name, err)
 			}
