@@ -8,10 +8,11 @@
 // 5227 ARP probe, RFC 4862 duplicate address detection) before an address
 // is first taken: callers decide what to announce or probe, on which uplink
 // and when. A Session is one ADD's part: its probes, its first round, and
-// the hand-over of its later rounds and their sockets to detached children
-// (a Runner in the child); the slow-to-close sockets that no such child
-// takes are parked (SessionOptions.Park) or held by a child that sends
-// nothing. Senders and probes work over a Conn, so that their
+// the hand-over of its later rounds to detached children (a Runner in the
+// child). Its packet sockets, slow to close, go to a linger.Keeper, which
+// boards them on those children or keeps them otherwise; a Runner with no
+// rounds is the keeper's holding child. Senders and probes work over a
+// Conn, so that their
 // decisions are tested without root; the raw sockets are behind Sockets.
 //
 // It never adds, removes or lists addresses or neighbour entries, and never

@@ -70,11 +70,11 @@ func (s *Sender) Close() error {
 }
 
 // Release hands the slow-to-close sockets opened so far to the caller as
-// files, for a detached child to inherit or for parking, and closes the
-// Sender's own.
+// files, for a linger.Keeper, and closes the Sender's own.
 //
 // Why: Linux waits for an RCU grace period (synchronize_net) when the last
-// reference to an AF_PACKET socket goes, 10 to 13 ms here. Closed by the
+// reference to an AF_PACKET socket goes (figure: docs/performance.md,
+// "Figures behind design choices"). Closed by the
 // plugin, that wait would sit on every IPv4 ADD; released after the plugin
 // has exited, it costs the ADD nothing.
 func (s *Sender) Release() ([]*os.File, error) {

@@ -8,10 +8,10 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/linger"
 )
 
 // Target is one IP to announce or probe for and the uplink it goes out on.
@@ -37,10 +37,12 @@ type SessionOptions struct {
 	// files from then on: it closes them, started or not. Nil starts this
 	// binary with Detach.
 	Start func(p Plan, files []*os.File) error
-	// Park, when set, has the kernel hold files past this process's exit
-	// (park.Files) and closes them; when it fails they are still ours, and
-	// a child started only to hold them takes them. Nil parks nothing.
-	Park func(files []*os.File) error
+	// Keeper is given the packet sockets, whose last close is slow, and
+	// boards them on the announcing children; the caller ends it (Done)
+	// once it has closed its own copies. Nil: the session has a keeper of
+	// its own, which holds what no announcing child took in a child
+	// started by Start, and Finish ends it.
+	Keeper *linger.Keeper
 	// HeldHere, when set, is asked after a conflict whether this node's
 	// state records a holder of the address (known false: it could not
 	// tell), so that the refusal can say the node does not hold it.
@@ -48,27 +50,18 @@ type SessionOptions struct {
 }
 
 // Session is one ADD's announcing: its conflict probes, its first round on
-// each uplink, and after ADD the hand-over of the later rounds and of its
-// packet sockets to detached children, or of the sockets alone to the
-// kernel (SessionOptions.Park), so that neither the rounds nor the slow
-// last close of an AF_PACKET socket (see Sender.Release) holds ADD up.
+// each uplink, and after ADD the hand-over of the later rounds to detached
+// children, so that the rounds never hold ADD up. Its packet sockets go to
+// the Keeper (package linger), so that their slow last close (see
+// Sender.Release) does not either.
 type Session struct {
 	o       SessionOptions
+	keep    *linger.Keeper
+	own     bool // keep is the session's: Finish ends it
 	mu      sync.Mutex
 	probed  []Conn // guarded by mu: probes run concurrently
 	senders []*Sender
 	targets [][]netip.Addr // per sender, its IPs
-	kept    []*os.File     // Keep's files, handed over with the probes'
-}
-
-// Keep gives Finish a file whose last close is slow (the NAT table's: see
-// nat.Table.File) to keep open past the plugin's exit with the probes'
-// sockets: in the first child it starts, else parked or in a holding
-// child. Finish closes our copy in every case.
-func (s *Session) Keep(f *os.File) {
-	s.mu.Lock()
-	s.kept = append(s.kept, f)
-	s.mu.Unlock()
 }
 
 // NewSession returns a Session that has sent nothing yet.
@@ -79,7 +72,12 @@ func NewSession(o SessionOptions) *Session {
 	if o.Start == nil {
 		o.Start = startSelf
 	}
-	return &Session{o: o}
+	s := &Session{o: o, keep: o.Keeper}
+	if s.keep == nil {
+		hold := func(files []*os.File) error { return o.Start(Plan{Hold: true}, files) }
+		s.keep, s.own = linger.New(linger.Options{Hold: hold, Log: o.Logger}), true
+	}
+	return s
 }
 
 // startSelf starts this binary, which must dispatch EnvPlan to a Runner.
@@ -162,83 +160,52 @@ func byUplink(targets []Target) []group {
 
 // Finish ends the session once ADD is decided. After a failed ADD it only
 // closes. After a successful one, each uplink with rounds left goes to a
-// detached child, and the first child started also takes the probes' and
-// Keep's sockets. The slow-to-close sockets that no such child took (the
-// packet sockets of uplinks with no round left, and the probes' and Keep's
-// when there was none) are parked (see SessionOptions.Park), or else given
-// to one child started only to hold them. A child that inherits sockets is
-// told through a pipe when the plugin has closed its own copies, so that
-// its close is the last. What could not be handed over is closed here and
-// returned as an error, for a warning: the first round is out, so the ADD
-// stands.
+// detached child; the probes' and senders' packet sockets go to the
+// Keeper, which boards what it holds on each of those children. What
+// could not be handed over is returned as an error, for a warning: the
+// first round is out, so the ADD stands.
 func (s *Session) Finish(ok bool) error {
-	var errs []error
-	var signals []*os.File
-	defer func() {
-		s.closeProbes()
-		closeAll(s.kept)
-		s.kept = nil
-		closeAll(signals) // after every copy of ours is closed
-	}()
 	if !ok {
 		for _, snd := range s.senders {
 			snd.Close()
 		}
-		return nil
+		s.closeProbes()
+		return s.done(nil)
 	}
-	var rest []*os.File // slow to close, and no announcing child has them
-	handed := len(s.probed)+len(s.kept) == 0
+	var errs []error
+	if err := s.keepProbes(); err != nil {
+		errs = append(errs, fmt.Errorf("probe sockets closed in the plugin: %w", err))
+	}
 	for i, snd := range s.senders {
 		files, err := snd.Release()
-		if err == nil && s.o.Rounds < 2 {
-			rest = append(rest, files...)
-			continue
-		}
-		var probes []*os.File
-		if err == nil && !handed {
-			probes, err = s.probeFiles()
+		for _, f := range files {
+			s.keep.Keep(f, linger.Packet)
 		}
 		if err != nil {
-			closeAll(files)
 			errs = append(errs, err)
+		}
+		if err != nil || s.o.Rounds < 2 {
 			continue
 		}
-		w, err := s.start(s.plan(snd.up, s.targets[i], s.o.Rounds-1), append(files, probes...))
-		if err != nil {
+		p := s.plan(snd.up, s.targets[i], s.o.Rounds-1)
+		if err := s.keep.Board(func(files []*os.File) error { p.Hold = len(files) > 0; return s.o.Start(p, files) }); err != nil {
 			errs = append(errs, fmt.Errorf("later rounds on %s not started: %w", snd.up.Name, err))
-			continue
 		}
-		signals, handed = append(signals, w), handed || len(probes) > 0
 	}
-	if !handed && len(s.senders) > 0 {
-		probes, err := s.probeFiles()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("probe sockets closed in the plugin: %w", err))
-		}
-		rest = append(rest, probes...)
+	s.closeProbes()
+	return s.done(errs)
+}
+
+// done ends the session's own keeper, after every copy of ours is closed.
+func (s *Session) done(errs []error) error {
+	if s.own {
+		errs = append(errs, s.keep.Done())
 	}
-	w, err := s.hold(rest)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("sockets closed in the plugin: %w", err))
-	}
-	signals = append(signals, w)
 	return errors.Join(errs...)
 }
 
-// hold keeps what no announcing child took open past the plugin's exit.
-func (s *Session) hold(files []*os.File) (*os.File, error) {
-	h := Holder{Park: s.o.Park, Start: s.o.Start, Log: s.o.Logger}
-	return h.Hold(s.plan(s.senders[0].up, nil, 0), "sockets", files)
-}
-
-// start starts an announcing child for p (see startPiped).
-func (s *Session) start(p Plan, files []*os.File) (*os.File, error) {
-	return startPiped(s.o.Start, p, files)
-}
-
-// probeFiles duplicates the probes' sockets for a child to inherit.
-func (s *Session) probeFiles() ([]*os.File, error) {
-	var files []*os.File
+// keepProbes gives the Keeper copies of the probes' packet sockets.
+func (s *Session) keepProbes() error {
 	for _, c := range s.probed {
 		h, ok := c.(handover)
 		if !ok {
@@ -246,30 +213,11 @@ func (s *Session) probeFiles() ([]*os.File, error) {
 		}
 		f, err := h.File()
 		if err != nil {
-			closeAll(files)
-			return nil, fmt.Errorf("handing over a probe socket: %w", err)
+			return err
 		}
-		files = append(files, f)
+		s.keep.Keep(f, linger.Packet)
 	}
-	for _, f := range s.kept {
-		d, err := dup(f)
-		if err != nil {
-			closeAll(files)
-			return nil, fmt.Errorf("handing over a kept file: %w", err)
-		}
-		files = append(files, d)
-	}
-	return files, nil
-}
-
-// dup is a copy of f that the child's inheritance may close.
-func dup(f *os.File) (*os.File, error) {
-	fd, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	syscall.CloseOnExec(fd)
-	return os.NewFile(uintptr(fd), f.Name()), nil
+	return nil
 }
 
 func (s *Session) closeProbes() {

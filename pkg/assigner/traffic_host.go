@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/nat"
 )
 
@@ -19,26 +20,28 @@ type HostTable struct {
 	ct *nat.Conntrack
 }
 
-// Files duplicates the netlink sockets this invocation opened, for a
-// process that outlives it (see nat.Table.File); none when it opened none,
-// nor the table's when its changes only added (an ADD of a new IP), whose
-// close does not wait.
-func (h *HostTable) Files() ([]*os.File, error) {
-	var files []*os.File
-	add := func(f *os.File, err error) error {
-		if f != nil {
-			files = append(files, f)
-		}
-		return err
+// Linger gives k copies of the netlink sockets this invocation opened,
+// saying what each is, then closes ours. Both are netfilter sockets, slow
+// to release after a commit that destroyed something (nat.Table.Destroyed:
+// the kernel's destroy worker is the namespace's, so conntrack's waits
+// for it too), and quick otherwise.
+func (h *HostTable) Linger(k *linger.Keeper) error {
+	kind := linger.Netfilter
+	if h.t != nil && h.t.Destroyed() {
+		kind = linger.NetfilterAfterDestroy
 	}
 	var errs []error
-	if h.t != nil && h.t.Destroyed() {
-		errs = append(errs, add(h.t.File()))
+	keep := func(f *os.File, err error) {
+		k.Keep(f, kind)
+		errs = append(errs, err)
+	}
+	if h.t != nil {
+		keep(h.t.File())
 	}
 	if h.ct != nil {
-		errs = append(errs, add(h.ct.File()))
+		keep(h.ct.File())
 	}
-	return files, errors.Join(errs...)
+	return errors.Join(append(errs, h.Close())...)
 }
 
 // Close closes the sockets that were opened.

@@ -9,7 +9,6 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
-	"github.com/external-ip/external-ip/pkg/park"
 )
 
 // session is ADD's announce.Session, wired to the assigner: the first round
@@ -17,7 +16,7 @@ import (
 func session(inv *invocation) *announce.Session {
 	return announce.NewSession(announce.SessionOptions{
 		Rounds: inv.conf.Announce.Count, Interval: inv.conf.Announce.Interval,
-		Log: inv.logTo, Logger: inv.log, Park: park.Files, HeldHere: heldHere(inv.conf),
+		Log: inv.logTo, Logger: inv.log, Keeper: inv.keep, HeldHere: heldHere(inv.conf),
 		Owner: &announce.Owner{
 			DataDir: inv.conf.DataDir, Device: inv.conf.Device,
 			Network: inv.att.Network, ContainerID: inv.att.ContainerID, IfName: inv.att.IfName,

@@ -15,6 +15,8 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/linger"
+	"github.com/external-ip/external-ip/pkg/park"
 )
 
 // invocation is what every verb starts from: the config, the log and the
@@ -27,8 +29,10 @@ type invocation struct {
 	// logTo is where log lines go, for the detached announcer too.
 	logTo *announce.PlanLog
 	done  func()
-	// nat is the NAT table, whose socket goes to a detached child at the end.
+	// nat is the NAT table, whose sockets go to keep at the end.
 	nat *assigner.HostTable
+	// keep keeps the sockets whose last close is slow open past our exit.
+	keep *linger.Keeper
 }
 
 func start(args *skel.CmdArgs) (*invocation, error) {
@@ -52,8 +56,26 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 		RouteProtocol: routeProtocol(conf),
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
-	finish := func() { routing.Close(); handOverNAT(nat, log); done() }
-	return &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, done: finish, nat: nat}, nil
+	inv := &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, nat: nat,
+		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
+	inv.done = func() {
+		routing.Close()
+		inv.lingerNAT()
+		if err := inv.keep.Done(); err != nil {
+			log.Warn("sockets closed in the plugin", "error", err)
+		}
+		done()
+	}
+	return inv, nil
+}
+
+// lingerNAT gives the keeper the netfilter sockets, which a DEL or GC that
+// steers leaves slow to close, and closes ours; ADD calls it before its
+// session finishes, so that they go with the announcing child.
+func (inv *invocation) lingerNAT() {
+	if err := inv.nat.Linger(inv.keep); err != nil {
+		inv.log.Warn("netfilter socket closed in the plugin", "error", err)
+	}
 }
 
 // routeProtocol is the protocol number of the config's routes when it
@@ -102,7 +124,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	s := session(inv)
 	_, err = inv.as.Add(inv.att, addrs(reqs), callbacks(s, inv.conf))
 	startForget(inv)
-	keepNAT(s, inv.nat, inv.log)
+	inv.lingerNAT()
 	if herr := s.Finish(err == nil); herr != nil {
 		inv.log.Warn("sockets or later rounds not handed over", "error", herr)
 	}
@@ -226,7 +248,8 @@ func addrs(reqs []config.IP) []netip.Addr {
 // plugin that changes nothing in it must: the bytes as they came when they
 // are in the config's cniVersion, else converted by the CNI library.
 // Encoding the decoded result again would build encoding/json's encoders
-// for the result types in this fresh process (about 0.1 ms), and would drop
+// for the result types in this fresh process (figure: docs/performance.md,
+// "Figures behind design choices"), and would drop
 // what the library does not know.
 func printResult(c *config.Config) error {
 	if c.PrevResultJSON == nil {

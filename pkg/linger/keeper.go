@@ -1,0 +1,178 @@
+package linger
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Socket is what a file is, which decides whether its last close is slow.
+type Socket int
+
+const (
+	// Packet is an AF_PACKET socket: its release waits for an RCU grace
+	// period (synchronize_net).
+	Packet Socket = iota + 1
+	// NetfilterAfterDestroy is a netfilter netlink socket of a process
+	// that committed an nf_tables change that deleted something: its
+	// release waits for the commit's destroy worker.
+	NetfilterAfterDestroy
+	// Netfilter is a netfilter netlink socket of a process whose commits
+	// only added: it closes at once.
+	Netfilter
+)
+
+func (s Socket) slow() bool { return s == Packet || s == NetfilterAfterDestroy }
+
+func (s Socket) String() string {
+	switch s {
+	case Packet:
+		return "packet socket"
+	case NetfilterAfterDestroy:
+		return "netfilter socket after a destroying commit"
+	case Netfilter:
+		return "netfilter socket"
+	}
+	return fmt.Sprintf("socket kind %d", int(s))
+}
+
+// Options say how a Keeper may keep files; the plugin sets them once.
+type Options struct {
+	// Park has the kernel hold files past the exit and closes ours (see
+	// park.Files); when it fails the files are still ours. Nil parks
+	// nothing.
+	Park func(files []*os.File) error
+	// Hold starts a child that holds files, the first of them the read end
+	// of its hold pipe, until that pipe's write end is closed, and owns
+	// files from then on, started or not.
+	Hold func(files []*os.File) error
+	// Log hears at debug that parking failed; nil discards.
+	Log *slog.Logger
+}
+
+// Keeper keeps one process's slow-to-close files past its exit. It is
+// for a process about to exit (a CNI invocation): Done ends it.
+type Keeper struct {
+	o       Options
+	files   []*os.File // slow, ours, not yet handed over
+	signals []*os.File // hold pipes' write ends, closed last
+}
+
+// New returns a Keeper that holds nothing yet.
+func New(o Options) *Keeper {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Keeper{o: o}
+}
+
+// Keep takes f, a copy of a socket that is s: the Keeper closes it, at
+// once if its close is quick, else after the process has exited. The
+// caller closes its other copies before Done.
+func (k *Keeper) Keep(f *os.File, s Socket) {
+	if f == nil {
+		return
+	}
+	if !s.slow() {
+		f.Close()
+		return
+	}
+	k.files = append(k.files, f)
+}
+
+// Board gives the files kept so far to a child that the caller starts
+// anyway (an announcer of later rounds): start gets a hold pipe's read
+// end and copies of the files, and owns them, started or not; with
+// nothing kept it gets none. When start fails the files stay kept, for
+// the next child or for Done.
+func (k *Keeper) Board(start func(files []*os.File) error) error {
+	if len(k.files) == 0 {
+		return start(nil)
+	}
+	files, err := dupAll(k.files)
+	if err != nil {
+		return start(nil) // the files stay kept
+	}
+	w, err := k.hand(start, files)
+	if err != nil {
+		return err
+	}
+	closeAll(k.files)
+	k.files, k.signals = nil, append(k.signals, w)
+	return nil
+}
+
+// hand starts a child with a hold pipe before files, and returns the
+// pipe's write end.
+func (k *Keeper) hand(start func([]*os.File) error, files []*os.File) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("making a hold pipe: %w", err)
+	}
+	if err := start(append([]*os.File{r}, files...)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Done keeps what no child took past the exit, parked or else in a child
+// started only to hold it, then tells every child that the process has
+// closed its copies. Callers close their own copies first. What could not
+// be kept was closed here, and is the error, for a warning.
+func (k *Keeper) Done() error {
+	var err error
+	if files := k.files; len(files) > 0 {
+		k.files = nil
+		err = k.holdPastExit(files)
+	}
+	closeAll(k.signals) // last: every copy of ours is closed
+	k.signals = nil
+	return err
+}
+
+func (k *Keeper) holdPastExit(files []*os.File) error {
+	if k.o.Park != nil {
+		err := k.o.Park(files)
+		if err == nil {
+			return nil
+		}
+		k.o.Log.Debug("parking failed, a child holds the sockets", "error", err)
+	}
+	if k.o.Hold == nil {
+		closeAll(files)
+		return fmt.Errorf("%d sockets closed in the plugin: nothing to hold them", len(files))
+	}
+	w, err := k.hand(k.o.Hold, files)
+	if err != nil {
+		return fmt.Errorf("%d sockets closed in the plugin: %w", len(files), err)
+	}
+	k.signals = append(k.signals, w)
+	return nil
+}
+
+// dupAll copies files for a child to inherit, close-on-exec from the
+// start so that no other child started meanwhile inherits them.
+func dupAll(files []*os.File) ([]*os.File, error) {
+	out := make([]*os.File, 0, len(files))
+	for _, f := range files {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("copying %s: %w", f.Name(), err)
+		}
+		out = append(out, os.NewFile(uintptr(fd), f.Name()))
+	}
+	return out, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

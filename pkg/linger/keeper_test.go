@@ -1,0 +1,161 @@
+package linger
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// standIn is a pipe that plays a socket: w goes to the Keeper, and r
+// tells whether any copy of w is still open anywhere.
+type standIn struct{ r, w *os.File }
+
+func newStandIn(t *testing.T) standIn {
+	t.Helper()
+	var s standIn
+	var err error
+	if s.r, s.w, err = os.Pipe(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.r.Close(); s.w.Close() })
+	return s
+}
+
+// open says whether a copy of the stand-in's socket is still open.
+func (s standIn) open(t *testing.T) bool { return !hungUp(t, s.r) }
+
+// hungUp says whether every write end of the pipe whose read end is r is
+// closed.
+func hungUp(t *testing.T, r *os.File) bool {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(r.Fd()), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); err != nil || n < 0 {
+		t.Fatalf("poll: %v", err)
+	}
+	return fds[0].Revents&unix.POLLHUP != 0
+}
+
+// children records the children a Keeper starts, holding their files
+// open as a child would, until the test ends; fail fails the next start.
+type children struct {
+	t    *testing.T
+	got  [][]*os.File
+	fail error
+}
+
+func (c *children) start(files []*os.File) error {
+	if err := c.fail; err != nil {
+		c.fail = nil
+		closeAll(files)
+		return err
+	}
+	c.got = append(c.got, files)
+	c.t.Cleanup(func() { closeAll(files) })
+	return nil
+}
+
+func TestAQuickSocketIsClosedAtOnceAndASlowOneOnlyAfterTheExit(t *testing.T) {
+	ch := &children{t: t}
+	k := New(Options{Hold: ch.start})
+	quick, slow := newStandIn(t), newStandIn(t)
+	k.Keep(quick.w, Netfilter)
+	k.Keep(slow.w, NetfilterAfterDestroy)
+	if quick.open(t) {
+		t.Error("a netfilter socket whose commits only added is still open: its close is quick and needs no keeping")
+	}
+	if !slow.open(t) {
+		t.Error("a netfilter socket after a destroying commit was closed before Done")
+	}
+	if err := k.Done(); err != nil {
+		t.Fatalf("Done: %v", err)
+	}
+	if len(ch.got) != 1 || len(ch.got[0]) != 2 {
+		t.Fatalf("children %v, want one holding the hold pipe and the slow socket", ch.got)
+	}
+	if ch.got[0][1] != slow.w {
+		t.Errorf("the holding child got %v, want the slow socket after its hold pipe", ch.got[0])
+	}
+	if !slow.open(t) {
+		t.Error("no copy of the slow socket is left: the plugin's close was the last")
+	}
+	if !hungUp(t, ch.got[0][0]) {
+		t.Error("the holding child's pipe is still open after Done: it would never close its sockets")
+	}
+}
+
+func TestDoneParksWhatNoChildTookAndStartsNoChild(t *testing.T) {
+	ch := &children{t: t}
+	var parked [][]*os.File
+	park := func(files []*os.File) error {
+		parked = append(parked, files)
+		t.Cleanup(func() { closeAll(files) })
+		return nil
+	}
+	k := New(Options{Park: park, Hold: ch.start})
+	k.Keep(newStandIn(t).w, Packet)
+	k.Keep(newStandIn(t).w, NetfilterAfterDestroy)
+	if err := k.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if len(parked) != 1 || len(parked[0]) != 2 || len(ch.got) != 0 {
+		t.Errorf("parked %v and started %d children, want both files parked at once and no child", parked, len(ch.got))
+	}
+}
+
+func TestWhatCannotBeParkedGoesToAHoldingChild(t *testing.T) {
+	ch := &children{t: t}
+	park := func([]*os.File) error { return errors.New("io_uring_setup: operation not permitted") }
+	k := New(Options{Park: park, Hold: ch.start})
+	sock := newStandIn(t)
+	k.Keep(sock.w, Packet)
+	if err := k.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.got) != 1 || len(ch.got[0]) != 2 || !sock.open(t) {
+		t.Errorf("children %v, want one holding the pipe and the socket, still open", ch.got)
+	}
+}
+
+// Board gives an announcing child all that is kept, and keeps it when
+// that start fails, for the next child.
+func TestBoardHandsEverythingKeptToTheNextChildThatStarts(t *testing.T) {
+	ch := &children{t: t, fail: errors.New("fork: resource temporarily unavailable")}
+	k := New(Options{Hold: ch.start})
+	a := newStandIn(t)
+	k.Keep(a.w, Packet)
+	if err := k.Board(ch.start); err == nil {
+		t.Fatal("Board hid the failed start")
+	}
+	if !a.open(t) {
+		t.Fatal("a failed start lost the kept socket")
+	}
+	k.Keep(newStandIn(t).w, Packet)
+	if err := k.Board(ch.start); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.got) != 1 || len(ch.got[0]) != 3 {
+		t.Fatalf("children %v, want one with the hold pipe and both sockets", ch.got)
+	}
+	if hungUp(t, ch.got[0][0]) {
+		t.Error("the child was told to go before Done")
+	}
+	if err := k.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.got) != 1 || !hungUp(t, ch.got[0][0]) || !a.open(t) {
+		t.Errorf("after Done: %d children, want still 1; its pipe must be closed and the socket still held", len(ch.got))
+	}
+}
+
+func TestBoardingWithNothingKeptGivesTheChildNoPipe(t *testing.T) {
+	ch := &children{t: t}
+	k := New(Options{Hold: ch.start})
+	if err := k.Board(ch.start); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.got) != 1 || len(ch.got[0]) != 0 {
+		t.Errorf("children %v, want one with no files", ch.got)
+	}
+}
