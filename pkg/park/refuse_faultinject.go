@@ -1,4 +1,4 @@
-//go:build faultinject
+//go:build faultinject && !nopark
 
 package park
 

@@ -246,7 +246,9 @@ func eipRow(verb, fam, traffic string) string {
 }
 
 // eipUnits are external-ip's rows on the empty node: each family with
-// steering off and on, and the cgo build.
+// steering off and on, the cgo build, and the build that never parks,
+// whose DEL row against the default build's is what parking saves (a DEL
+// that steers leaves its netfilter sockets slow to close).
 func (b *bench) eipUnits(res *results, n0 *node) {
 	s := 1
 	for _, fam := range []string{"IPv4", "IPv6"} {
@@ -256,6 +258,7 @@ func (b *bench) eipUnits(res *results, n0 *node) {
 		}
 	}
 	b.eipPair(res, "external-ip ADD IPv4, traffic "+b.defaultTraffic()+", cgo build", "what-if", n0, "external-ip-cgo", s, false, b.defaultTraffic())
+	b.eipPair(res, "external-ip ADD IPv4, traffic "+b.defaultTraffic()+", holding child (nopark build)", "what-if", n0, "external-ip-nopark", s+1, false, b.defaultTraffic())
 }
 
 func famName(v6 bool) string {
