@@ -107,7 +107,8 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 // holdOnly is EnvPlan's whole value for a plan with no rounds left: its
 // child only holds the caller's sockets (Hold) and sends nothing, so it
 // needs no uplink, IPs or log, and the caller no JSON encoding (a cold
-// encoder costs about 0.05 ms of an ADD).
+// encoder is a measurable part of an ADD: docs/performance.md, "Figures
+// behind design choices").
 const holdOnly = "hold"
 
 // PlanFromEnv decodes and checks the value of EnvPlan.
@@ -163,8 +164,8 @@ func Detach(exe string, p Plan, keep ...*os.File) error {
 // start forks and execs exe with /dev/null on 0, 1 and 2 and keep from 3 on,
 // in a session of its own. syscall.ForkExec rather than os/exec: this runs
 // on every IPv4 ADD, and os/exec also forks a throw-away child once per
-// process to probe for pidfd support and opens /dev/null three times, about
-// 0.15 ms more.
+// process to probe for pidfd support and opens /dev/null three times
+// (figure: docs/performance.md, "Figures behind design choices").
 func start(exe, plan string, keep []*os.File) error {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {

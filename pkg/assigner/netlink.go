@@ -92,8 +92,9 @@ func (k *hostKernel) prepareHolder(link netlink.Link, alias string) error {
 	// a kernel without IPv6 has no such setting.
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/addr_gen_mode", []byte("1"), 0o644)
 	// NOARP, as a dummy is: without it a bridge joins a multicast group per
-	// IPv6 address and every address added walks them all (about 17 ms per
-	// add at 10,000 IPv6 addresses, 2 ms with NOARP). The LAN is answered on
+	// IPv6 address and every address added walks them all, which grows with
+	// the addresses held (figures: docs/performance.md, "Figures behind
+	// design choices"). The LAN is answered on
 	// the uplink, whose flags these are not.
 	if err := k.nl().LinkSetARPOff(link); err != nil {
 		return Errorf(ErrHost, "setting holder device %s noarp: %w", name, err)

@@ -196,7 +196,8 @@ func (a *Assigner) steer(j *journal, w *written) error {
 // is would read every record; one left behind steers nothing (no flow is
 // DNATed into it), costs nothing to add again (the next ADD on the subnet
 // finds it), and saves that ADD and this DEL a rebuild of the interval
-// set (0.1 to 0.3 ms). GC removes the subnets that no record has. Only the
+// set (figure: docs/performance.md, "Figures behind design choices").
+// GC removes the subnets that no record has. Only the
 // undoing of a failed ADD removes them, when the node then holds nothing,
 // so that a failed ADD leaves no trace on an otherwise empty node.
 func (a *Assigner) keepSharedHairpins(ch *nat.Change) error {
@@ -288,7 +289,8 @@ func (a *Assigner) leaving(touch []netip.Addr, was []*steering, w *written) ([][
 // holders (an IP nobody holds now has none) and the attachment's record.
 // steer reads them from here, not back from the files: decoding them would
 // be the first use of encoding/json's decoders for the index and record
-// types in this process, 0.1 to 0.2 ms of every steered ADD.
+// types in this process, on every steered ADD (figure: docs/performance.md,
+// "Figures behind design choices").
 type written struct {
 	key     string
 	record  *record

@@ -85,8 +85,9 @@ type netConf struct {
 	// The keys of types.PluginConf that we read, not the struct itself:
 	// decoding its DNS, IPAM and capability fields, and prevResult into a
 	// map that version.ParsePrevResult then marshals and decodes again, took
-	// most of the 0.2 ms that Load cost in a fresh process (encoding/json
-	// builds each struct type's field table at first use).
+	// most of what Load cost in a fresh process (encoding/json builds each
+	// struct type's field table at first use; figure: docs/performance.md,
+	// "Figures behind design choices").
 	CNIVersion       string               `json:"cniVersion"`
 	Name             string               `json:"name"`
 	RawPrevResult    json.RawMessage      `json:"prevResult"`

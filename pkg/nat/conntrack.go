@@ -158,9 +158,9 @@ func (ct *Conntrack) forget(ip netip.Addr, filters ...flowFilter) (uint, error) 
 
 // smallTable is the most entries for which one dump of the whole family
 // beats one dump per filter: each dump walks every bucket of the kernel's
-// conntrack hash, whatever it returns (4.4 ms for 262,144 buckets here),
-// and each entry it returns costs 8 to 20 us to send and parse (1,000
-// entries: 12 to 24 ms), so one more walk is worth about 200 entries.
+// conntrack hash, whatever it returns, and each entry it returns costs
+// its sending and parsing: measured, one more walk was worth about 200
+// entries (figures: docs/performance.md, "Figures behind design choices").
 const smallTable = 128
 
 // matching returns the entries any of filters picks, each once (an entry

@@ -12,8 +12,9 @@ import (
 // The state files an ADD and a DEL write (journal, record, index entry)
 // encode themselves: encoding/json builds an encoder for each type by
 // reflection on its first use in a process, and for the journal's types
-// that took 0.12 ms of every invocation, which is all the state encoding
-// costs once built. They write exactly the bytes json.Marshal writes
+// that cost every invocation more than all the state encoding does once
+// built (figure: docs/performance.md, "Figures behind design choices").
+// They write exactly the bytes json.Marshal writes
 // (FuzzStateEncodingIsEncodingJSONs compares them, and
 // TestStateEncodersWriteEveryField fills every field by reflection, so a
 // field added without its encoder fails), so files written by

@@ -332,8 +332,8 @@ var staged = []File{JournalFile, CreatingFile, ConntrackFile, probe}
 
 // tmpPattern is the name of a file that writeJSON stages (and that older
 // binaries' os.CreateTemp staged): a state file's name and a number.
-// Compiled on first use, by GC: compiling it at start cost every ADD
-// about 0.05 ms.
+// Compiled on first use, by GC: compiling it at start cost every ADD a
+// measurable share (docs/performance.md, "Figures behind design choices").
 var tmpPattern = sync.OnceValue(func() *regexp.Regexp {
 	names := make([]string, len(staged))
 	for i, f := range staged {
