@@ -159,7 +159,10 @@ func (a *Assigner) gateways(uplink string) [2]netip.Addr {
 // and no longer does (an external IP only once no holder steers it in:
 // want lists each touched IP's targets after the change). An uplink
 // whose sets end empty loses its slot, rules and table. Each step is
-// idempotent, so a replay of the change finishes it.
+// idempotent, so a replay of the change finishes it; the steps named
+// uplink-marked, uplink-routed, uplink-members and uplink-unrouted are
+// where the crash tests kill it (a new slot marked but not routed, routed
+// but with no member, members changed, routes gone but the mark kept).
 func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) error {
 	if a.opts.Routing == nil {
 		return nil
@@ -183,10 +186,12 @@ func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr,
 	if err := a.slotsFor(add, marked); err != nil {
 		return err
 	}
+	a.step("uplink-routed")
 	dels := a.delMembers(del, add, marked)
 	if err := a.opts.Routing.SetMembers(members(add, marked), dels); err != nil {
 		return kernelErr(err)
 	}
+	a.step("uplink-members")
 	return a.dropEmptySlots(marked, dels)
 }
 
@@ -233,6 +238,7 @@ func (a *Assigner) slotsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) 
 			return kernelErr(err)
 		}
 		a.log.Info("uplinks marked", "uplinks", fresh)
+		a.step("uplink-marked")
 	}
 	var errs []error
 	for _, up := range uniqueUplinks(add) {
@@ -341,5 +347,6 @@ func (a *Assigner) unmark(marked, gone map[string]nat.UplinkSlot) error {
 	if err := errors.Join(errs...); err != nil {
 		return kernelErr(err) // marks kept: the next change or GC retries
 	}
+	a.step("uplink-unrouted")
 	return kernelErr(a.opts.Routing.SetMarked(rest, gone))
 }
