@@ -110,6 +110,17 @@ func (w *world) inNode(what string, f func() error) {
 // add makes a container namespace and ADDs it asking for ips.
 func (w *world) add(name string, ips ...string) *container {
 	w.t.Helper()
+	c := w.container(name, ips...)
+	w.inNode("ADD "+name, func() error { return w.tryAdd(c) })
+	if !c.v4.IsValid() || !c.v6.IsValid() {
+		w.t.Fatalf("container %s got addresses %v and %v, want one per family", name, c.v4, c.v6)
+	}
+	return c
+}
+
+// container makes a container namespace that will ask for ips.
+func (w *world) container(name string, ips ...string) *container {
+	w.t.Helper()
 	c := &container{id: "eipt-" + name + "-" + randomID(3)}
 	c.netns = "/var/run/netns/" + c.id
 	w.h.sh("ip netns add %s", c.id)
@@ -118,31 +129,31 @@ func (w *world) add(name string, ips ...string) *container {
 	w.h.sh("ip -n %s link set lo up", c.id)
 	c.rt = &libcni.RuntimeConf{ContainerID: c.id, NetNS: c.netns, IfName: "eth0",
 		CapabilityArgs: map[string]any{"externalIPs": ips}}
-	w.inNode("ADD "+name, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := w.cni.AddNetworkList(ctx, w.list, c.rt)
-		if err != nil {
-			return err
-		}
-		r, err := types100.NewResultFromResult(res)
-		if err != nil {
-			return err
-		}
-		for _, ipc := range r.IPs {
-			a, _ := netip.AddrFromSlice(ipc.Address.IP)
-			if a = a.Unmap(); a.Is4() {
-				c.v4 = a
-			} else {
-				c.v6 = a
-			}
-		}
-		return nil
-	})
-	if !c.v4.IsValid() || !c.v6.IsValid() {
-		w.t.Fatalf("container %s got addresses %v and %v, want one per family", name, c.v4, c.v6)
-	}
 	return c
+}
+
+// tryAdd ADDs c, from a thread in the node namespace, and keeps the
+// addresses the chain gave it.
+func (w *world) tryAdd(c *container) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := w.cni.AddNetworkList(ctx, w.list, c.rt)
+	if err != nil {
+		return err
+	}
+	r, err := types100.NewResultFromResult(res)
+	if err != nil {
+		return err
+	}
+	for _, ipc := range r.IPs {
+		a, _ := netip.AddrFromSlice(ipc.Address.IP)
+		if a = a.Unmap(); a.Is4() {
+			c.v4 = a
+		} else {
+			c.v6 = a
+		}
+	}
+	return nil
 }
 
 func (w *world) del(c *container) {
