@@ -29,11 +29,16 @@ const minVersion = "0.3.0"
 type Entry struct {
 	fields  map[string]json.RawMessage
 	dataDir string
+	routing config.UplinkRouting
 }
 
 // DataDir is the state directory the entry gives the plugin: where the
 // node upkeep must look for what it holds.
 func (e *Entry) DataDir() string { return e.dataDir }
+
+// UplinkRouting is the entry's uplinkRouting: the marks, tables and
+// gateways with which the node upkeep repairs the uplink routing.
+func (e *Entry) UplinkRouting() config.UplinkRouting { return e.routing }
 
 // ParseEntry decodes and validates our entry (from the ConfigMap) as the
 // plugin will: an entry the plugin would refuse would fail every pod's ADD.
@@ -61,7 +66,7 @@ func ParseEntry(data []byte) (*Entry, error) {
 	if err := store.CheckDataDir(c.DataDir); err != nil {
 		return nil, fmt.Errorf("%w: plugin config: %w", ErrInvalid, err)
 	}
-	e.dataDir = c.DataDir
+	e.dataDir, e.routing = c.DataDir, c.UplinkRouting
 	return e, nil
 }
 

@@ -37,7 +37,7 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 		}, []string{"reason"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "external_ip_repairs_total",
-			Help: "Drift the upkeep repaired, by kind: address, proxy, nat, index, journal, uplink, other.",
+			Help: "Drift the upkeep repaired, by kind: address, proxy, nat, index, journal, uplink, routing, other.",
 		}, []string{"kind"}),
 		conflict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "external_ip_conflict",

@@ -68,7 +68,7 @@ func TestRepairsCountByKind(t *testing.T) {
 	m.Repaired(upkeep.KindNAT)
 	m.Repaired(upkeep.KindAddress)
 	expect(t, m, `
-# HELP external_ip_repairs_total Drift the upkeep repaired, by kind: address, proxy, nat, index, journal, uplink, other.
+# HELP external_ip_repairs_total Drift the upkeep repaired, by kind: address, proxy, nat, index, journal, uplink, routing, other.
 # TYPE external_ip_repairs_total counter
 external_ip_repairs_total{kind="address"} 2
 external_ip_repairs_total{kind="nat"} 1

@@ -3,7 +3,9 @@
 //
 //   - re-announcing every held IP on the uplink it was announced on;
 //   - repairing drift between the state and the kernel as `external-ip
-//     repair` does, under the state lock;
+//     repair` does, under the state lock: addresses, NAT, and the routing
+//     of uplinks that are not the default route's (with the plugin
+//     entry's uplinkRouting, where `repair` takes the defaults);
 //   - watching each uplink that holds an IP for another host claiming one
 //     (ARP with our IP as sender, a neighbour advertisement for it, from a
 //     MAC that is not the node's), logging each episode once and defending

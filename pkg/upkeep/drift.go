@@ -10,6 +10,7 @@ const (
 	KindIndex   = "index"   // the per-IP index disagrees with the records
 	KindJournal = "journal" // an interrupted change was finished
 	KindUplink  = "uplink"  // an IP's uplink is gone
+	KindRouting = "routing" // the routing of an uplink that is not the default route's
 	KindOther   = "other"
 )
 
@@ -19,6 +20,15 @@ const (
 // place, tested against the assigner's own output.
 var driftKinds = []struct{ word, kind string }{
 	{"interrupted change", KindJournal},
+	// The uplink routing's lines (uplinks_sync.go) name a slot, a rule, a
+	// table's gateway, the marking or its chain and sets.
+	{"slot", KindRouting},
+	{"rule pref", KindRouting},
+	{"routes by", KindRouting},
+	{"marked for routing", KindRouting},
+	{"chain uplinks", KindRouting},
+	{"set up", KindRouting},
+	{"set eg", KindRouting},
 	{"proxy neighbour", KindProxy},
 	{"nftables", KindNAT},
 	{"ingress", KindNAT},

@@ -18,6 +18,16 @@ func TestEveryDriftLineHasItsKind(t *testing.T) {
 		{"10.0.0.2: egress via up0 from 192.0.2.5 held by no record", KindNAT},
 		{"10.0.0.0/24: no hairpin rule for the subnet", KindNAT},
 		{"192.0.2.5: ingress steers to [10.0.0.2], the records to [10.0.0.3]", KindNAT},
+		{"uplink eth1: not marked for routing, so 198.51.100.10's flows leave by the default route", KindRouting},
+		{"198.51.100.10: not in the set of uplink eth1 (slot 1) in table inet external-ip", KindRouting},
+		{"uplink eth1: no rule pref 4241 for mark 0x1000000 to table 4241 (IPv4)", KindRouting},
+		{"no rule pref 4240 (IPv6) that keeps the main table's routes first for marked flows", KindRouting},
+		{"uplink eth1: table 4241 routes by 198.51.100.253, want 198.51.100.254 (IPv4)", KindRouting},
+		{"uplink eth1: marked (slot 1) but routes no held IP", KindRouting},
+		{"10.88.0.5: in the set of uplink eth1 (slot 1) but no record routes it there", KindRouting},
+		{"slot 2: rules or routes of ours for no marked uplink", KindRouting},
+		{"table inet external-ip: chain uplinks missing", KindRouting},
+		{"table inet external-ip: set eg6-1 missing", KindRouting},
 		{"something new", KindOther},
 	} {
 		if got := driftKind(tc.line); got != tc.kind {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 // Upkeep is the node's optional periodic work, done beside the CNI path and
@@ -34,6 +36,10 @@ type Upkeep struct {
 	Recorder Recorder
 	// Listen opens an uplink's receiving sockets; nil: raw packet sockets.
 	Listen ListenFunc
+	// UplinkRouting is the plugin entry's uplinkRouting, with which the
+	// repair reads and mends the routing of external IPs on uplinks other
+	// than the default route's; a zero Route.Mask means the defaults.
+	UplinkRouting config.UplinkRouting
 
 	beforeRound func(uplink string) // tests only: a release between report and round
 	clock       func() time.Time    // tests only
@@ -88,25 +94,40 @@ func (u *Upkeep) log() *slog.Logger {
 // devices are the holder devices with state under DataDir.
 func (u *Upkeep) devices() ([]string, error) { return store.Devices(u.DataDir) }
 
-// assigner works on dev. Re-announcing needs no nftables (nat nil);
-// repairing passes the host's, as `external-ip repair` does, or drift in
-// table inet external-ip would never be seen or fixed.
-func (u *Upkeep) assigner(dev string, nat assigner.NAT) *assigner.Assigner {
-	return assigner.New(assigner.Options{Device: dev, DataDir: u.DataDir, LockTimeout: u.LockTimeout, Log: u.log(), NAT: nat})
+// assigner works on dev; done releases it. Re-announcing needs no
+// nftables (nat nil); repairing passes the host's, and routes as the
+// plugin entry says, as `external-ip repair` does, or drift in table inet
+// external-ip and in the uplink routing would never be seen or fixed. The
+// routing is made anew for each round: it keeps what it reads of the
+// main table and of our tables for as long as it lives.
+func (u *Upkeep) assigner(dev string, nat *assigner.HostTable) (as *assigner.Assigner, done func()) {
+	o := assigner.Options{Device: dev, DataDir: u.DataDir, LockTimeout: u.LockTimeout, Log: u.log()}
+	if nat == nil {
+		as = assigner.New(o)
+		return as, as.Close
+	}
+	r := u.UplinkRouting
+	if r.Route.Mask == 0 {
+		r.Route = uplinkroute.Default()
+	}
+	routing := assigner.NewHostRouting(nat, r.Route, r.Gateways, r.Off)
+	o.NAT, o.Routing = nat, routing
+	as = assigner.New(o)
+	return as, func() { as.Close(); routing.Close() }
 }
 
 // eachDevice runs f with the report of every holder device with state; a
 // device that fails does not stop the others. Each Assigner is closed after
 // its round: this process lives as long as the node.
-func (u *Upkeep) eachDevice(devs []string, nat assigner.NAT, f func(as *assigner.Assigner, rep *assigner.Report) error) error {
+func (u *Upkeep) eachDevice(devs []string, nat *assigner.HostTable, f func(as *assigner.Assigner, rep *assigner.Report) error) error {
 	var errs []error
 	for _, dev := range devs {
-		as := u.assigner(dev, nat)
+		as, done := u.assigner(dev, nat)
 		rep, err := as.Report()
 		if err == nil {
 			err = f(as, rep)
 		}
-		as.Close()
+		done()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
 		}
@@ -218,11 +239,11 @@ func (u *Upkeep) Repair() error {
 		if slices.Contains(devs, dev) {
 			continue
 		}
-		as := u.assigner(dev, nat)
+		as, done := u.assigner(dev, nat)
 		if err := as.Repair(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: repairing: %w", dev, err))
 		}
-		as.Close()
+		done()
 	}
 	return errors.Join(append(errs, err)...)
 }

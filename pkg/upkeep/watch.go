@@ -132,8 +132,8 @@ func (u *Upkeep) Held() ([]HeldIP, error) {
 // defend sends one round for h on its uplink (RFC 5227 section 2.4 (b));
 // conflicts decides when.
 func (u *Upkeep) defend(h HeldIP) {
-	as := u.assigner(h.Device, nil)
-	defer as.Close()
+	as, done := u.assigner(h.Device, nil)
+	defer done()
 	u.logErr("defending "+h.IP.String(), u.announce(as, h.Uplink, []netip.Addr{h.IP}, ReasonDefend))
 }
 

@@ -100,6 +100,8 @@ type installFlags struct {
 	pluginBinary, metricsAddress   string
 	watch, check                   bool
 	reannounce, repair             time.Duration
+	// routing is the entry's uplinkRouting, for the upkeep's repair.
+	routing config.UplinkRouting
 }
 
 func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
@@ -173,6 +175,7 @@ func (f *installFlags) installer(log *slog.Logger) (*install.Installer, error) {
 	if err := f.upkeepDataDir(entry); err != nil {
 		return nil, err
 	}
+	f.routing = entry.UplinkRouting()
 	return &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Entry: entry, Primary: f.primary, Exe: f.pluginBinary, Log: log}, nil
 }
 
@@ -206,7 +209,7 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 		return err
 	}
 	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair,
-		WatchEvery: watchEvery, LockTimeout: 10 * time.Second, Log: log, Recorder: rec}
+		WatchEvery: watchEvery, LockTimeout: 10 * time.Second, Log: log, Recorder: rec, UplinkRouting: f.routing}
 	wg.Go(func() { up.Run(ctx) })
 	err = in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig})
 	stop()

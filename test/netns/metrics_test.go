@@ -2,6 +2,7 @@ package netns
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -44,20 +45,39 @@ func (h *host) startNodeProcess(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	entry := map[string]any{"type": "external-ip", "dataDir": h.dataDir, "allowedRanges": []string{subnet4}}
+	logs := h.startWatch(t, bin, entry, "--metrics-address", metricsAddr)
+	h.eventually(t, 20*time.Second, "the node process serving metrics", func() bool {
+		_, err := h.scrape()
+		return err == nil
+	})
+	return logs
+}
+
+// startWatch runs `BIN install --watch` with the plugin entry given and
+// more flags, in the node namespace, on CNI dirs of its own, until the
+// test ends. It returns the file the process logs to.
+func (h *host) startWatch(t *testing.T, bin string, entry map[string]any, flags ...string) string {
+	t.Helper()
 	dir := t.TempDir()
-	binDir, confDir, entry := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d"), filepath.Join(dir, "entry.json")
+	binDir, confDir, entryFile := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d"), filepath.Join(dir, "entry.json")
 	os.Mkdir(binDir, 0o755)
 	os.Mkdir(confDir, 0o755)
 	os.WriteFile(filepath.Join(confDir, "10-pods.conflist"), []byte(`{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"bridge"}]}`), 0o644)
-	os.WriteFile(entry, fmt.Appendf(nil, `{"type":"external-ip","dataDir":%q,"allowedRanges":[%q]}`, h.dataDir, subnet4), 0o644)
+	b, err := json.Marshal(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(entryFile, b, 0o644)
 	logs := filepath.Join(dir, "node.log")
 	logFile, err := os.Create(logs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close() // the child has its own copy
-	cmd := exec.Command("ip", "netns", "exec", h.name, bin, "install", "--watch", "--plugin-config", entry,
-		"--bin-dir", binDir, "--conf-dir", confDir, "--plugin-binary", pluginBin, "--metrics-address", metricsAddr)
+	args := append([]string{"netns", "exec", h.name, bin, "install", "--watch", "--plugin-config", entryFile,
+		"--bin-dir", binDir, "--conf-dir", confDir, "--plugin-binary", pluginBin}, flags...)
+	cmd := exec.Command("ip", args...)
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,10 +85,6 @@ func (h *host) startNodeProcess(t *testing.T) string {
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
-	})
-	h.eventually(t, 20*time.Second, "the node process serving metrics", func() bool {
-		_, err := h.scrape()
-		return err == nil
 	})
 	return logs
 }
