@@ -242,7 +242,10 @@ func (a *Assigner) slotsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) 
 	}
 	var errs []error
 	for _, up := range uniqueUplinks(add) {
-		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.gateways(up), false))
+		// A fresh slot's table holds nothing of another program's
+		// (freeSlot): its routes and rules are made without first asking
+		// for them, one rule dump per family less.
+		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.gateways(up), slices.Contains(fresh, up)))
 	}
 	return kernelErr(errors.Join(errs...))
 }

@@ -47,8 +47,10 @@ type Routes struct {
 	c      Config
 	h      *netlinksafe.Handle
 	strict *netlinksafe.Handle
-	// main caches the main table of each family (true: IPv6).
+	// main caches the main table of each family (true: IPv6), via its
+	// routes through one interface.
 	main map[bool][]netlink.Route
+	via  map[viaKey][]netlink.Route
 }
 
 // Open makes no change; the socket is opened on first use.
@@ -247,7 +249,8 @@ func (st *State) Collides(c Config, s int) string {
 // suppress rule, the slot's rule and table route for each family with a
 // gateway, and src_valid_mark on the uplink. What is there already is
 // kept, but for replace, which puts the slot's route to gw in place of
-// whatever route of the slot is there (GC, when the gateway moved).
+// whatever route of the slot is there (GC, when the gateway moved), and
+// makes the rules without asking first (also a fresh slot's).
 func (r *Routes) Ensure(s int, uplink string, gw [2]netip.Addr, replace bool) error {
 	h, err := r.nl()
 	if err != nil {

@@ -1,0 +1,150 @@
+package uplinkroute
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// mainNode is a namespace with two uplinks, up0 (default routes of
+// metric 100) and up1 (metric 200), and a bridge holding a few external
+// IPs as routes, as route mode does.
+type mainNode struct {
+	t    *testing.T
+	name string
+}
+
+func newMainNode(t *testing.T) *mainNode {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: makes a network namespace")
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	n := &mainNode{t: t, name: "eip-ur-" + hex.EncodeToString(b)}
+	n.sh("ip netns add " + n.name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.name).Run() })
+	for _, c := range []string{
+		"sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0",
+		"ip link add up0 type veth peer name up0p", "ip link add up1 type veth peer name up1p",
+		"ip link add hold0 type bridge",
+		"ip link set up0 up", "ip link set up0p up", "ip link set up1 up", "ip link set up1p up", "ip link set hold0 up",
+		"ip addr add 192.0.2.1/24 dev up0", "ip addr add 198.51.100.1/24 dev up1",
+		"ip addr add 2001:db8:1::1/64 dev up0 nodad", "ip addr add 2001:db8:2::1/64 dev up1 nodad",
+		"ip route add default via 192.0.2.254 dev up0 metric 100", "ip route add default via 198.51.100.254 dev up1 metric 200",
+		"ip -6 route add default via 2001:db8:1::fe dev up0 metric 100", "ip -6 route add default via 2001:db8:2::fe dev up1 metric 200",
+		"ip route add 198.18.0.10/32 dev hold0 scope link proto 200", "ip -6 route add 2001:db8:4::10/128 dev hold0 proto 200",
+	} {
+		n.sh("ip netns exec " + n.name + " " + c)
+	}
+	return n
+}
+
+func (n *mainNode) sh(cmd string) {
+	n.t.Helper()
+	if out, err := exec.Command("sh", "-c", cmd).CombinedOutput(); err != nil {
+		n.t.Fatalf("%s: %v: %s", cmd, err, out)
+	}
+}
+
+// in runs f in the namespace with a fresh Routes, and the index of up0
+// and up1.
+func (n *mainNode) in(f func(r *Routes, up0, up1 int)) {
+	n.t.Helper()
+	nsh, err := ns.GetNS("/var/run/netns/" + n.name)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer nsh.Close()
+	err = nsh.Do(func(ns.NetNS) error {
+		i0, err := net.InterfaceByName("up0")
+		if err != nil {
+			return err
+		}
+		i1, err := net.InterfaceByName("up1")
+		if err != nil {
+			return err
+		}
+		r := Open(Default())
+		defer r.Close()
+		f(r, i0.Index, i1.Index)
+		return nil
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// The default route's uplink is one lookup, whatever the main table
+// holds; the main table is listed only when the lookup cannot tell (a
+// route covers the far destination), and then gives the same answer.
+func TestDefaultUplinkIsOneLookupAndTheListingOnlyWhenTheLookupCannotTell(t *testing.T) {
+	n := newMainNode(t)
+	for _, v6 := range []bool{false, true} {
+		n.in(func(r *Routes, up0, up1 int) {
+			dev, err := r.DefaultUplink(v6)
+			if err != nil || dev != up0 {
+				t.Errorf("IPv6 %v: DefaultUplink = %d, %v; want up0 (%d), the metric 100 one", v6, dev, err, up0)
+			}
+			if r.main != nil {
+				t.Errorf("IPv6 %v: the main table was listed though the lookup found its default route", v6)
+			}
+		})
+	}
+	n.sh("ip netns exec " + n.name + " ip route add 240.0.0.0/4 via 198.51.100.254 dev up1")
+	n.sh("ip netns exec " + n.name + " ip -6 route add 3fff::/20 via 2001:db8:2::fe dev up1")
+	for _, v6 := range []bool{false, true} {
+		n.in(func(r *Routes, up0, up1 int) {
+			dev, err := r.DefaultUplink(v6)
+			if err != nil || dev != up0 {
+				t.Errorf("IPv6 %v, the far destination routed by up1: DefaultUplink = %d, %v; want up0 (%d)", v6, dev, err, up0)
+			}
+			if r.main == nil {
+				t.Errorf("IPv6 %v: the lookup's answer, a route that is not a default route, was taken without listing the main table", v6)
+			}
+		})
+	}
+}
+
+// An uplink's gateway comes from the routes through it alone: its own
+// default route, else the longest route to the IP through it, also a
+// multipath one, never the held IPs' routes or another uplink's.
+func TestGatewayReadsOnlyTheRoutesThroughTheUplink(t *testing.T) {
+	n := newMainNode(t)
+	n.sh("ip netns exec " + n.name + " ip route add 203.0.113.0/24 nexthop via 192.0.2.253 dev up0 nexthop via 198.51.100.253 dev up1")
+	n.in(func(r *Routes, up0, up1 int) {
+		for _, c := range []struct {
+			index int
+			ip    string
+			want  string
+		}{
+			{up1, "198.18.0.10", "198.51.100.254"},
+			{up1, "2001:db8:4::10", "2001:db8:2::fe"},
+			{up0, "198.18.0.10", "192.0.2.254"},
+		} {
+			if gw, err := r.Gateway(c.index, netip.MustParseAddr(c.ip)); err != nil || gw.String() != c.want {
+				t.Errorf("Gateway(%d, %s) = %v, %v; want %s", c.index, c.ip, gw, err, c.want)
+			}
+		}
+		for _, rs := range r.via {
+			for _, rt := range rs {
+				if strings.HasPrefix(rt.Dst.String(), "198.18.0.10/") || strings.HasPrefix(rt.Dst.String(), "2001:db8:4::10/") {
+					t.Errorf("the listing for a gateway read the held IP's route %s", rt.Dst)
+				}
+			}
+		}
+	})
+	n.sh("ip netns exec " + n.name + " ip route del default via 198.51.100.254 dev up1")
+	n.in(func(r *Routes, up0, up1 int) {
+		if gw, err := r.Gateway(up1, netip.MustParseAddr("203.0.113.10")); err != nil || gw.String() != "198.51.100.253" {
+			t.Errorf("with no default route on up1, Gateway toward 203.0.113.10 = %v, %v; want the multipath route's hop 198.51.100.253", gw, err)
+		}
+	})
+}
