@@ -201,6 +201,16 @@ func TestAClientBehindTheSecondUplinksRouterReachesTheContainerAndItsEgressLeave
 			t.Errorf("nft list table inet external-ip lacks %q:\n%s", want, nft)
 		}
 	}
+	// ip reads back our rules as docs/uplinks.md shows them.
+	rules := u.h.inNode("ip rule") + u.h.inNode("ip -6 rule")
+	for _, want := range []string{
+		ourSuppressPri + ":\tnot from all fwmark 0/0xf000000 lookup main suppress_prefixlength 0 proto 225",
+		ourRulePrio + ":\tfrom all fwmark 0x1000000/0xf000000 lookup " + ourFirstTable + " proto 225",
+	} {
+		if strings.Count(rules, want) != 2 {
+			t.Errorf("`ip rule` and `ip -6 rule` do not both show %q:\n%s", want, rules)
+		}
+	}
 	u.del(a)
 	u.del(b)
 	if got := u.ourObjects(); len(got) != 0 {
