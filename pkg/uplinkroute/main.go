@@ -109,7 +109,8 @@ func (r *Routes) lookupDefault(v6 bool) (int, bool) {
 	if rt.Table != unix.RT_TABLE_MAIN || rt.Type != unix.RTN_UNICAST || (rt.Dst != nil && !isDefault(rt.Dst)) {
 		return 0, false
 	}
-	return routeDev(rt), true
+	dev := routeDev(rt)
+	return dev, dev != 0 // no interface named: the listing tells
 }
 
 // Gateway is the gateway through which index reaches beyond its link:
