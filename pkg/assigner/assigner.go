@@ -84,9 +84,9 @@ type call struct {
 	// on the holder; undoing is set while an ADD is being undone.
 	fresh, put map[netip.Addr]bool
 	undoing    bool
-	// queuedAt is when this call first queued a conntrack clean-up
-	// (forget.go); Queued reads it once the call has returned.
-	queuedAt time.Time
+	// queued says this call queued a conntrack clean-up (forget.go);
+	// Queued reads it once the call has returned.
+	queued bool
 	// routing keeps each uplink's routing verdict for the call.
 	routing routeCache
 }

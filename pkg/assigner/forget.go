@@ -5,10 +5,12 @@ package assigner
 // A change that stops steering an IP to a target (a DEL, a re-ADD, GC's
 // stray rules) queues the target here under the lock, once its commit has
 // taken the rules out: from then on no new flow goes to it. The entries
-// already made are deleted after the lock is released (ForgetPending), by
-// a detached child for ADD and DEL, by GC and repair themselves: finding
-// them walks the kernel's whole conntrack hash, which must hold neither
-// the node's other invocations nor the runtime. It is a best-effort
+// already made are deleted after the lock is released (Drain), by one
+// runner at a time per state directory (forget_run.go): a detached child
+// for ADD and DEL, GC and repair themselves. Finding them walks the
+// kernel's whole conntrack hash, which must hold neither the node's other
+// invocations nor the runtime, and happen once per drain rather than once
+// per DEL in a storm of DELs. It is a best-effort
 // clean-up, as portmap's: a failure is logged, kept in the queue with its
 // error (status and CHECK report it), and retried by GC and repair; it
 // never fails a change nor blocks the next one.
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"time"
 
@@ -43,6 +46,12 @@ type forgetEntry struct {
 
 func (e forgetEntry) same(o forgetEntry) bool { return e.IP == o.IP && e.Target == o.Target }
 
+// key names the entry as queued at its time: a pair queued again is new
+// to a runner that tried it before.
+func (e forgetEntry) key() string {
+	return e.IP.String() + ">" + e.Target.String() + "@" + e.Since.Format(time.RFC3339Nano)
+}
+
 func (e forgetEntry) String() string {
 	if e.Target.IsValid() {
 		return fmt.Sprintf("flows to %s DNATed to %s", e.IP, e.Target)
@@ -63,9 +72,6 @@ func (a *Assigner) queueForget(leaving []gone) {
 		return
 	}
 	now := time.Now()
-	if a.queuedAt.IsZero() {
-		a.queuedAt = now
-	}
 	var add []forgetEntry
 	for _, g := range leaving {
 		add = append(add, forgetEntry{IP: g.ip, Target: g.target, Since: now})
@@ -79,6 +85,7 @@ func (a *Assigner) queueForget(leaving []gone) {
 		a.log.Warn("conntrack clean-up not queued; its entries live until they time out", "flows", add, "error", oneLine(err))
 		return
 	}
+	a.queued = true
 }
 
 // mergeForgets adds add to q, a pair already there moved to add's time
@@ -100,50 +107,92 @@ func (a *Assigner) readForgets() ([]forgetEntry, error) {
 	return q, err
 }
 
-// Queued says when the last call (an Add or Del) first queued a conntrack
-// clean-up; zero if it queued none. Its caller then has a detached child run
-// ForgetPending from that time on.
-func (a *Assigner) Queued() time.Time { return a.queuedAt }
+// Queued says whether the last call (an Add or Del) queued a conntrack
+// clean-up. Its caller then takes the runner (TakeRunner) and, if it gets
+// it, has a detached child Drain the queue.
+func (a *Assigner) Queued() bool { return a.queued }
 
-// ForgetPending deletes the entries of the clean-ups queued at or after
-// from (zero: all of them, as GC and repair retry). A DEL's child takes
-// only its own DEL's and later ones: with every child retrying the whole
-// queue, K concurrent DELs would walk the kernel's hash K*K times. The
-// lock is held only to read the queue and, after the walk, to take off it
-// what was done and record what failed. It fails when a clean-up failed;
-// the failure is in the queue, for status, CHECK, GC and repair.
-func (a *Assigner) ForgetPending(from time.Time) error {
+// ForgetPending drains the queue in this process, as GC and repair do,
+// unless another runner is draining it already (that one takes what is
+// queued now too). It fails when a clean-up failed; the failure is in the
+// queue, for status, CHECK, GC and repair.
+func (a *Assigner) ForgetPending() error {
 	if a.opts.NAT == nil {
 		return nil
 	}
-	q, err := a.pendingForgets(from)
-	if err != nil || len(q) == 0 {
+	r, err := a.TakeRunner()
+	if err != nil || r == nil {
 		return err
 	}
-	conntrackStall()
-	errs := make([]error, len(q))
-	for i, e := range q {
-		errs[i] = a.opts.NAT.Forget(e.IP, e.Target)
-		if errs[i] != nil {
-			a.log.Warn("conntrack clean-up failed; GC or repair retries it", "flows", e.String(), "error", oneLine(errs[i]))
-		}
-	}
-	if err := a.settleForgets(q, errs); err != nil {
-		return err
-	}
-	return errors.Join(errs...)
+	return a.Drain(r)
 }
 
-// pendingForgets reads the queue under the lock, none when there is no
-// state.
-func (a *Assigner) pendingForgets(from time.Time) ([]forgetEntry, error) {
+// Drain works through the queue while it holds r, the runner lock: each
+// pass reads, under the state lock, the entries it has not tried yet
+// (those queued meanwhile included), deletes their flows off the lock,
+// then takes off the queue what was done and records what failed. Each
+// entry is tried once per runner, so a failing one ends the drain; GC and
+// repair retry it. It closes r, once nothing is left under the state lock.
+func (a *Assigner) Drain(r *os.File) error {
+	defer r.Close() // on an error: GC and repair take what stays queued
+	if a.opts.NAT == nil {
+		return nil
+	}
+	tried := map[string]bool{}
+	var failed []error
+	for pass := 0; ; pass++ {
+		q, err := a.untried(tried, r)
+		if err != nil || len(q) == 0 {
+			return errors.Join(append(failed, err)...)
+		}
+		if pass == 0 {
+			conntrackStall()
+		}
+		errs := make([]error, len(q))
+		for i, e := range q {
+			tried[e.key()] = true
+			errs[i] = a.opts.NAT.Forget(e.IP, e.Target)
+			if errs[i] != nil {
+				a.log.Warn("conntrack clean-up failed; GC or repair retries it", "flows", e.String(), "error", oneLine(errs[i]))
+			}
+		}
+		if err := a.settleForgets(q, errs); err != nil {
+			return err
+		}
+		failed = append(failed, errs...)
+	}
+}
+
+// untried reads, under the state lock, the queued entries this runner has
+// not tried. With none it lets the runner lock go before the state lock:
+// a change that queues after that finds the runner free and starts one,
+// one that queued before is in what was read.
+func (a *Assigner) untried(tried map[string]bool, r *os.File) ([]forgetEntry, error) {
 	l, err := a.lockToRead()
 	if err != nil || l == nil {
 		return nil, err
 	}
 	defer l.Unlock()
 	q, err := a.readForgets()
-	return slices.DeleteFunc(q, func(e forgetEntry) bool { return e.Since.Before(from) }), err
+	if err != nil {
+		return nil, err
+	}
+	q = slices.DeleteFunc(q, func(e forgetEntry) bool { return tried[e.key()] })
+	if len(q) == 0 {
+		r.Close()
+	}
+	return q, nil
+}
+
+// pendingForgets reads the queue under the lock, none when there is no
+// state.
+func (a *Assigner) pendingForgets() ([]forgetEntry, error) {
+	l, err := a.lockToRead()
+	if err != nil || l == nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	return a.readForgets()
 }
 
 // settleForgets takes off the queue each entry of done that succeeded, as

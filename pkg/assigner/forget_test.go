@@ -2,12 +2,12 @@ package assigner
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -15,7 +15,7 @@ import (
 func (f *fixture) queue(t *testing.T) []forgetEntry {
 	t.Helper()
 	a := f.assigner()
-	q, err := a.pendingForgets(time.Time{})
+	q, err := a.pendingForgets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,8 @@ func TestDelQueuesTheConntrackCleanUpAndForgetsNothingItself(t *testing.T) {
 	if len(n.forgot) != 0 {
 		t.Fatalf("DEL forgot %v itself, want the clean-up left to ForgetPending", n.forgot)
 	}
-	if a.Queued().IsZero() {
-		t.Error("Queued() is zero after a DEL whose target left: the plugin would start no clean-up")
+	if !a.Queued() {
+		t.Error("Queued() is false after a DEL whose target left: the plugin would start no clean-up")
 	}
 	if q := f.queue(t); len(q) != 1 || q[0].IP != v4a || q[0].Target != ctrB4.Addr() {
 		t.Fatalf("queue after b's DEL is %+v, want b's flows to %s", q, v4a)
@@ -60,7 +60,7 @@ func TestNothingIsQueuedOnANodeWithoutConntrackEntries(t *testing.T) {
 	if err := a.Del(attB); err != nil {
 		t.Fatal(err)
 	}
-	if !a.Queued().IsZero() || len(f.queue(t)) != 0 {
+	if a.Queued() || len(f.queue(t)) != 0 {
 		t.Errorf("queued %v (Queued %v) on a node without conntrack entries", f.queue(t), a.Queued())
 	}
 }
@@ -71,7 +71,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	f, n := twoHolders(t)
 	n.forgetErr = errors.New("deleting conntrack entries: operation not permitted")
 	f.del(attB)
-	if err := f.assigner().ForgetPending(time.Time{}); err == nil {
+	if err := f.assigner().ForgetPending(); err == nil {
 		t.Fatal("ForgetPending hid the fault")
 	}
 	q := f.queue(t)
@@ -111,7 +111,7 @@ func TestACleanUpLeavesAPairQueuedAgainMeanwhile(t *testing.T) {
 	f, _ := twoHolders(t)
 	f.del(attB)
 	a := f.assigner()
-	read, err := a.pendingForgets(time.Time{})
+	read, err := a.pendingForgets()
 	if err != nil || len(read) != 1 {
 		t.Fatalf("queue %+v, %v", read, err)
 	}
@@ -137,23 +137,91 @@ func TestMergeForgetsKeepsEachPairOnceAtItsLatestTime(t *testing.T) {
 	}
 }
 
-// A DEL's child takes its own DEL's clean-ups and later ones, not the
-// older ones (GC and repair retry those): K concurrent DELs would
-// otherwise each walk the kernel's hash for every queued clean-up.
-func TestADelsCleanUpTakesOnlyWhatItQueuedAndLater(t *testing.T) {
+// duringForget runs during, once, from inside the first Forget: a change
+// made while a runner walks.
+type duringForget struct {
+	*fakeNAT
+	during func()
+}
+
+func (d *duringForget) Forget(ip, target netip.Addr) error {
+	if f := d.during; f != nil {
+		d.during = nil
+		f()
+	}
+	return d.fakeNAT.Forget(ip, target)
+}
+
+// One runner per state directory: while it holds the runner lock, a DEL
+// that queues finds it taken (and the plugin starts no child); the
+// runner drains what was queued meanwhile before it lets go, and once it
+// has, the next DEL takes it.
+func TestOneRunnerDrainsWhatOthersQueueWhileItRuns(t *testing.T) {
 	f, n := twoHolders(t)
-	f.del(attB) // queued, its child not run
+	f.del(attB)
+	var other *os.File
+	d := &duringForget{fakeNAT: n, during: func() {
+		a := f.assigner()
+		if err := a.Del(attA); err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.TakeRunner()
+		if err != nil || r != nil {
+			t.Errorf("a DEL during the drain took the runner lock (%v, %v), want it left to the running one", r, err)
+		}
+		other = r
+	}}
+	f.opts.NAT = d
 	a := f.assigner()
-	if err := a.Del(attA); err != nil {
+	r, err := a.TakeRunner()
+	if err != nil || r == nil {
+		t.Fatalf("TakeRunner with b's clean-up queued and no runner: %v, %v", r, err)
+	}
+	if err := a.Drain(r); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.ForgetPending(a.Queued()); err != nil {
-		t.Fatal(err)
+	if other != nil {
+		other.Close()
 	}
-	if want := []string{v4a.String() + "->invalid IP"}; !slices.Equal(n.forgot, want) {
-		t.Errorf("a's clean-up forgot %v, want only its own %v", n.forgot, want)
+	if want := []string{bLeft(), v4a.String() + "->invalid IP"}; !slices.Equal(n.forgot, want) {
+		t.Errorf("the runner forgot %v, want b's and then a's, queued while it ran: %v", n.forgot, want)
 	}
-	if q := f.queue(t); len(q) != 1 || q[0].Target != ctrB4.Addr() {
-		t.Errorf("queue %+v, want b's older clean-up left for GC", q)
+	if q := f.queue(t); len(q) != 0 {
+		t.Errorf("queue %+v after the drain, want it empty", q)
+	}
+	f.opts.NAT = n
+	f.add(attA, v4a)
+	f.del(attA)
+	r, err = f.assigner().TakeRunner()
+	if err != nil || r == nil {
+		t.Fatalf("TakeRunner after the drain ended: %v, %v, want the lock free", r, err)
+	}
+	r.Close()
+}
+
+// A failing clean-up is tried once by a runner, which then ends (GC and
+// repair retry it), rather than spinning on it.
+func TestARunnerTriesAFailingCleanUpOnceAndEnds(t *testing.T) {
+	f, n := twoHolders(t)
+	n.forgetErr = errors.New("deleting conntrack entries: operation not permitted")
+	f.del(attB)
+	if err := f.assigner().ForgetPending(); err == nil {
+		t.Fatal("ForgetPending hid the fault")
+	}
+	if len(n.forgot) != 1 {
+		t.Errorf("the runner tried %v, want one try", n.forgot)
+	}
+}
+
+// Nothing queued, nothing to run: GC's ForgetPending makes no runner
+// lock in the state directory.
+func TestNoRunnerIsTakenWithNothingQueued(t *testing.T) {
+	f, _ := twoHolders(t)
+	r, err := f.assigner().TakeRunner()
+	if err != nil || r != nil {
+		t.Fatalf("TakeRunner with an empty queue: %v, %v", r, err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.stateDir(), string(store.RunnerFile))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the runner lock was made with nothing queued: %v", err)
 	}
 }

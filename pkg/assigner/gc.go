@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
-	"time"
 
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -22,7 +21,7 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 		return err
 	}
 	// Best effort: a failure stays queued, for status and the next GC.
-	if err := a.ForgetPending(time.Time{}); err != nil {
+	if err := a.ForgetPending(); err != nil {
 		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", oneLine(err))
 	}
 	return nil
@@ -296,5 +295,5 @@ func (a *Assigner) Repair() error {
 		return err
 	}
 	// Off the lock; the operator sees a failure, which stays queued.
-	return oneLine(a.ForgetPending(time.Time{}))
+	return oneLine(a.ForgetPending())
 }

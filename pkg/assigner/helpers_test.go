@@ -77,7 +77,7 @@ func (f *fixture) del(att Attachment) {
 // child does after a DEL.
 func (f *fixture) forget() {
 	f.t.Helper()
-	if err := f.assigner().ForgetPending(time.Time{}); err != nil {
+	if err := f.assigner().ForgetPending(); err != nil {
 		f.t.Fatalf("ForgetPending: %v", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -17,33 +16,44 @@ import (
 // entries of targets that left, the state whose queue it works through.
 const envForget = "EXTERNAL_IP_FORGET"
 
+// runnerFd is the child's descriptor of the runner lock, which it
+// inherits held.
+const runnerFd = 3
+
 type forgetJob struct {
-	// From is when the invocation first queued: the child takes its own
-	// clean-ups and later ones, GC and repair retry the older failures.
-	From    time.Time         `json:"from"`
 	DataDir string            `json:"dataDir"`
 	Device  string            `json:"device"`
 	Log     *announce.PlanLog `json:"log,omitempty"`
 }
 
 // startForget starts the clean-up child once the lock is released, when
-// this invocation queued one (only on a node with conntrack entries): the
-// walk of the kernel's conntrack hash it takes then holds neither the
-// node's other invocations nor the runtime, which waits for our exit.
-// Its failure is logged: GC and repair retry what stays queued.
+// this invocation queued one (only on a node with conntrack entries) and
+// no runner is draining the queue already (that one takes this entry
+// too): the walk of the kernel's conntrack hash then holds neither the
+// node's other invocations nor the runtime, which waits for our exit, and
+// K DELs start one runner, not K. Its failure is logged: GC and repair
+// retry what stays queued.
 func startForget(inv *invocation) {
-	from := inv.as.Queued()
-	if from.IsZero() {
+	if !inv.as.Queued() {
 		return
 	}
-	if err := detachForget(forgetJob{From: from, DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}); err != nil {
+	r, err := inv.as.TakeRunner()
+	if err == nil && r == nil {
+		return
+	}
+	if err == nil {
+		err = detachForget(forgetJob{DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}, r)
+		r.Close() // the child holds the lock now
+	}
+	if err != nil {
 		inv.log.Warn("conntrack clean-up not started; GC or repair runs it", "error", err)
 	}
 }
 
 // detachForget starts this binary in a session of its own with /dev/null
-// for stdio, as announce.Detach does, and does not wait for it.
-func detachForget(job forgetJob) error {
+// for stdio, as announce.Detach does, handing it the runner lock, and
+// does not wait for it.
+func detachForget(job forgetJob, runner *os.File) error {
 	b, err := json.Marshal(job)
 	if err != nil {
 		return err
@@ -59,7 +69,7 @@ func detachForget(job forgetJob) error {
 	defer null.Close()
 	_, err = syscall.ForkExec(exe, []string{exe}, &syscall.ProcAttr{
 		Env:   append(os.Environ(), envForget+"="+string(b)),
-		Files: []uintptr{null.Fd(), null.Fd(), null.Fd()},
+		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), runner.Fd()},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
@@ -84,8 +94,8 @@ func runForget(env string) int {
 	nat := assigner.HostNAT()
 	defer nat.Close()
 	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
-	if err := as.ForgetPending(job.From); err != nil {
-		return 1 // logged by ForgetPending, and kept in the queue
+	if err := as.Drain(os.NewFile(runnerFd, "conntrack runner lock")); err != nil {
+		return 1 // logged by Drain, and kept in the queue
 	}
 	log.Debug("conntrack clean-up done")
 	return 0

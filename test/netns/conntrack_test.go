@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,28 +138,13 @@ func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 	w.longFlows(a, 40000)
 	w.longFlows(b, 40001)
 	w.fillConntrack(busyEntries)
-	fifo := filepath.Join(t.TempDir(), "stall")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fifo := stallFifo(t)
 	bin := faultBinary(t)
 	del := time.Now()
 	w.h.runWith(bin, attach("DEL", b.id, w.pluginConf("1.0.0")), assigner.ConntrackStallEnv+"="+fifo).mustOK(t, "DEL of b")
 	t.Logf("DEL returned in %v", time.Since(del).Round(time.Millisecond))
 	w.add("c", extV4, extV6) // takes the lock while the clean-up is stalled
-	// Opening for writing without blocking succeeds only with a reader:
-	// the clean-up waiting in its stall.
-	var release *os.File
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		release, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil || !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("no conntrack clean-up is waiting in its stall: %v", err)
-	}
+	release := stalled(t, fifo)
 	went := time.Now()
 	release.Close()
 	w.goneAfter(b, assigner.ForgetBound, went)
@@ -172,6 +158,111 @@ func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 			t.Errorf("drift after the clean-up: %v", r.Drift)
 		}
 	}
+}
+
+// stallFifo makes the FIFO a faultinject clean-up stalls on
+// (assigner.ConntrackStallEnv) until the test opens it for writing.
+func stallFifo(t *testing.T) string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "stall")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fifo
+}
+
+// stalled waits for a clean-up to wait in its stall and returns the FIFO
+// opened for writing: closing it lets the clean-up go on. Opening for
+// writing without blocking succeeds only with a reader.
+func stalled(t *testing.T, fifo string) *os.File {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		release, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			return release
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			t.Fatalf("no conntrack clean-up is waiting in its stall: %v", err)
+		}
+	}
+}
+
+// stalledDel gives each holder of both external IPs with an hour-long flow to each
+// (longFlows), then DELs the first with the faultinject build whose
+// clean-up stalls, holding the runner lock, until stalled's FIFO is
+// closed.
+func (w *world) stalledDel(fifo string, cs []*container) {
+	w.t.Helper()
+	for i, c := range cs {
+		w.longFlows(c, 40000+i)
+	}
+	w.h.runWith(faultBinary(w.t), attach("DEL", cs[0].id, w.pluginConf("1.0.0")), assigner.ConntrackStallEnv+"="+fifo).mustOK(w.t, "DEL of "+cs[0].id)
+}
+
+// K concurrent DELs on a node with conntrack entries start one clean-up
+// runner per state directory, not K: while the first DEL's runner is
+// stalled with the runner lock, the others (the faultinject build too,
+// whose children would stall as well) queue their targets and start no
+// child; once it goes on, the runner drains every target's entries within
+// assigner.ForgetBound, and the remaining holder's stay.
+func TestConcurrentDelsStartOneConntrackRunnerThatDrainsThemAll(t *testing.T) {
+	w := newWorld(t, "both")
+	var cs []*container
+	for i := range 5 {
+		cs = append(cs, w.add(fmt.Sprintf("g%d", i), extV4, extV6))
+	}
+	fifo := stallFifo(t)
+	w.stalledDel(fifo, cs)
+	stall := assigner.ConntrackStallEnv + "=" + fifo
+	var wg sync.WaitGroup
+	for _, c := range cs[1:4] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := w.h.runWith(faultBinary(t), attach("DEL", c.id, w.pluginConf("1.0.0")), stall); r.err != nil {
+				t.Errorf("DEL of %s: %v: %s", c.id, r.err, r.stderr)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := w.h.cleanUps(); n != 1 {
+		t.Errorf("%d conntrack clean-up children run after 4 DELs, want the one runner", n)
+	}
+	release := stalled(t, fifo)
+	went := time.Now()
+	release.Close()
+	for _, c := range cs[:4] {
+		w.goneAfter(c, assigner.ForgetBound, went)
+	}
+	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		if w.conntrackTo(ext, addr(cs[4])) == "" {
+			t.Errorf("the clean-ups deleted the remaining holder's flows to %s too", ext)
+		}
+	})
+}
+
+// A runner killed in its walk, before it deleted anything, loses nothing: its entries
+// stay queued, and the next DEL's runner, finding the runner lock free,
+// drains them with its own within the bound.
+func TestAKilledConntrackRunnerLosesNothing(t *testing.T) {
+	w := newWorld(t, "both")
+	cs := []*container{w.add("a", extV4, extV6), w.add("b", extV4, extV6), w.add("c", extV4, extV6)}
+	fifo := stallFifo(t)
+	w.stalledDel(fifo, cs)
+	// Before its stall's FIFO is opened, the runner has deleted nothing.
+	if n := w.h.killCleanUps(); n != 1 {
+		t.Fatalf("killed %d clean-up children, want the stalled runner", n)
+	}
+	del := time.Now()
+	w.h.run(attach("DEL", cs[1].id, w.pluginConf("1.0.0"))).mustOK(t, "DEL of b")
+	for _, c := range cs[:2] {
+		w.goneAfter(c, assigner.ForgetBound, del)
+	}
+	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		if w.conntrackTo(ext, addr(cs[2])) == "" {
+			t.Errorf("the clean-ups deleted the remaining holder's flows to %s too", ext)
+		}
+	})
 }
 
 // A conntrack fault (the kernel refuses) neither fails the DEL nor any

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -339,7 +340,12 @@ func (h *host) waitNoCleanUp(limit time.Duration) {
 
 // cleanUpRunsIn tells whether a process in the namespace whose link is
 // netLink carries the clean-up child's environment.
-func cleanUpRunsIn(netLink string) bool {
+func cleanUpRunsIn(netLink string) bool { return len(cleanUpsIn(netLink)) > 0 }
+
+// cleanUpsIn lists the processes in the namespace whose link is netLink
+// that carry the clean-up child's environment.
+func cleanUpsIn(netLink string) []int {
+	var out []int
 	pids, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range pids {
 		if n, err := os.Readlink(p + "/ns/net"); err != nil || n != netLink {
@@ -347,8 +353,37 @@ func cleanUpRunsIn(netLink string) bool {
 		}
 		env, err := os.ReadFile(p + "/environ")
 		if err == nil && bytes.Contains(env, []byte("\x00EXTERNAL_IP_FORGET=")) {
-			return true
+			if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+				out = append(out, pid)
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// netLink is the node namespace's link as /proc/PID/ns/net reads.
+func (h *host) netLink() string {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join("/var/run/netns", h.name), &st); err != nil {
+		h.t.Fatal(err)
+	}
+	return fmt.Sprintf("net:[%d]", st.Ino)
+}
+
+// cleanUps counts the conntrack clean-up children running in the node.
+func (h *host) cleanUps() int { return len(cleanUpsIn(h.netLink())) }
+
+// killCleanUps kills the node's conntrack clean-up children, once one
+// runs (within 5 s), and waits until they are gone; it returns how many.
+func (h *host) killCleanUps() int {
+	var pids []int
+	for deadline := time.Now().Add(5 * time.Second); len(pids) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		pids = cleanUpsIn(h.netLink())
+	}
+	for _, pid := range pids {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(cleanUpsIn(h.netLink())) > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
+	return len(pids)
 }
