@@ -30,10 +30,7 @@ func (b *bench) concurrency(n *node) error {
 	fmt.Printf("\nconcurrent against serial on %s (%d conntrack entries of each family, %d held)\n", n.name, b.opts.conntrack, concurrentHeld)
 	fmt.Printf("%-4s %-4s %10s %10s %7s %9s %9s %6s\n", "verb", "K", "serial", "concurrent", "ratio", "p50 conc", "max conc", "fails")
 	s := 240 // scenarioIP puts s in an IPv4 octet
-	for _, k := range []int{8, 16, 32, 64} {
-		if k > b.opts.concurrent {
-			break
-		}
+	for _, k := range batchSizes(b.opts.concurrent) {
 		// Each verb's serial batch is undone, unmeasured, before its
 		// concurrent one: the ADDs' leave the attachments for the DELs.
 		for _, verb := range []string{"ADD", "DEL"} {
@@ -46,6 +43,21 @@ func (b *bench) concurrency(n *node) error {
 		s++
 	}
 	return nil
+}
+
+// batchSizes are the K of the concurrent rows: 8, 16, 32 and 64 up to
+// most, and most itself, so that a short try (-concurrent 4) runs a row.
+func batchSizes(most int) []int {
+	var out []int
+	for _, k := range []int{8, 16, 32, 64} {
+		if k < most {
+			out = append(out, k)
+		}
+	}
+	if most > 0 {
+		out = append(out, most)
+	}
+	return out
 }
 
 // batch runs verb for k attachments of scenario s with inFlight calls at
