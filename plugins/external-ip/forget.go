@@ -21,6 +21,11 @@ const envForget = "EXTERNAL_IP_FORGET"
 const runnerFd = 3
 
 type forgetJob struct {
+	// Runner says the child inherits the runner lock as runnerFd. A job
+	// without it comes from a binary of before the runner lock (a DEL
+	// that started while this one replaced it): the child then takes the
+	// lock itself, and never takes fd 3 for what it is not.
+	Runner  bool              `json:"runner,omitempty"`
 	DataDir string            `json:"dataDir"`
 	Device  string            `json:"device"`
 	Log     *announce.PlanLog `json:"log,omitempty"`
@@ -42,7 +47,7 @@ func startForget(inv *invocation) {
 		return
 	}
 	if err == nil {
-		err = detachForget(forgetJob{DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}, r)
+		err = detachForget(forgetJob{Runner: true, DataDir: inv.conf.DataDir, Device: inv.conf.Device, Log: inv.logTo}, r)
 		r.Close() // the child holds the lock now
 	}
 	if err != nil {
@@ -94,7 +99,11 @@ func runForget(env string) int {
 	nat := assigner.HostNAT()
 	defer nat.Close()
 	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
-	if err := as.Drain(os.NewFile(runnerFd, "conntrack runner lock")); err != nil {
+	drain := as.ForgetPending
+	if job.Runner {
+		drain = func() error { return as.Drain(os.NewFile(runnerFd, "conntrack runner lock")) }
+	}
+	if err := drain(); err != nil {
 		return 1 // logged by Drain, and kept in the queue
 	}
 	log.Debug("conntrack clean-up done")
