@@ -148,3 +148,23 @@ func TestGatewayReadsOnlyTheRoutesThroughTheUplink(t *testing.T) {
 		}
 	})
 }
+
+// With no default route at all the lookup finds no route, which is the
+// answer: the main table is not listed (it holds a route per IP held as
+// a route, which every steered ADD would read).
+func TestNoDefaultRouteIsOneLookupToo(t *testing.T) {
+	n := newMainNode(t)
+	n.sh("ip netns exec " + n.name + " ip route flush exact 0/0")
+	n.sh("ip netns exec " + n.name + " ip -6 route flush exact ::/0")
+	for _, v6 := range []bool{false, true} {
+		n.in(func(r *Routes, up0, up1 int) {
+			dev, err := r.DefaultUplink(v6)
+			if err != nil || dev != 0 {
+				t.Errorf("IPv6 %v, no default route: DefaultUplink = %d, %v; want 0", v6, dev, err)
+			}
+			if r.main != nil {
+				t.Errorf("IPv6 %v: the main table was listed though no route reaches the far destination", v6)
+			}
+		})
+	}
+}
