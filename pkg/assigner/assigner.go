@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -24,9 +25,9 @@ type Options struct {
 	// NAT steers the external IPs' traffic (traffic.go); nil steers
 	// nothing and never touches nftables.
 	NAT NAT
-	// Traffic is the ADD's mode (TrafficBoth, ...); Container the
-	// container's own addresses from prevResult.
-	Traffic   string
+	// Traffic is the ADD's mode; Container the container's own
+	// addresses from prevResult.
+	Traffic   nat.Traffic
 	Container []netip.Prefix
 	// Routing sends the flows of external IPs on uplinks other than the
 	// default route's out of their own uplink (uplinks.go); nil never does.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -86,7 +87,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(rep.Drift, func(d string) bool { return strings.Contains(d, "not permitted") }) {
 		t.Errorf("status drift %v (%v), want the failed clean-up with its error", rep.Drift, err)
 	}
-	f.steered(n, TrafficBoth, ctrC4)
+	f.steered(n, nat.TrafficBoth, ctrC4)
 	f.add(attC, v4a) // the next changes go through
 	f.del(attC)
 	n.forgetErr = nil
@@ -115,7 +116,7 @@ func TestACleanUpLeavesAPairQueuedAgainMeanwhile(t *testing.T) {
 	if err != nil || len(read) != 1 {
 		t.Fatalf("queue %+v, %v", read, err)
 	}
-	f.steered(f.opts.NAT.(*fakeNAT), TrafficBoth, ctrB4)
+	f.steered(f.opts.NAT.(*fakeNAT), nat.TrafficBoth, ctrB4)
 	f.add(attB, v4a)
 	f.del(attB)
 	if err := a.settleForgets(read, []error{nil}); err != nil {

@@ -7,14 +7,6 @@ import (
 	"github.com/external-ip/external-ip/pkg/nat"
 )
 
-// Traffic modes, as the config's `traffic` key spells them.
-const (
-	TrafficBoth    = "both"
-	TrafficIngress = "ingress"
-	TrafficEgress  = "egress"
-	TrafficNone    = "none"
-)
-
 // NAT is what the assigner asks of the host's nftables table and
 // conntrack (package nat); tests give a fake.
 type NAT interface {
@@ -37,7 +29,7 @@ type NAT interface {
 
 // steersIngress says whether s steers the flows to its IPs.
 func steersIngress(s *steering) bool {
-	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficIngress)
+	return s != nil && nat.Traffic(s.Traffic).Ingress()
 }
 
 // egressOf is s's egress rules; none for no steering.
@@ -50,7 +42,7 @@ func egressOf(s *steering) []egressRule {
 
 // steersEgress says whether s steers the flows its holder sends.
 func steersEgress(s *steering) bool {
-	return s != nil && (s.Traffic == TrafficBoth || s.Traffic == TrafficEgress)
+	return s != nil && nat.Traffic(s.Traffic).Egress()
 }
 
 // targetOf is the container address that flows to ip go to: the first of
@@ -69,8 +61,7 @@ func targetOf(s *steering, ip netip.Addr) (netip.Addr, bool) {
 
 // steers tells whether this invocation makes NAT rules for its ADD.
 func (a *Assigner) steers() bool {
-	t := a.opts.Traffic
-	return a.opts.NAT != nil && t != "" && t != TrafficNone
+	return a.opts.NAT != nil && a.opts.Traffic.Steers()
 }
 
 // screenContainer refuses steering when prevResult names, as the
@@ -100,7 +91,7 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 	if !a.steers() {
 		return nil
 	}
-	s := &steering{Traffic: a.opts.Traffic, Container: a.opts.Container}
+	s := &steering{Traffic: string(a.opts.Traffic), Container: a.opts.Container}
 	uplinks := map[netip.Addr]string{}
 	var order []netip.Addr
 	for _, p := range placed {

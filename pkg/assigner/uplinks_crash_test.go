@@ -33,9 +33,9 @@ func (c uplinkCrash) prepare(t *testing.T) (*fixture, *fakeRouting) {
 	f, r := routedFixture(t)
 	n := f.opts.NAT.(*fakeNAT)
 	if c.besideB {
-		f.steered(n, TrafficBoth, ctrB4)
+		f.steered(n, nat.TrafficBoth, ctrB4)
 		f.add(attB, onEth1V4b)
-		f.steered(n, TrafficBoth, ctrA4)
+		f.steered(n, nat.TrafficBoth, ctrA4)
 	}
 	if c.del {
 		f.add(attA, onEth1V4)

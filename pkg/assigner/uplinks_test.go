@@ -101,7 +101,7 @@ var onEth1V4 = netip.MustParseAddr("203.0.113.10")
 
 func routedFixture(t *testing.T) (*fixture, *fakeRouting) {
 	f, r := newFixture(t), newFakeRouting()
-	f.steered(newFakeNAT(), TrafficBoth, ctrA4)
+	f.steered(newFakeNAT(), nat.TrafficBoth, ctrA4)
 	f.opts.Routing = r
 	return f, r
 }
@@ -124,7 +124,7 @@ func TestAnIPOnASecondUplinkIsRoutedByItAndTheLastDelTakesTheRoutingAway(t *test
 	if _, err := f.assigner().Check(attA); err != nil {
 		t.Errorf("CHECK: %v", err)
 	}
-	f.steered(f.opts.NAT.(*fakeNAT), TrafficBoth, ctrB4)
+	f.steered(f.opts.NAT.(*fakeNAT), nat.TrafficBoth, ctrB4)
 	f.add(attB, v4a) // on the default route's uplink: nothing of ours
 	if len(r.marked) != 1 || len(r.members) != 2 {
 		t.Errorf("an IP on the default route's uplink changed the routing: %v %v", r.marked, r.members)

@@ -15,6 +15,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/external-ip/external-ip/pkg/nat"
 )
 
 // Defaults from the README's table of config keys.
@@ -55,7 +57,7 @@ type Config struct {
 	LogLevel    string
 	LockTimeout time.Duration
 	// Traffic says which flows of the external IPs are steered (pkg/nat).
-	Traffic Traffic
+	Traffic nat.Traffic
 	// UplinkRouting routes replies and egress out of an external IP's own
 	// uplink (uplinks.go).
 	UplinkRouting UplinkRouting

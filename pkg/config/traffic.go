@@ -5,34 +5,12 @@ import (
 	"net/netip"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/external-ip/external-ip/pkg/nat"
 )
-
-// Traffic says which of an external IP's flows are steered to and from the
-// holder containers.
-type Traffic string
-
-// The values of the `traffic` key.
-const (
-	// TrafficBoth DNATs flows to the external IP to the containers and SNATs
-	// their flows out of the IP's uplink to it.
-	TrafficBoth Traffic = "both"
-	// TrafficIngress only DNATs flows to the external IP.
-	TrafficIngress Traffic = "ingress"
-	// TrafficEgress only SNATs the containers' outbound flows.
-	TrafficEgress Traffic = "egress"
-	// TrafficNone steers nothing: the node holds the IP, and something else
-	// (kube-proxy's Service externalIPs, for one) may steer it.
-	TrafficNone Traffic = "none"
-)
-
-// Ingress tells whether flows to the external IP go to the containers.
-func (t Traffic) Ingress() bool { return t == TrafficBoth || t == TrafficIngress }
-
-// Egress tells whether the containers' outbound flows leave from the IP.
-func (t Traffic) Egress() bool { return t == TrafficBoth || t == TrafficEgress }
 
 func (c *Config) setTraffic(raw *netConf) error {
-	c.Traffic = TrafficBoth
+	c.Traffic = nat.TrafficBoth
 	if len(raw.Traffic) == 0 || string(raw.Traffic) == "null" {
 		return nil
 	}
@@ -40,8 +18,8 @@ func (c *Config) setTraffic(raw *netConf) error {
 	if err := json.Unmarshal(raw.Traffic, &s); err != nil {
 		return decodef("traffic: want a string, got %s", truncate(raw.Traffic, 64))
 	}
-	switch t := Traffic(s); t {
-	case TrafficBoth, TrafficIngress, TrafficEgress, TrafficNone:
+	switch t := nat.Traffic(s); t {
+	case nat.TrafficBoth, nat.TrafficIngress, nat.TrafficEgress, nat.TrafficNone:
 		c.Traffic = t
 		return nil
 	}
@@ -83,7 +61,7 @@ func (c *Config) ContainerAddrs() []netip.Prefix {
 // CheckFamilies refuses steering an external IP of a family for which the
 // container has no address: nothing could be DNATed to it or SNATed from it.
 func (c *Config) CheckFamilies(ips []IP, container []netip.Prefix) error {
-	if c.Traffic == TrafficNone {
+	if c.Traffic == nat.TrafficNone {
 		return nil
 	}
 	for _, ip := range ips {

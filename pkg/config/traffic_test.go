@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/nat"
 )
 
 func TestTrafficDefaultsToBothAndTakesEachMode(t *testing.T) {
-	if got := mustLoad(t, netConf(t, nil)).Traffic; got != config.TrafficBoth {
+	if got := mustLoad(t, netConf(t, nil)).Traffic; got != nat.TrafficBoth {
 		t.Errorf("traffic defaults to %q, want both", got)
 	}
-	for _, m := range []config.Traffic{config.TrafficBoth, config.TrafficIngress, config.TrafficEgress, config.TrafficNone} {
+	for _, m := range []nat.Traffic{nat.TrafficBoth, nat.TrafficIngress, nat.TrafficEgress, nat.TrafficNone} {
 		c := mustLoad(t, netConf(t, map[string]any{"traffic": string(m)}))
 		if c.Traffic != m {
 			t.Errorf("traffic %q loaded as %q", m, c.Traffic)

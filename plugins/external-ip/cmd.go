@@ -51,7 +51,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	as := assigner.New(assigner.Options{
 		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
 		LockTimeout: conf.LockTimeout, Log: log,
-		NAT: nat, Traffic: string(conf.Traffic), Container: conf.ContainerAddrs(),
+		NAT: nat, Traffic: conf.Traffic, Container: conf.ContainerAddrs(),
 		Routing:       routing,
 		RouteProtocol: routeProtocol(conf),
 	})
