@@ -84,29 +84,12 @@ func (a *Assigner) screenContainer() error {
 	return nil
 }
 
-// newSteering decides an ADD's rules: egress from each container address
-// through each uplink of its family's IPs, from the first such IP in
-// request order; and a hairpin rule per target, from its own subnet.
+// newSteering is an ADD's steering (decideSteering), when it steers.
 func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 	if !a.steers() {
 		return nil
 	}
-	s := &steering{Traffic: string(a.opts.Traffic), Container: a.opts.Container}
-	uplinks := map[netip.Addr]string{}
-	var order []netip.Addr
-	for _, p := range placed {
-		uplinks[p.Addr] = p.Uplink.Name
-		order = append(order, p.Addr)
-	}
-	s.Egress = egressVia(s, order, uplinks)
-	if steersIngress(s) {
-		for _, ip := range ips {
-			if t, ok := targetOf(s, ip); ok && !slices.ContainsFunc(s.Hairpin, func(h hairpinRule) bool { return h.Target == t }) {
-				s.Hairpin = append(s.Hairpin, hairpinRule{Source: prefixOf(s, t).Masked(), Target: t})
-			}
-		}
-	}
-	return s
+	return decideSteering(a.opts.Traffic, a.opts.Container, ips, placed)
 }
 
 // egressVia is s's egress: from each container address through the
@@ -139,141 +122,59 @@ func prefixOf(s *steering, a netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(a, a.BitLen())
 }
 
-// steer makes the table match the records after a change of attachment
-// key (or its undo): the attachment's own egress and hairpin rules, and
-// the ingress targets of every IP the change touched. was lists the
-// attachment's steering as the change's journal knows it, before and
-// after; what the record now has is kept, the rest removed. Each step is
-// idempotent, so a replay after a crash finishes it.
+// steer is the journal's "nat" step: it reads what planSteer needs (the
+// touched IPs' holders and their steering), applies the plan in one
+// transaction, then moves the uplink routing and queues the conntrack
+// clean-up of the flows that left.
 func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
-	touch, was := j.Touch, natWas(j)
+	c := steerChange{touch: j.Touch, was: natWas(j)}
 	// apply has just written j.Record as the attachment's record (or
 	// removed it), so it is what the record says now.
-	var now *steering
 	if j.Record != nil {
-		now = j.Record.Steering
+		c.now = j.Record.Steering
 	}
-	if now == nil && !anySteering(was) {
+	if c.now == nil && !anySteering(c.was) {
 		return nil
 	}
 	a.step("nat")
-	want, leaving, holders, err := a.leaving(touch, was, w)
-	if err != nil {
+	var err error
+	if c.holders, err = a.holdings(c.touch, w); err != nil {
 		return err
 	}
-	ch := ownChange(now, was)
-	ch.Fresh = freshChains(j, holders)
-	// An attachment that steers from now on relies on the base chains.
-	ch.EnsureBase = now != nil
-	if err := a.keepSharedHairpins(&ch); err != nil {
+	c.fresh = freshChains(j, holderKeys(c.holders))
+	if c.keepHairpins, err = a.keepSharedHairpins(); err != nil {
 		return err
 	}
-	for i, ip := range touch {
-		ch.Ingress[ip] = want[i]
-	}
-	if err := a.opts.NAT.Apply(ch); err != nil {
+	p := planSteer(c)
+	if err := a.opts.NAT.Apply(p.change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
-	err = a.routeChange(j, was, want, w)
-	a.queueForget(leaving)
+	err = a.routeChange(j, c.was, p.targets, w)
+	a.queueForget(p.leaving)
 	return err
 }
 
-// keepSharedHairpins drops the hairpin subnets ch would remove. A subnet
-// is shared by every attachment on it, and finding out whether one still
-// is would read every record; one left behind steers nothing (no flow is
-// DNATed into it), costs nothing to add again (the next ADD on the subnet
-// finds it), and saves that ADD and this DEL a rebuild of the interval
-// set (figure: docs/performance.md, "Figures behind design choices").
-// GC removes the subnets that no record has. Only the
-// undoing of a failed ADD removes them, when the node then holds nothing,
-// so that a failed ADD leaves no trace on an otherwise empty node.
-func (a *Assigner) keepSharedHairpins(ch *nat.Change) error {
-	if len(ch.DelHairpin) == 0 {
-		return nil
-	}
+// keepSharedHairpins says whether a change keeps the hairpin subnets it
+// would remove. A subnet is shared by every attachment on it, and finding
+// out whether one still is would read every record; one left behind
+// steers nothing (no flow is DNATed into it), costs nothing to add again
+// (the next ADD on the subnet finds it), and saves that ADD and this DEL a
+// rebuild of the interval set (figure: docs/performance.md, "Figures
+// behind design choices"). GC removes the subnets that no record has. Only
+// the undoing of a failed ADD removes them, when the node then holds
+// nothing, so that a failed ADD leaves no trace on an otherwise empty node.
+func (a *Assigner) keepSharedHairpins() (bool, error) {
 	if !a.undoing {
-		ch.DelHairpin = nil
-		return nil
+		return true, nil
 	}
-	held, err := a.st.AnyIndexed()
-	if held {
-		ch.DelHairpin = nil
-	}
-	return err
+	return a.st.AnyIndexed()
 }
 
 func anySteering(ss []*steering) bool {
 	return slices.ContainsFunc(ss, func(s *steering) bool { return s != nil })
-}
-
-// ownChange keeps the attachment's egress rules as its record has them
-// now and removes those of what it was. Hairpin subnets are shared by
-// every attachment on the subnet: steer keeps those ch would remove (see
-// keepSharedHairpins), and GC removes them once no record has them.
-func ownChange(now *steering, was []*steering) nat.Change {
-	ch := nat.Change{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}
-	for _, old := range was {
-		if old == nil {
-			continue
-		}
-		for _, r := range old.Egress {
-			if now == nil || !slices.ContainsFunc(now.Egress, func(e egressRule) bool { return e.Source == r.Source && e.Uplink == r.Uplink }) {
-				ch.DelEgress = append(ch.DelEgress, nat.EgressKey{Source: r.Source, Uplink: r.Uplink})
-			}
-		}
-		for _, h := range old.Hairpin {
-			ch.DelHairpin = append(ch.DelHairpin, h.Source.Masked())
-		}
-	}
-	if now != nil {
-		for _, r := range now.Egress {
-			ch.Egress[nat.EgressKey{Source: r.Source, Uplink: r.Uplink}] = r.IP
-		}
-		for _, h := range now.Hairpin {
-			ch.Hairpin = append(ch.Hairpin, h.Source.Masked())
-		}
-	}
-	ch.DelEgress = slices.Compact(ch.DelEgress)
-	ch.DelHairpin = slices.DeleteFunc(slices.Compact(ch.DelHairpin), func(p netip.Prefix) bool { return slices.Contains(ch.Hairpin, p) })
-	return ch
-}
-
-// gone is a target whose flows to ip are to be forgotten; with no target,
-// every flow of ip.
-type gone struct{ ip, target netip.Addr }
-
-// leaving reads each touched IP's targets from its holders' records, and
-// lists the targets that left and the IPs that nobody holds any more.
-// Their conntrack entries are deleted once the table no longer steers to
-// them (queued, then deleted off the lock: forget.go): deleted before, a
-// new flow in between would be DNATed to the leaving target again, and
-// its entry, kept alive by the client's retransmissions, would black-hole
-// it for minutes.
-func (a *Assigner) leaving(touch []netip.Addr, was []*steering, w *written) ([][]netip.Addr, []gone, map[netip.Addr][]string, error) {
-	want := make([][]netip.Addr, len(touch))
-	var out []gone
-	holders := map[netip.Addr][]string{}
-	for i, ip := range touch {
-		targets, hs, err := a.targets(ip, w)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		want[i], holders[ip] = targets, hs
-		held := len(hs) > 0
-		if !held {
-			out = append(out, gone{ip: ip})
-		}
-		for _, old := range was {
-			if t, ok := targetOf(old, ip); held && ok && !slices.Contains(targets, t) && !slices.Contains(out, gone{ip, t}) {
-				out = append(out, gone{ip, t})
-			}
-		}
-	}
-	return want, out, holders, nil
 }
 
 // written is what apply has just stored for one change: the touched IPs'
@@ -310,26 +211,41 @@ func (a *Assigner) recordOf(key string, w *written) (*record, error) {
 	return a.st.ReadRecord(key)
 }
 
-// targets reads ip's holders and each holder's target from its record,
-// taking what w has over the files (w may be nil): O(holders of ip),
+// holdings reads each of ips' holders and its steering from its record,
+// taking what w has over the files (w may be nil): O(holders of the IPs),
 // never a walk of every record.
-func (a *Assigner) targets(ip netip.Addr, w *written) ([]netip.Addr, []string, error) {
-	holders, err := a.holdersOf(ip, w)
-	if err != nil {
-		return nil, nil, err
-	}
-	var out []netip.Addr
-	for _, key := range holders {
-		r, err := a.recordOf(key, w)
+func (a *Assigner) holdings(ips []netip.Addr, w *written) (map[netip.Addr][]heldBy, error) {
+	out := map[netip.Addr][]heldBy{}
+	for _, ip := range ips {
+		keys, err := a.holdersOf(ip, w)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if r == nil {
-			continue
+		hs := make([]heldBy, 0, len(keys))
+		for _, key := range keys {
+			r, err := a.recordOf(key, w)
+			if err != nil {
+				return nil, err
+			}
+			h := heldBy{key: key}
+			if r != nil {
+				h.s = r.Steering
+			}
+			hs = append(hs, h)
 		}
-		if t, ok := targetOf(r.Steering, ip); ok && !slices.Contains(out, t) {
-			out = append(out, t)
-		}
+		out[ip] = hs
 	}
-	return out, holders, nil
+	return out, nil
+}
+
+func holderKeys(hs map[netip.Addr][]heldBy) map[netip.Addr][]string {
+	out := make(map[netip.Addr][]string, len(hs))
+	for ip, h := range hs {
+		keys := make([]string, len(h))
+		for i := range h {
+			keys[i] = h[i].key
+		}
+		out[ip] = keys
+	}
+	return out
 }

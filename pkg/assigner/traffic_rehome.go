@@ -1,11 +1,8 @@
 package assigner
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
-
-	"github.com/external-ip/external-ip/pkg/nat"
 )
 
 // followReHomed moves, right after an ADD, the egress of the other holders
@@ -28,16 +25,11 @@ func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[neti
 	if err := a.followUplinks(recs); err != nil {
 		return err
 	}
-	ch := nat.Change{Egress: map[nat.EgressKey]netip.Addr{}}
-	for _, key := range slices.Sorted(maps.Keys(recs)) {
-		if now := egressOf(recs[key].Steering); !slices.Equal(now, was[key]) {
-			moved := ownChange(&steering{Egress: now}, []*steering{{Egress: was[key]}})
-			ch.DelEgress = append(ch.DelEgress, moved.DelEgress...)
-			maps.Copy(ch.Egress, moved.Egress)
-		}
+	now := map[string][]egressRule{}
+	for key, r := range recs {
+		now[key] = egressOf(r.Steering)
 	}
-	// A key another record now has must stay: Apply deletes after it sets.
-	ch.DelEgress = slices.DeleteFunc(ch.DelEgress, func(k nat.EgressKey) bool { _, kept := ch.Egress[k]; return kept })
+	ch := movedEgress(was, now)
 	if len(ch.Egress)+len(ch.DelEgress) == 0 {
 		return nil
 	}

@@ -284,10 +284,11 @@ func (a *Assigner) checkIngress(rec *record, st *nat.State) error {
 		if !slices.Contains(got, t) {
 			return Errorf(ErrDrift, "%s: no ingress rule to %s in table inet %s (it steers to %v)", ip, t, nat.TableName, got)
 		}
-		want, _, err := a.targets(ip, nil)
+		hs, err := a.holdings([]netip.Addr{ip}, nil)
 		if err != nil {
 			return err
 		}
+		want := ingressTargets(ip, hs[ip])
 		for _, g := range got {
 			if !slices.Contains(want, g) {
 				return Errorf(ErrDrift, "%s: ingress rule also steers to %s, which no holder has, in table inet %s", ip, g, nat.TableName)

@@ -1,0 +1,167 @@
+package assigner
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+)
+
+// The steering decisions are pure: these tables give them records and a
+// change, and compare what they decide; no kernel, no fake, no file.
+
+var ctrA6 = netip.MustParsePrefix("fd00::5/64")
+
+func placedOn(pairs ...any) []Placed {
+	var out []Placed
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, Placed{Addr: pairs[i].(netip.Addr), Uplink: Uplink{Name: pairs[i+1].(string)}})
+	}
+	return out
+}
+
+func TestDecideSteeringGivesEachModeItsRules(t *testing.T) {
+	hpA := hairpinRule{Source: ctrA4.Masked(), Target: ctrA4.Addr()}
+	hp6 := hairpinRule{Source: ctrA6.Masked(), Target: ctrA6.Addr()}
+	for _, tt := range []struct {
+		name      string
+		traffic   nat.Traffic
+		container []netip.Prefix
+		ips       []netip.Addr
+		placed    []Placed
+		want      *steering
+	}{
+		{"none steers nothing", nat.TrafficNone, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"), nil},
+		{"an empty mode steers nothing", "", []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"), nil},
+		{"both: egress from the first IP of the family per uplink, a hairpin per target",
+			nat.TrafficBoth, []netip.Prefix{ctrA4, ctrA6}, []netip.Addr{v4a, v4b, v6a},
+			placedOn(v4a, "eth0", v4b, "eth0", v6a, "eth0"),
+			&steering{Traffic: string(nat.TrafficBoth), Container: []netip.Prefix{ctrA4, ctrA6},
+				Egress:  []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}, {Source: ctrA6.Addr(), Uplink: "eth0", IP: v6a}},
+				Hairpin: []hairpinRule{hpA, hp6}}},
+		{"both: a second uplink gets its own egress, from its own IP",
+			nat.TrafficBoth, []netip.Prefix{ctrA4}, []netip.Addr{v4a, v4b},
+			placedOn(v4a, "eth0", v4b, "eth1"),
+			&steering{Traffic: string(nat.TrafficBoth), Container: []netip.Prefix{ctrA4},
+				Egress:  []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}, {Source: ctrA4.Addr(), Uplink: "eth1", IP: v4b}},
+				Hairpin: []hairpinRule{hpA}}},
+		{"ingress: no egress", nat.TrafficIngress, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"),
+			&steering{Traffic: string(nat.TrafficIngress), Container: []netip.Prefix{ctrA4}, Hairpin: []hairpinRule{hpA}}},
+		{"egress: no hairpin", nat.TrafficEgress, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"),
+			&steering{Traffic: string(nat.TrafficEgress), Container: []netip.Prefix{ctrA4}, Egress: []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decideSteering(tt.traffic, tt.container, tt.ips, tt.placed)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("decideSteering =\n %+v\nwant\n %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func steerOf(traffic nat.Traffic, c netip.Prefix, ip netip.Addr, uplink string) *steering {
+	return decideSteering(traffic, []netip.Prefix{c}, []netip.Addr{ip}, placedOn(ip, uplink))
+}
+
+func TestPlanSteerDecidesTheTableChangeAndTheFlowsThatLeave(t *testing.T) {
+	a := steerOf(nat.TrafficBoth, ctrA4, v4a, "eth0")
+	b := steerOf(nat.TrafficBoth, ctrB4, v4a, "eth0")
+	a2 := steerOf(nat.TrafficBoth, netip.MustParsePrefix("10.89.0.5/24"), v4a, "eth0") // a re-ADDed with a new address
+	keyA := nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}
+	keyB := nat.EgressKey{Source: ctrB4.Addr(), Uplink: "eth0"}
+	subnet := ctrA4.Masked()
+	for _, tt := range []struct {
+		name string
+		c    steerChange
+		want steerPlan
+	}{
+		{"a first ADD steers the IP to its target and adds its egress and hairpin",
+			steerChange{touch: []netip.Addr{v4a}, now: a, was: []*steering{a},
+				holders: map[netip.Addr][]heldBy{v4a: {{"a", a}}}, fresh: map[netip.Addr]bool{v4a: true}, keepHairpins: true},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {ctrA4.Addr()}},
+				Egress: map[nat.EgressKey]netip.Addr{keyA: v4a}, Hairpin: []netip.Prefix{subnet},
+				Fresh: map[netip.Addr]bool{v4a: true}, EnsureBase: true},
+				targets: [][]netip.Addr{{ctrA4.Addr()}}}},
+		{"a second holder's ADD spreads the IP over both",
+			steerChange{touch: []netip.Addr{v4a}, now: b, was: []*steering{b},
+				holders: map[netip.Addr][]heldBy{v4a: {{"a", a}, {"b", b}}}, keepHairpins: true},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {ctrA4.Addr(), ctrB4.Addr()}},
+				Egress: map[nat.EgressKey]netip.Addr{keyB: v4a}, Hairpin: []netip.Prefix{subnet}, EnsureBase: true},
+				targets: [][]netip.Addr{{ctrA4.Addr(), ctrB4.Addr()}}}},
+		{"DEL of one of two holders leaves the other, and forgets the leaving target's flows; the shared subnet stays",
+			steerChange{touch: []netip.Addr{v4a}, was: []*steering{a},
+				holders: map[netip.Addr][]heldBy{v4a: {{"b", b}}}, keepHairpins: true},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {ctrB4.Addr()}},
+				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}},
+				targets: [][]netip.Addr{{ctrB4.Addr()}}, leaving: []gone{{v4a, ctrA4.Addr()}}}},
+		{"DEL of the last holder removes the IP's ingress and forgets every flow of it",
+			steerChange{touch: []netip.Addr{v4a}, was: []*steering{a}, holders: map[netip.Addr][]heldBy{}, keepHairpins: true},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: nil},
+				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}},
+				targets: [][]netip.Addr{nil}, leaving: []gone{{ip: v4a}}}},
+		{"undoing a failed ADD on an otherwise empty node removes its hairpin subnet too",
+			steerChange{touch: []netip.Addr{v4a}, was: []*steering{a}, holders: map[netip.Addr][]heldBy{}},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: nil},
+				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}, DelHairpin: []netip.Prefix{subnet}},
+				targets: [][]netip.Addr{nil}, leaving: []gone{{ip: v4a}}}},
+		{"a re-ADD with a new container address moves ingress and egress, and forgets the old target's flows",
+			steerChange{touch: []netip.Addr{v4a}, now: a2, was: []*steering{a2, a},
+				holders: map[netip.Addr][]heldBy{v4a: {{"a", a2}}}, keepHairpins: true},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {a2.Container[0].Addr()}},
+				Egress:    map[nat.EgressKey]netip.Addr{{Source: a2.Container[0].Addr(), Uplink: "eth0"}: v4a},
+				DelEgress: []nat.EgressKey{keyA}, Hairpin: []netip.Prefix{a2.Container[0].Masked()}, EnsureBase: true},
+				targets: [][]netip.Addr{{a2.Container[0].Addr()}}, leaving: []gone{{v4a, ctrA4.Addr()}}}},
+		{"a holder with no record or no steering gives no target",
+			steerChange{touch: []netip.Addr{v4a}, was: []*steering{a},
+				holders: map[netip.Addr][]heldBy{v4a: {{"x", nil}}}, keepHairpins: true},
+			steerPlan{change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: nil},
+				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}},
+				targets: [][]netip.Addr{nil}, leaving: []gone{{v4a, ctrA4.Addr()}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := planSteer(tt.c); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("planSteer =\n %s\nwant\n %s", planText(got), planText(tt.want))
+			}
+		})
+	}
+}
+
+func planText(p steerPlan) string {
+	c := p.change
+	return fmt.Sprintf("ingress %v egress %v del %v hairpin %v del %v fresh %v base %v; targets %v; leaving %v",
+		c.Ingress, c.Egress, c.DelEgress, c.Hairpin, c.DelHairpin, c.Fresh, c.EnsureBase, p.targets, p.leaving)
+}
+
+func TestMovedEgressFollowsTheNewUplinkAndKeepsAKeyAnotherRecordHas(t *testing.T) {
+	on := func(c netip.Prefix, uplink string) egressRule {
+		return egressRule{Source: c.Addr(), Uplink: uplink, IP: v4a}
+	}
+	key := func(c netip.Prefix, uplink string) nat.EgressKey {
+		return nat.EgressKey{Source: c.Addr(), Uplink: uplink}
+	}
+	for _, tt := range []struct {
+		name     string
+		was, now map[string][]egressRule
+		egress   map[nat.EgressKey]netip.Addr
+		del      []nat.EgressKey
+	}{
+		{"nothing moved", map[string][]egressRule{"a": {on(ctrA4, "eth0")}}, map[string][]egressRule{"a": {on(ctrA4, "eth0")}},
+			map[nat.EgressKey]netip.Addr{}, nil},
+		{"a's egress moves from eth0 to eth1",
+			map[string][]egressRule{"a": {on(ctrA4, "eth0")}}, map[string][]egressRule{"a": {on(ctrA4, "eth1")}},
+			map[nat.EgressKey]netip.Addr{key(ctrA4, "eth1"): v4a}, []nat.EgressKey{key(ctrA4, "eth0")}},
+		{"a key that another record now has stays",
+			map[string][]egressRule{"a": {on(ctrA4, "eth0")}, "b": {on(ctrA4, "eth1")}},
+			map[string][]egressRule{"a": {on(ctrA4, "eth1")}, "b": {on(ctrA4, "eth0")}},
+			map[nat.EgressKey]netip.Addr{key(ctrA4, "eth0"): v4a, key(ctrA4, "eth1"): v4a}, []nat.EgressKey{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := movedEgress(tt.was, tt.now)
+			if !reflect.DeepEqual(ch.Egress, tt.egress) || fmt.Sprint(ch.DelEgress) != fmt.Sprint(tt.del) {
+				t.Errorf("movedEgress sets %v and deletes %v, want %v and %v", ch.Egress, ch.DelEgress, tt.egress, tt.del)
+			}
+		})
+	}
+}
