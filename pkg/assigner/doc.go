@@ -23,9 +23,13 @@
 //
 // It also decides each external IP's steering (traffic*.go): its ingress
 // targets (the holders' container addresses), each holder's egress source
-// and hairpin rule, kept in the record with the container's addresses and
-// carried out as the journal's "nat" step through the NAT interface;
-// package nat only writes the nftables table and conntrack.
+// and hairpin rule, kept in the record with the container's addresses.
+// The decisions are pure functions of the records and the change
+// (traffic_plan.go); the journal's "nat" step applies their result through
+// the NAT interface. One comparison of the wanted and the actual table
+// (traffic_compare.go) serves GC and repair (which apply it), status (which
+// reports it) and CHECK (which fails on it). Package nat only writes the
+// nftables table and conntrack.
 //
 // An Assigner may serve one call after another: what a call learns (the
 // holder, the uplinks, what an ADD put on the kernel) is kept for that call

@@ -35,7 +35,7 @@ func (a *Assigner) readRouting() (*routingView, error) {
 
 // findForeign marks the members that are another state's: an external IP
 // on another holder device, or a container address whose egress rule is
-// from such an IP (as reconcileEgress tells its rules apart).
+// from such an IP (as compareNAT tells egress rules apart).
 func (a *Assigner) findForeign(v *routingView) error {
 	var egress map[nat.EgressKey]netip.Addr
 	for _, ms := range v.marked.Members {
