@@ -138,11 +138,12 @@ func (t *Table) ensureBase() error {
 }
 
 // baseIntact tells whether each base chain holds as many rules as Ensure
-// puts there. It costs one dump of the table's rules, read only as far as
-// each rule's chain: it finds a flushed table or chain, the fault that
-// leaves an ADD's elements steering nothing; a rule edited by hand is
-// Read's to find (CHECK, GC, repair, status). A missing table or chain is
-// not intact.
+// puts there, every one of them tagged with this version's layout. It
+// costs one dump of the table's rules, read only for each rule's chain and
+// user data: it finds a flushed table or chain, the fault that leaves an
+// ADD's elements steering nothing, and a table made by an earlier version
+// (see layoutTag); a rule edited by hand is Read's to find (CHECK, GC,
+// repair, status). A missing table or chain is not intact.
 func (t *Table) baseIntact() (bool, error) {
 	n, err := t.countRules()
 	if isNotFound(err) {
@@ -152,7 +153,7 @@ func (t *Table) baseIntact() (bool, error) {
 		return false, err
 	}
 	for _, b := range baseChains() {
-		if n[b.name] != b.ruleCount() {
+		if want := b.ruleCount(); n[b.name] != (chainRules{all: want, tagged: want}) {
 			return false, nil
 		}
 	}

@@ -21,6 +21,10 @@
 //	hp4, hp6     the container subnets, each as subnet . subnet, for the hairpin rule
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
+// Every rule of the three base chains carries the comment "external-ip
+// layout N" (layoutTag), by which an ADD tells a table made by an earlier
+// version, whose rules differ, from ours in the dump it makes anyway.
+//
 // Every map is keyed by external IP or by container address (the hairpin
 // set by container subnet), so that a change costs the same with 1 or
 // 1,000 attachments: an external IP's change rewrites only its own

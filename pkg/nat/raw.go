@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -80,9 +81,14 @@ func (t *Table) dumpRules(chain string) ([][][]byte, error) {
 	return out, nil
 }
 
-// countRules counts the rules of each chain of our table, from one dump
-// whose messages it reads only as far as the chain's name.
-func (t *Table) countRules() (map[string]int, error) {
+// chainRules is how many rules a chain holds, and how many of them carry
+// this version's layout tag (layoutData).
+type chainRules struct{ all, tagged int }
+
+// countRules counts the rules of each chain of our table, and those of
+// them tagged with this version's layout, from one dump whose messages it
+// reads only for the chain's name and the rule's user data.
+func (t *Table) countRules() (map[string]chainRules, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.NFTA_RULE_TABLE, TableName)
 	attrs, err := ae.Encode()
@@ -93,23 +99,41 @@ func (t *Table) countRules() (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	out, tag := map[string]chainRules{}, layoutData()
 	for _, m := range msgs {
-		if len(m.Data) < 4 {
+		chain, tagged, ok := ruleChainAndTag(m.Data, tag)
+		if !ok {
 			continue
 		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			continue
+		n := out[chain]
+		n.all++
+		if tagged {
+			n.tagged++
 		}
-		for ad.Next() {
-			if ad.Type() == unix.NFTA_RULE_CHAIN {
-				out[ad.String()]++
-				break
-			}
-		}
+		out[chain] = n
 	}
 	return out, nil
+}
+
+// ruleChainAndTag reads a NEWRULE message (after nfgenmsg) for its chain
+// and whether its user data is tag; ok is false when it names no chain.
+func ruleChainAndTag(data, tag []byte) (chain string, tagged, ok bool) {
+	if len(data) < 4 {
+		return "", false, false
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return "", false, false
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_RULE_CHAIN:
+			chain, ok = ad.String(), true
+		case unix.NFTA_RULE_USERDATA:
+			tagged = bytes.Equal(ad.Bytes(), tag)
+		}
+	}
+	return chain, tagged, ok
 }
 
 // ruleCount is the number of rules Ensure puts in the chain.
@@ -162,11 +186,11 @@ func (t *Table) fillChain(b baseChain) error {
 	msgs := []netlink.Message{batch(unix.NFNL_MSG_BATCH_BEGIN), flushRules(b.name)}
 	for _, f := range []family{ipv4, ipv6} {
 		for _, r := range b.rules(f) {
-			msgs = append(msgs, newRule(b.name, marshalAll(r)))
+			msgs = append(msgs, newRule(b.name, marshalAll(r), layoutData()))
 		}
 	}
 	for _, f := range []family{ipv4, ipv6} {
-		msgs = append(msgs, newRule(b.name, b.raw(f)))
+		msgs = append(msgs, newRule(b.name, b.raw(f), layoutData()))
 	}
 	msgs = append(msgs, batch(unix.NFNL_MSG_BATCH_END))
 	if _, err := t.nl.SendMessages(msgs); err != nil {
@@ -181,8 +205,8 @@ func (t *Table) fillChain(b baseChain) error {
 }
 
 // newRule is NFT_MSG_NEWRULE appending exprs (each a marshalled
-// expression) to chain.
-func newRule(chain string, exprs [][]byte) netlink.Message {
+// expression) to chain, with udata (when not nil) as the rule's user data.
+func newRule(chain string, exprs [][]byte, udata []byte) netlink.Message {
 	list := netlink.NewAttributeEncoder()
 	for _, e := range exprs {
 		list.Bytes(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, e)
@@ -192,6 +216,9 @@ func newRule(chain string, exprs [][]byte) netlink.Message {
 	ae.String(unix.NFTA_RULE_TABLE, TableName)
 	ae.String(unix.NFTA_RULE_CHAIN, chain)
 	ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_RULE_EXPRESSIONS, el)
+	if udata != nil {
+		ae.Bytes(unix.NFTA_RULE_USERDATA, udata)
+	}
 	attrs, _ := ae.Encode()
 	return nftMessage(unix.NFT_MSG_NEWRULE, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Append, attrs)
 }

@@ -2,9 +2,10 @@ package nat
 
 import (
 	"fmt"
-	"github.com/google/nftables/expr"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 )
 
 // sets are our named maps and sets, one of each per family.
@@ -32,6 +33,18 @@ func (t *Table) set(name string) *nftables.Set {
 	}
 	panic("nat: no set " + name)
 }
+
+// layoutTag is the comment on every rule Ensure puts in a base chain, as
+// `nft list` shows it. It names the layout of this version's base rules,
+// so that ADD's one dump of the table's rules (baseIntact) tells a table
+// made by an earlier version from ours: layout 1's rules (untagged) guarded
+// the DNAT rules with `fib daddr type local`, which steers no IP held as a
+// route, with as many rules per chain as today. Give it a new number
+// whenever a base rule changes.
+const layoutTag = "external-ip layout 2"
+
+// layoutData is layoutTag as rule user data: a comment, as nft writes one.
+func layoutData() []byte { return userdata.AppendString(nil, userdata.TypeComment, layoutTag) }
 
 type baseChain struct {
 	name     string
@@ -80,7 +93,7 @@ func (t *Table) Ensure() error {
 		t.c.FlushChain(ch)
 		for _, f := range []family{ipv4, ipv6} {
 			for _, e := range b.rules(f) {
-				t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e})
+				t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e, UserData: layoutData()})
 			}
 		}
 	}

@@ -114,17 +114,17 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook prerouting priority dstnat - 10; policy accept;",
 			"type nat hook output priority -110; policy accept;",
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
-			"\t\tip daddr vmap @in4\n",
-			"\t\tip6 daddr vmap @in6\n",
-			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade",
-			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade",
+			"\t\tip daddr vmap @in4 comment \"external-ip layout 2\"\n",
+			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 2\"\n",
+			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 2\"",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 2\"",
 			"elements = { 192.0.2.10, 192.0.2.11 }",
-			"snat ip to ip saddr . oifname map @snat4",
-			"snat ip6 to ip6 saddr . oifname map @snat6",
+			"snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 2\"",
+			"snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 2\"",
 			"192.0.2.11 : goto to-192.0.2.11",
 			"192.0.2.10 : 10.88.0.5",
-			"\t\tdnat ip to ip daddr map @dnat4\n",
-			"\t\tdnat ip6 to ip6 daddr map @dnat6\n",
+			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 2\"\n",
+			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 2\"\n",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -355,6 +355,52 @@ func TestABaseRuleEditedByHandIsBrokenUntilEnsure(t *testing.T) {
 		must(t, tb.Ensure())
 		if st, _ := tb.Read(); len(st.Broken) != 0 {
 			t.Errorf("Ensure left %v broken", st.Broken)
+		}
+	})
+}
+
+// earlierIngress are the rules of prerouting and output in a table made by
+// layout 1 (before route mode): the DNAT rules guarded by the fib, no tag.
+var earlierIngress = []string{
+	"fib daddr type local ip daddr vmap @in4",
+	"fib daddr type local dnat ip to ip daddr map @dnat4",
+	"fib daddr type local ip6 daddr vmap @in6",
+	"fib daddr type local dnat ip6 to ip6 daddr map @dnat6",
+}
+
+// makeEarlierLayout rewrites the ingress chains of our table as an earlier
+// version made them: as many rules as ours, so only the tag tells.
+func makeEarlierLayout(t *testing.T, netns string) {
+	t.Helper()
+	for _, chain := range []string{chainPrerouting, chainOutput} {
+		nft(t, netns, "flush", "chain", "inet", TableName, chain)
+		for _, r := range earlierIngress {
+			nft(t, netns, append([]string{"add", "rule", "inet", TableName, chain}, strings.Fields(r)...)...)
+		}
+	}
+}
+
+// The check of an ADD that steers (EnsureBase) makes a table of the earlier
+// layout anew at once, as it does a flushed chain: its fib guard would
+// leave every IP held as a route unsteered until a repair.
+func TestEnsureBaseMakesATableOfTheEarlierLayoutAnew(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		makeEarlierLayout(t, netns)
+		if ok, err := tb.baseIntact(); ok || err != nil {
+			t.Fatalf("a table of the earlier layout reads as intact %v (%v), want not", ok, err)
+		}
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
+		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, "fib") {
+			t.Errorf("after an ADD's change the table still has the fib guard:\n%s", text)
+		}
+		if ok, err := tb.baseIntact(); !ok || err != nil {
+			t.Errorf("after an ADD's change the base chains read as intact %v (%v), want intact", ok, err)
+		}
+		st, err := tb.Read()
+		must(t, err)
+		if len(st.Broken) != 0 || fmt.Sprint(st.Ingress[ext4]) != fmt.Sprint([]netip.Addr{ctrA}) {
+			t.Errorf("after an ADD's change: broken %q, %s steered to %v; want nothing broken, %s", st.Broken, ext4, st.Ingress[ext4], ctrA)
 		}
 	})
 }

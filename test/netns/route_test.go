@@ -234,3 +234,42 @@ func TestRouteModeCheckRepairStatusAndDelCoverTheRouteAndItsProxyEntries(t *test
 		}
 	}
 }
+
+// A node upgraded from a version whose steering rules were guarded by
+// `fib daddr type local` (layout 1, as many rules as today's, untagged)
+// steers no IP held as a route until the table is made anew: the next ADD
+// that steers makes it at once, rather than the next repair.
+func TestRouteModeAddMakesATableOfTheEarlierLayoutAnewAtOnce(t *testing.T) {
+	w := newWorld(t, "both")
+	a := w.add("a", extV4)
+	serve(t, a.netns, "a", svPort)
+	mustAsk(t, "LAN to a's external IP before the upgrade's table", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
+	for _, chain := range []string{"prerouting", "output"} {
+		w.h.nft("flush chain inet external-ip %s", chain)
+		for _, r := range []string{
+			"fib daddr type local ip daddr vmap @in4",
+			"fib daddr type local dnat ip to ip daddr map @dnat4",
+			"fib daddr type local ip6 daddr vmap @in6",
+			"fib daddr type local dnat ip6 to ip6 daddr map @dnat6",
+		} {
+			w.h.nft("add rule inet external-ip %s %s", chain, r)
+		}
+	}
+	// The control: the earlier layout does not steer an IP held as a route.
+	if name, _, err := ask(t, nsPath(w.h.lan), "tcp", extV4, svPort); err == nil {
+		t.Fatalf("with the earlier layout's fib guard, LAN to %s was answered by %s; the test models nothing", extV4, name)
+	}
+	const extB = "192.0.2.11"
+	b := w.add("b", extB)
+	serve(t, b.netns, "b", svPort)
+	if text := w.h.nft("list table inet external-ip"); strings.Contains(text, "fib ") {
+		t.Errorf("after ADD the table keeps the earlier layout's guard:\n%s", text)
+	}
+	mustAsk(t, "LAN to b's external IP, ADDed on the earlier layout", nsPath(w.h.lan), "tcp", extB, svPort, "b", lanV4)
+	mustAsk(t, "LAN to a's external IP, after b's ADD", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
+	for _, c := range []*container{a, b} {
+		if err := w.check(c); err != nil {
+			t.Errorf("CHECK of %s after the ADD on the earlier layout: %v", c.id, err)
+		}
+	}
+}
