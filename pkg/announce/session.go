@@ -22,8 +22,8 @@ type Target struct {
 
 // SessionOptions configure one ADD's Session.
 type SessionOptions struct {
-	// Rounds is the whole count, the first round included; Interval is
-	// the time between rounds.
+	// Rounds is the whole count, the first round included (0: none, for
+	// announce.count 0); Interval is the time between rounds.
 	Rounds   int
 	Interval time.Duration
 	// Log and Owner travel in each Plan to the detached child.
@@ -126,7 +126,11 @@ func (s *Session) conflict(t Target, mac net.HardwareAddr) error {
 
 // Announce sends the first round for targets, one Sender per uplink, in the
 // order the uplinks first appear. It stops at the first uplink that fails.
+// With Rounds 0 it sends nothing and opens no socket.
 func (s *Session) Announce(targets []Target) error {
+	if s.o.Rounds < 1 {
+		return nil
+	}
 	for _, g := range byUplink(targets) {
 		snd := NewSenderOn(g.up, s.o.Sockets)
 		s.senders, s.targets = append(s.senders, snd), append(s.targets, g.ips)

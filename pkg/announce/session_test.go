@@ -486,3 +486,42 @@ func TestSessionGivesWhatItCouldNotParkToOneHoldingChild(t *testing.T) {
 		t.Error("the holding child's pipe is still open after Finish")
 	}
 }
+
+// announce.count 0: no round is sent and no announcing child started, and
+// the probe's socket is still kept past the plugin's exit (parked here),
+// as with rounds.
+func TestSessionWithNoRoundsSendsNothingAndStillKeepsItsSockets(t *testing.T) {
+	s, st, pk := newParkingSession(t, 0, nil)
+	targets := []Target{{testIP4, eth0}, {testIP6, eth0}}
+	if err := s.Probe(targets[0], time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Announce(targets); err != nil {
+		t.Fatalf("Announce with no rounds: %v", err)
+	}
+	if err := s.Finish(true); err != nil {
+		t.Fatalf("Finish with no rounds: %v", err)
+	}
+	if err := s.keep.Done(); err != nil {
+		t.Fatalf("the keeper's Done: %v", err)
+	}
+	if len(st.got) != 0 {
+		t.Errorf("started %v, want no child: no rounds, and parking worked", st.got)
+	}
+	if len(pk.calls) != 1 || len(pk.calls[0]) != 1 {
+		t.Errorf("parked %v, want one call with the probe's socket", pk.calls)
+	}
+}
+
+func TestSessionWithNoRoundsOpensNoAnnouncingSocket(t *testing.T) {
+	s, n, st := newTestSession(t, 0)
+	if err := s.Announce([]Target{{testIP4, eth0}, {testIP6, eth1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(true); err != nil || len(st.got) != 0 {
+		t.Errorf("Finish = %v after starting %d children, want none", err, len(st.got))
+	}
+	if arp, na := n.of("arp"), n.of("na"); len(arp)+len(na) != 0 {
+		t.Errorf("opened %d ARP and %d NA sockets with no rounds, want none", len(arp), len(na))
+	}
+}

@@ -33,6 +33,8 @@ const (
 )
 
 // Announce says how many announcement rounds an ADD sends, how far apart.
+// A Count of 0 sends none: for IPs that are on no uplink's subnet (a
+// routed fabric), which no neighbour on the LAN has an entry for.
 type Announce struct {
 	Count    int
 	Interval time.Duration
@@ -268,8 +270,8 @@ func (c *Config) setAnnounce(raw *netConf) error {
 		return nil
 	}
 	if n := raw.Announce.Count; n != nil {
-		if *n < 1 || *n > maxCount {
-			return invalidf("announce.count: %d is outside 1..%d", *n, maxCount)
+		if *n < 0 || *n > maxCount {
+			return invalidf("announce.count: %d is outside 0..%d", *n, maxCount)
 		}
 		c.Announce.Count = *n
 	}

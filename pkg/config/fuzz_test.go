@@ -106,7 +106,7 @@ func checkLoaded(t *testing.T, c *config.Config) {
 	if !filepath.IsAbs(c.DataDir) || (c.LogFile != "" && !filepath.IsAbs(c.LogFile)) {
 		t.Fatalf("Load accepted a relative path: dataDir %q, logFile %q", c.DataDir, c.LogFile)
 	}
-	if c.Announce.Count < 1 || c.Announce.Count > 20 || c.Announce.Interval <= 0 || c.LockTimeout <= 0 || c.Probe < 0 {
+	if c.Announce.Count < 0 || c.Announce.Count > 20 || c.Announce.Interval <= 0 || c.LockTimeout <= 0 || c.Probe < 0 {
 		t.Fatalf("Load accepted out-of-range timings: %+v, lock %v, probe %v", c.Announce, c.LockTimeout, c.Probe)
 	}
 	for i, p := range c.AllowedRanges {

@@ -273,3 +273,33 @@ func TestRouteModeAddMakesATableOfTheEarlierLayoutAnewAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// announce.count 0 turns the announcements off, for IPs that are on no
+// uplink's subnet (a routed fabric); 1 sends one round. In route mode the
+// IP is still answered on the uplink, by its proxy entry, when asked.
+func TestRouteModeAnnouncesNothingWithAnnounceCountZeroAndOneRoundWithOne(t *testing.T) {
+	ip4, ip6 := netip.MustParseAddr(extV4), netip.MustParseAddr(extV6)
+	for _, count := range []int{0, 1} {
+		t.Run(fmt.Sprintf("count %d", count), func(t *testing.T) {
+			w := newWorldWith(t, "both", map[string]any{"announce": map[string]any{"count": count}})
+			frames := captureOn(t, w.h.lan, "lan0")
+			a := w.add("a", extV4, extV6)
+			// With count 0 nothing can meet the wants: the whole 1.5 s is
+			// watched, past a first round's and a second's time (1.1 s).
+			got := collectWire(frames, 1500*time.Millisecond,
+				wireWant{arpAbout(ip4, 0), max(2*count, 1)}, wireWant{naFor(ip6), max(count, 1)})
+			if len(got[0]) != 2*count || len(got[1]) != count {
+				t.Errorf("announce.count %d: the LAN received %d gratuitous ARP frames for %s and %d NAs for %s, want %d and %d",
+					count, len(got[0]), ip4, len(got[1]), ip6, 2*count, count)
+			}
+			serve(t, a.netns, "a", svPort)
+			mustAsk(t, "LAN to the external IP over TCP", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
+			mustAsk(t, "LAN to the external IPv6 over TCP", nsPath(w.h.lan), "tcp", extV6, svPort, "a", lanV6)
+			if err := w.check(a); err != nil {
+				t.Errorf("CHECK with announce.count %d: %v", count, err)
+			}
+			conf := w.h.gcConf("steer", nil, map[string]any{"traffic": "both", "announce": map[string]any{"count": count}})
+			w.h.run(call{command: "STATUS", conf: conf}).mustOK(t, fmt.Sprintf("STATUS with announce.count %d", count))
+		})
+	}
+}
