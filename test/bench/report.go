@@ -114,6 +114,10 @@ func (b *bench) comparisons(r *results) []comparison {
 		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), "host-local ADD", false, "<= 1.3 (issue 12), <= 1.2 (issue 23)"})
 		cs = append(cs, comparison{eipRow("DEL", fam, trafficBoth), "host-local DEL", false, "<= 1.5 (issue 23)"})
 		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), eipRow("ADD", fam, trafficNone), true, "<= +0.5 ms (issue 9)"})
+		// Route mode (the default when steered) against hold address.
+		for _, verb := range []string{"ADD", "DEL"} {
+			cs = append(cs, comparison{eipRow(verb, fam, trafficBoth), eipRow(verb, fam, trafficBothAddress), true, "<= +0.2 ms (issue 24)"})
+		}
 	}
 	for _, row := range r.rows {
 		if goal := ""; row.group == "held" {
