@@ -1,6 +1,8 @@
 package netns
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
+	"golang.org/x/sys/unix"
 )
 
 // These tests hold external IPs as routes (the default when ingress is
@@ -274,23 +277,37 @@ func TestRouteModeAddMakesATableOfTheEarlierLayoutAnewAtOnce(t *testing.T) {
 	}
 }
 
+// arpProbeFor matches RFC 5227 ARP probes for ip: requests from sender IP
+// 0.0.0.0 for target ip (which arpAbout, matching the sender, leaves out).
+func arpProbeFor(ip netip.Addr) func([]byte) bool {
+	return func(b []byte) bool {
+		return len(b) >= 42 && binary.BigEndian.Uint16(b[12:14]) == unix.ETH_P_ARP &&
+			binary.BigEndian.Uint16(b[20:22]) == uint16(arp.OperationRequest) &&
+			bytes.Equal(b[28:32], make([]byte, 4)) && bytes.Equal(b[38:42], ip.AsSlice())
+	}
+}
+
 // announce.count 0 turns the announcements off, for IPs that are on no
-// uplink's subnet (a routed fabric); 1 sends one round. In route mode the
-// IP is still answered on the uplink, by its proxy entry, when asked.
+// uplink's subnet (a routed fabric); 1 sends one round. The conflict probe
+// is its own key and still asks. In route mode the IP is still answered on
+// the uplink, by its proxy entry, when asked.
 func TestRouteModeAnnouncesNothingWithAnnounceCountZeroAndOneRoundWithOne(t *testing.T) {
 	ip4, ip6 := netip.MustParseAddr(extV4), netip.MustParseAddr(extV6)
 	for _, count := range []int{0, 1} {
 		t.Run(fmt.Sprintf("count %d", count), func(t *testing.T) {
-			w := newWorldWith(t, "both", map[string]any{"announce": map[string]any{"count": count}})
+			w := newWorldWith(t, "both", map[string]any{"announce": map[string]any{"count": count}, "conflictProbe": "150ms"})
 			frames := captureOn(t, w.h.lan, "lan0")
 			a := w.add("a", extV4, extV6)
 			// With count 0 nothing can meet the wants: the whole 1.5 s is
 			// watched, past a first round's and a second's time (1.1 s).
 			got := collectWire(frames, 1500*time.Millisecond,
-				wireWant{arpAbout(ip4, 0), max(2*count, 1)}, wireWant{naFor(ip6), max(count, 1)})
+				wireWant{arpAbout(ip4, 0), max(2*count, 1)}, wireWant{naFor(ip6), max(count, 1)}, wireWant{arpProbeFor(ip4), 1})
 			if len(got[0]) != 2*count || len(got[1]) != count {
 				t.Errorf("announce.count %d: the LAN received %d gratuitous ARP frames for %s and %d NAs for %s, want %d and %d",
 					count, len(got[0]), ip4, len(got[1]), ip6, 2*count, count)
+			}
+			if len(got[2]) == 0 {
+				t.Errorf("announce.count %d: the LAN received no conflict probe for %s, want the probe on (conflictProbe 150ms)", count, ip4)
 			}
 			serve(t, a.netns, "a", svPort)
 			mustAsk(t, "LAN to the external IP over TCP", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
