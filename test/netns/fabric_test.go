@@ -163,6 +163,20 @@ func (d *daemons) configErrors() []string {
 	return out
 }
 
+// sessionsUp tells whether an FRR daemon logged the session with each peer
+// up ("%ADJCHANGE: neighbor 192.0.2.1(Unknown) in vrf default Up").
+func (d *daemons) sessionsUp(peers ...string) bool {
+	out := d.output()
+	for _, p := range peers {
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+			return strings.Contains(l, "%ADJCHANGE: neighbor "+p+"(") && strings.HasSuffix(strings.TrimSpace(l), " Up")
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -355,9 +369,14 @@ func TestARoutingDaemonAdvertisesRouteModesRoutesAndNothingElse(t *testing.T) {
 			} else {
 				d.bird(f.w.h.name, birdNodeConf())
 			}
-			waitFor(t, 30*time.Second, "both BGP sessions up", func() bool {
-				return strings.Count(d.output(), "%ADJCHANGE: neighbor") >= 2
-			})
+			// Both families' sessions, as the router's FRR logs them (and the
+			// node's, when FRR): an ADD before a session is up would time
+			// the session's coming up, not the route's way.
+			peers := []string{nodeV4, nodeV6}
+			if daemon == "frr" {
+				peers = append(peers, lanV4, lanV6)
+			}
+			waitFor(t, 30*time.Second, "both BGP sessions up", func() bool { return d.sessionsUp(peers...) })
 			if errs := d.configErrors(); len(errs) > 0 {
 				t.Fatalf("a daemon refused its config:\n%s", strings.Join(errs, "\n"))
 			}
