@@ -93,6 +93,17 @@ func (w *world) goneAfter(c *container, bound time.Duration, since time.Time) {
 	})
 }
 
+// kept fails when the clean-ups deleted the flows of c, a holder that
+// stays.
+func (w *world) kept(c *container) {
+	w.t.Helper()
+	families(w.t, func(t *testing.T, ext, lan string, addr func(*container) string) {
+		if w.conntrackTo(ext, addr(c)) == "" {
+			t.Errorf("the clean-ups deleted the remaining holder's flows to %s too", ext)
+		}
+	})
+}
+
 // goneWithin polls until no entry to an external IP goes to c, and fails
 // when some still does bound after since.
 func (w *world) goneWithin(c *container, bound time.Duration, since time.Time) {
@@ -234,11 +245,7 @@ func TestConcurrentDelsStartOneConntrackRunnerThatDrainsThemAll(t *testing.T) {
 	for _, c := range cs[:4] {
 		w.goneAfter(c, assigner.ForgetBound, went)
 	}
-	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
-		if w.conntrackTo(ext, addr(cs[4])) == "" {
-			t.Errorf("the clean-ups deleted the remaining holder's flows to %s too", ext)
-		}
-	})
+	w.kept(cs[4])
 }
 
 // A runner killed in its walk, before it deleted anything, loses nothing: its entries
@@ -258,11 +265,7 @@ func TestAKilledConntrackRunnerLosesNothing(t *testing.T) {
 	for _, c := range cs[:2] {
 		w.goneAfter(c, assigner.ForgetBound, del)
 	}
-	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
-		if w.conntrackTo(ext, addr(cs[2])) == "" {
-			t.Errorf("the clean-ups deleted the remaining holder's flows to %s too", ext)
-		}
-	})
+	w.kept(cs[2])
 }
 
 // A conntrack fault (the kernel refuses) neither fails the DEL nor any
