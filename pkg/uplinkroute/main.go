@@ -48,7 +48,7 @@ func (r *Routes) routesVia(v6 bool, index int) ([]netlink.Route, error) {
 		return nil, err
 	}
 	var rs []netlink.Route
-	err = retryDump(func() (err error) {
+	err = r.retryDump(func() (err error) {
 		// The index goes to the kernel (RTA_OIF), which also matches a
 		// multipath route by any of its hops; filtering here too would
 		// drop those, so only the table is filtered here (a socket

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -168,3 +169,41 @@ func TestNoDefaultRouteIsOneLookupToo(t *testing.T) {
 		})
 	}
 }
+
+// Removing a slot deletes its default route of each family by table,
+// destination and protocol: no listing of the table (it was one dump per
+// family on the last DEL of an uplink), and nothing of ours is left,
+// while another program's route in the table is kept.
+func TestRemoveTakesTheSlotAwayWithoutADump(t *testing.T) {
+	n := newMainNode(t)
+	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
+	n.in(func(r *Routes, up0, up1 int) {
+		if err := r.Ensure(1, "up1", gw, true); err != nil {
+			t.Fatal(err)
+		}
+		table := Default().TableOf(1)
+		n.sh("ip netns exec " + n.name + " ip route add 203.0.113.0/24 via 198.51.100.254 dev up1 table " + itoa(table))
+		before := r.dumps
+		if err := r.Remove(1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d := r.dumps - before; d != 0 {
+			t.Errorf("Remove asked for %d dumps; want 0", d)
+		}
+		st, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sl := st.Slots[1]; sl != nil && (sl.Gateway != [2]netip.Addr{} || sl.Rule != [2]bool{}) {
+			t.Errorf("after Remove, slot 1 = %+v; want nothing of ours", sl)
+		}
+		if st.Suppress != [2]bool{} {
+			t.Errorf("after the last slot's Remove, suppress rules = %v; want none", st.Suppress)
+		}
+		if len(st.Foreign) != 1 || !strings.Contains(st.Foreign[0], "203.0.113.0/24") {
+			t.Errorf("foreign = %q; want the other program's route kept", st.Foreign)
+		}
+	})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -51,6 +51,9 @@ type Routes struct {
 	// routes through one interface.
 	main map[bool][]netlink.Route
 	via  map[viaKey][]netlink.Route
+	// dumps counts the dumps asked for (each attempt): the tests hold
+	// the hot paths to their number, which is their cost.
+	dumps int
 }
 
 // Open makes no change; the socket is opened on first use.
@@ -93,7 +96,7 @@ func (r *Routes) tableRoutes(f, table int) ([]netlink.Route, error) {
 		return nil, err
 	}
 	var rs []netlink.Route
-	err = retryDump(func() (err error) {
+	err = r.retryDump(func() (err error) {
 		rs, err = h.RouteListFiltered(f, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
 		return err
 	})
@@ -137,7 +140,7 @@ func (r *Routes) Read() (*State, error) {
 func (r *Routes) readRules(h *netlinksafe.Handle, st *State) error {
 	for i, f := range families {
 		var rules []netlink.Rule
-		err := retryDump(func() (err error) { rules, err = h.RuleList(f); return err })
+		err := r.retryDump(func() (err error) { rules, err = h.RuleList(f); return err })
 		if err != nil {
 			return fmt.Errorf("listing rules: %w", err)
 		}
@@ -149,9 +152,10 @@ func (r *Routes) readRules(h *netlinksafe.Handle, st *State) error {
 }
 
 // retryDump repeats a dump that a concurrent change interrupted.
-func retryDump(f func() error) error {
+func (r *Routes) retryDump(f func() error) error {
 	var err error
 	for range 3 {
+		r.dumps++
 		if err = f(); !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return err
 		}
@@ -294,7 +298,7 @@ func (r *Routes) Ensure(s int, uplink string, gw [2]netip.Addr, replace bool) er
 // family i.
 func (r *Routes) hasRules(h *netlinksafe.Handle, i, s int) (bool, error) {
 	var rules []netlink.Rule
-	err := retryDump(func() (err error) { rules, err = h.RuleList(families[i]); return err })
+	err := r.retryDump(func() (err error) { rules, err = h.RuleList(families[i]); return err })
 	if err != nil {
 		return false, fmt.Errorf("listing rules: %w", err)
 	}
@@ -370,7 +374,7 @@ func (r *Routes) Remove(s int, others []int) error {
 		return err
 	}
 	var errs []error
-	for i, f := range families {
+	for i := range families {
 		if len(others) == 0 {
 			errs = append(errs, ignoreGone(h.RuleDel(r.suppressRule(i))))
 		}
@@ -378,18 +382,23 @@ func (r *Routes) Remove(s int, others []int) error {
 			continue // the suppress rules only
 		}
 		errs = append(errs, ignoreGone(h.RuleDel(r.slotRule(i, s))))
-		routes, err := r.tableRoutes(f, r.c.TableOf(s))
-		errs = append(errs, err)
-		for _, rt := range routes {
-			if int(rt.Protocol) == Protocol {
-				errs = append(errs, ignoreGone(h.RouteDel(&rt)))
-			}
-		}
+		// Our table holds one route of ours per family, the default one
+		// (Ensure): deleting it by table, destination and protocol needs
+		// no listing of the table first.
+		errs = append(errs, ignoreGone(h.RouteDel(r.ourDefault(i, s))))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("removing the rules and table %d of uplink slot %d: %w", r.c.TableOf(s), s, err)
 	}
 	return nil
+}
+
+// ourDefault matches slot s's default route of family i, whatever its
+// gateway and interface, but no other program's (the protocol).
+func (r *Routes) ourDefault(i, s int) *netlink.Route {
+	rt := r.route(i, s, 0, netip.Addr{})
+	rt.Flags = 0
+	return rt
 }
 
 func ignoreGone(err error) error {
