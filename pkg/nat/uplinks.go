@@ -80,9 +80,25 @@ type UplinkSlot struct {
 }
 
 // Uplinks reads which uplink has which slot; none when the map is missing.
+// The map is asked for directly, one round trip on every routed ADD and
+// DEL; only when that fails (no map or no table yet) are the table's sets
+// listed to tell a missing map from an error.
 func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
+	if els, err := t.r.GetSetElements(t.registry()); err == nil {
+		return slotsOf(els), nil
+	}
 	out, _, err := t.uplinks()
 	return out, err
+}
+
+func slotsOf(els []nftables.SetElement) map[string]UplinkSlot {
+	out := map[string]UplinkSlot{}
+	for _, el := range els {
+		if len(el.Val) == 4 && len(el.Key) > 0 {
+			out[cstring(el.Key)] = UplinkSlot{Slot: int(binary.BigEndian.Uint32(el.Val))}
+		}
+	}
+	return out
 }
 
 // uplinks is Uplinks and the names of the table's sets, from one listing
@@ -108,12 +124,7 @@ func (t *Table) uplinks() (map[string]UplinkSlot, map[string]bool, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing map %s: %w", uplinkMarks, err)
 	}
-	for _, el := range els {
-		if len(el.Val) == 4 && len(el.Key) > 0 {
-			out[cstring(el.Key)] = UplinkSlot{Slot: int(binary.BigEndian.Uint32(el.Val))}
-		}
-	}
-	return out, names, nil
+	return slotsOf(els), names, nil
 }
 
 // SetUplinks makes the chain mark exactly the uplinks in all (slot and
