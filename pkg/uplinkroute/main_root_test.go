@@ -207,3 +207,37 @@ func TestRemoveTakesTheSlotAwayWithoutADump(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The rules of both families come from one dump: Read still sees ours of
+// each family, and Collides another program's IPv6 rule on a slot's
+// table, with 3 dumps (rules, and the slot's table of each family) where
+// it made 4.
+func TestRulesOfBothFamiliesAreOneDump(t *testing.T) {
+	n := newMainNode(t)
+	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
+	n.sh("ip netns exec " + n.name + " ip -6 rule add pref 500 fwmark 0x1 table " + itoa(Default().TableOf(2)))
+	n.in(func(r *Routes, up0, up1 int) {
+		if err := r.Ensure(1, "up1", gw, true); err != nil {
+			t.Fatal(err)
+		}
+		before := r.dumps
+		st, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, want := r.dumps-before, 1+2*Default().Slots(); d != want {
+			t.Errorf("Read asked for %d dumps; want %d (one of rules, one per family and slot)", d, want)
+		}
+		if sl := st.Slots[1]; sl == nil || sl.Rule != [2]bool{true, true} || st.Suppress != [2]bool{true, true} {
+			t.Errorf("Read: slot 1 %+v, suppress %v; want the rules of both families", sl, st.Suppress)
+		}
+		before = r.dumps
+		why, err := r.Collides(2)
+		if err != nil || !strings.Contains(why, "pref 500") {
+			t.Errorf("Collides(2) = %q, %v; want the IPv6 rule of pref 500", why, err)
+		}
+		if d := r.dumps - before; d != 3 {
+			t.Errorf("Collides asked for %d dumps; want 3", d)
+		}
+	})
+}

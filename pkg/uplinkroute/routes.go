@@ -137,16 +137,19 @@ func (r *Routes) Read() (*State, error) {
 	return st, nil
 }
 
+// readRules reads the rules of both families from one dump (family
+// unspecified): Collides on a fresh slot's ADD, and Read, asked for one
+// dump per family before.
 func (r *Routes) readRules(h *netlinksafe.Handle, st *State) error {
-	for i, f := range families {
-		var rules []netlink.Rule
-		err := r.retryDump(func() (err error) { rules, err = h.RuleList(f); return err })
-		if err != nil {
-			return fmt.Errorf("listing rules: %w", err)
-		}
-		for _, ru := range rules {
-			r.readRule(st, i, ru)
-		}
+	var rules []netlink.Rule
+	err := r.retryDump(func() (err error) { rules, err = h.RuleList(netlink.FAMILY_ALL); return err })
+	if err != nil {
+		return fmt.Errorf("listing rules: %w", err)
+	}
+	for _, ru := range rules {
+		// Only IPv4 and IPv6 have rules of ours; any other family's rule
+		// can still look up one of our tables.
+		r.readRule(st, fam(ru.Family == netlink.FAMILY_V6), ru)
 	}
 	return nil
 }
