@@ -29,7 +29,8 @@ type Routing interface {
 	ReadRoutes() (*uplinkroute.State, error)
 	// Collides says why slot s is another program's, "" when it is free.
 	Collides(s int) (string, error)
-	EnsureRoutes(s int, uplink string, gw [2]netip.Addr, replace bool) error
+	// EnsureRoutes is given the uplink's index when known (0: not).
+	EnsureRoutes(s int, uplink string, index int, gw [2]netip.Addr, replace bool) error
 	RemoveRoutes(s int, others []int) error
 	Marked() (map[string]nat.UplinkSlot, error)
 	SetMarked(all, gone map[string]nat.UplinkSlot) error
@@ -245,9 +246,20 @@ func (a *Assigner) slotsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) 
 		// A fresh slot's table holds nothing of another program's
 		// (freeSlot): its routes and rules are made without first asking
 		// for them, one rule dump per family less.
-		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.gateways(up), slices.Contains(fresh, up)))
+		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), slices.Contains(fresh, up)))
 	}
 	return kernelErr(errors.Join(errs...))
+}
+
+// uplinkIndex is the uplink's interface index as this invocation found
+// it (routedNeed did), so that making its routes need not ask again; 0
+// when it is not known.
+func (a *Assigner) uplinkIndex(name string) int {
+	up, err := a.ups.byName(name)
+	if err != nil {
+		return 0
+	}
+	return up.Index
 }
 
 func (a *Assigner) freeSlot(cfg uplinkroute.Config, marked map[string]nat.UplinkSlot) (int, error) {

@@ -73,8 +73,8 @@ func (h *HostRouting) ReadRoutes() (*uplinkroute.State, error) { return h.r.Read
 
 func (h *HostRouting) Collides(s int) (string, error) { return h.r.Collides(s) }
 
-func (h *HostRouting) EnsureRoutes(s int, uplink string, gw [2]netip.Addr, replace bool) error {
-	return h.r.Ensure(s, uplink, gw, replace)
+func (h *HostRouting) EnsureRoutes(s int, uplink string, index int, gw [2]netip.Addr, replace bool) error {
+	return h.r.Ensure(s, uplink, index, gw, replace)
 }
 
 func (h *HostRouting) RemoveRoutes(s int, others []int) error { return h.r.Remove(s, others) }

@@ -228,7 +228,7 @@ func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 		errs = append(errs, kernelErr(a.opts.Routing.SetMarked(marked, nil)))
 	}
 	for _, up := range uniqueUplinks(want) {
-		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.gateways(up), true)))
+		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), true)))
 	}
 	// An uplink kept for another state's members keeps the routes it has.
 	errs = append(errs, kernelErr(a.opts.Routing.SetMembers(members(want, marked), extraMembers(want, v, marked))))

@@ -19,6 +19,7 @@ type fakeRouting struct {
 	marked  map[string]nat.UplinkSlot
 	members map[nat.UplinkMember]bool
 	routes  map[int][2]netip.Addr // slot -> its table's gateways (and rules)
+	index   map[int]int           // slot -> the uplink index EnsureRoutes was given
 }
 
 var _ Routing = (*fakeRouting)(nil)
@@ -27,7 +28,7 @@ func newFakeRouting() *fakeRouting {
 	return &fakeRouting{
 		gw:      map[string]netip.Addr{"eth1": netip.MustParseAddr("203.0.113.254")},
 		foreign: map[int]string{}, marked: map[string]nat.UplinkSlot{},
-		members: map[nat.UplinkMember]bool{}, routes: map[int][2]netip.Addr{},
+		members: map[nat.UplinkMember]bool{}, routes: map[int][2]netip.Addr{}, index: map[int]int{},
 	}
 }
 
@@ -51,8 +52,8 @@ func (r *fakeRouting) ReadRoutes() (*uplinkroute.State, error) {
 	return st, nil
 }
 
-func (r *fakeRouting) EnsureRoutes(s int, _ string, gw [2]netip.Addr, _ bool) error {
-	r.routes[s] = gw
+func (r *fakeRouting) EnsureRoutes(s int, _ string, index int, gw [2]netip.Addr, _ bool) error {
+	r.routes[s], r.index[s] = gw, index
 	return nil
 }
 
@@ -120,6 +121,10 @@ func TestAnIPOnASecondUplinkIsRoutedByItAndTheLastDelTakesTheRoutingAway(t *test
 	}
 	if r.routes[1][0] != r.gw["eth1"] {
 		t.Errorf("slot 1 routes by %v, want eth1's gateway %s", r.routes[1], r.gw["eth1"])
+	}
+	// The index found for the uplink is handed on: no lookup by name.
+	if eth1 := f.k.host.byName("eth1"); r.index[1] != eth1.Index {
+		t.Errorf("EnsureRoutes was given index %d, want eth1's %d", r.index[1], eth1.Index)
 	}
 	if _, err := f.assigner().Check(attA); err != nil {
 		t.Errorf("CHECK: %v", err)

@@ -178,7 +178,7 @@ func TestRemoveTakesTheSlotAwayWithoutADump(t *testing.T) {
 	n := newMainNode(t)
 	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
 	n.in(func(r *Routes, up0, up1 int) {
-		if err := r.Ensure(1, "up1", gw, true); err != nil {
+		if err := r.Ensure(1, "up1", 0, gw, true); err != nil {
 			t.Fatal(err)
 		}
 		table := Default().TableOf(1)
@@ -217,7 +217,7 @@ func TestRulesOfBothFamiliesAreOneDump(t *testing.T) {
 	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
 	n.sh("ip netns exec " + n.name + " ip -6 rule add pref 500 fwmark 0x1 table " + itoa(Default().TableOf(2)))
 	n.in(func(r *Routes, up0, up1 int) {
-		if err := r.Ensure(1, "up1", gw, true); err != nil {
+		if err := r.Ensure(1, "up1", 0, gw, true); err != nil {
 			t.Fatal(err)
 		}
 		before := r.dumps
@@ -238,6 +238,28 @@ func TestRulesOfBothFamiliesAreOneDump(t *testing.T) {
 		}
 		if d := r.dumps - before; d != 3 {
 			t.Errorf("Collides asked for %d dumps; want 3", d)
+		}
+	})
+}
+
+// Ensure given the uplink's index does not look the uplink up by name
+// (one request fewer on a fresh slot's ADD), and routes by that index.
+func TestEnsureGivenTheIndexLooksNoLinkUp(t *testing.T) {
+	n := newMainNode(t)
+	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
+	n.in(func(r *Routes, up0, up1 int) {
+		if err := r.Ensure(1, "up1", up1, gw, true); err != nil {
+			t.Fatal(err)
+		}
+		if r.links != 0 {
+			t.Errorf("Ensure given the index looked %d links up by name; want 0", r.links)
+		}
+		st, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sl := st.Slots[1]; sl == nil || sl.Uplink != "up1" || sl.Gateway != gw {
+			t.Errorf("slot 1 = %+v; want up1 by %v", sl, gw)
 		}
 	})
 }

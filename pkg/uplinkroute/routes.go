@@ -54,6 +54,8 @@ type Routes struct {
 	// dumps counts the dumps asked for (each attempt): the tests hold
 	// the hot paths to their number, which is their cost.
 	dumps int
+	// links counts the interfaces looked up by name, for the same tests.
+	links int
 }
 
 // Open makes no change; the socket is opened on first use.
@@ -257,13 +259,14 @@ func (st *State) Collides(c Config, s int) string {
 // gateway, and src_valid_mark on the uplink. What is there already is
 // kept, but for replace, which puts the slot's route to gw in place of
 // whatever route of the slot is there (GC, when the gateway moved), and
-// makes the rules without asking first (also a fresh slot's).
-func (r *Routes) Ensure(s int, uplink string, gw [2]netip.Addr, replace bool) error {
+// makes the rules without asking first (also a fresh slot's). Index is
+// the uplink's interface index when the caller knows it (0: looked up by
+// name, one more request).
+func (r *Routes) Ensure(s int, uplink string, index int, gw [2]netip.Addr, replace bool) error {
 	h, err := r.nl()
 	if err != nil {
 		return err
 	}
-	index := 0
 	for i := range families {
 		if !gw[i].IsValid() {
 			continue
@@ -279,6 +282,7 @@ func (r *Routes) Ensure(s int, uplink string, gw [2]netip.Addr, replace bool) er
 			}
 		}
 		if index == 0 {
+			r.links++
 			link, err := h.LinkByName(uplink)
 			if err != nil {
 				return fmt.Errorf("uplink %s: %w", uplink, err)
