@@ -7,10 +7,12 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // The marks of flows that must leave by an uplink other than the main
@@ -80,12 +82,17 @@ type UplinkSlot struct {
 }
 
 // Uplinks reads which uplink has which slot; none when the map is missing.
-// The map is asked for directly, one round trip on every routed ADD and
-// DEL; only when that fails (no map or no table yet) are the table's sets
-// listed to tell a missing map from an error.
+// The map is asked for directly: one round trip on every steered DEL and
+// every routed ADD, whether the map is there or not (ENOENT: no map or no
+// table). The library formats that error with %v, so it is known by its
+// text; any other failure lists the table's sets to tell, as before.
 func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
-	if els, err := t.r.GetSetElements(t.registry()); err == nil {
+	els, err := t.r.GetSetElements(t.registry())
+	if err == nil {
 		return slotsOf(els), nil
+	}
+	if strings.Contains(err.Error(), unix.ENOENT.Error()) {
+		return map[string]UplinkSlot{}, nil
 	}
 	out, _, err := t.uplinks()
 	return out, err
