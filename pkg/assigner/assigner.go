@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,10 @@ type call struct {
 	// queued says this call queued a conntrack clean-up (forget.go);
 	// Queued reads it once the call has returned.
 	queued bool
+	// runner is the runner lock, taken by queueForget under the state lock
+	// (runnerTried: nil when another runner holds it), for TakeRunner.
+	runner      *os.File
+	runnerTried bool
 	// routing keeps each uplink's routing verdict for the call.
 	routing routeCache
 }
@@ -95,7 +100,10 @@ type call struct {
 // startCall begins a call knowing nothing: every exported method that
 // looks at the kernel or the state calls it first
 // (TestEveryCallStartsKnowingNothing checks that they do).
-func (a *Assigner) startCall() { a.call = call{ups: uplinkCache{k: a.k}} }
+func (a *Assigner) startCall() {
+	a.dropRunner()
+	a.call = call{ups: uplinkCache{k: a.k}}
+}
 
 // New returns an Assigner working on the host's kernel.
 func New(o Options) *Assigner { return newAssigner(o, &hostKernel{}) }

@@ -6,6 +6,7 @@ package assigner
 // close each one, or it leaks a socket a round until it runs out of
 // descriptors. The NAT given in Options is the caller's to close.
 func (a *Assigner) Close() {
+	a.dropRunner()
 	if k, ok := a.k.(*hostKernel); ok && k.handle != nil {
 		k.handle.Close()
 		k.handle = nil

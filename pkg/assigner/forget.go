@@ -86,6 +86,7 @@ func (a *Assigner) queueForget(leaving []gone) {
 		return
 	}
 	a.queued = true
+	a.claimRunner()
 }
 
 // mergeForgets adds add to q, a pair already there moved to add's time

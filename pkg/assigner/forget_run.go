@@ -15,8 +15,15 @@ import (
 
 // TakeRunner takes the runner lock when the queue has an entry and no
 // other runner holds it; nil otherwise (or with no state). The caller
-// drains (Drain) or hands the file to a child that does.
+// drains (Drain) or hands the file to a child that does. After a call
+// that queued, it hands over what queueForget claimed, without a second
+// round of the state lock.
 func (a *Assigner) TakeRunner() (*os.File, error) {
+	if a.runnerTried {
+		r := a.runner
+		a.runner, a.runnerTried = nil, false
+		return r, nil
+	}
 	l, err := a.lockToRead()
 	if err != nil || l == nil {
 		return nil, err
@@ -26,4 +33,31 @@ func (a *Assigner) TakeRunner() (*os.File, error) {
 		return nil, err
 	}
 	return a.st.TryFlock(store.RunnerFile)
+}
+
+// claimRunner tries the runner lock once a change has queued, under the
+// state lock it holds (one openat and one flock): the queue has an entry,
+// so TakeRunner need not take the state lock again to read it. Held by
+// another runner, it stays that one's: it reads the queue again, under
+// the state lock, before it lets go (untried), and finds this entry. An
+// error leaves it to TakeRunner's own round.
+func (a *Assigner) claimRunner() {
+	if a.runnerTried {
+		return
+	}
+	r, err := a.st.TryFlock(store.RunnerFile)
+	if err != nil {
+		return
+	}
+	a.runner, a.runnerTried = r, true
+}
+
+// dropRunner lets go of a runner lock claimed but never taken (a call
+// whose caller did not start a clean-up): the queue then waits for the
+// next change that queues, GC or repair, as when a runner dies.
+func (a *Assigner) dropRunner() {
+	if a.runner != nil {
+		a.runner.Close()
+	}
+	a.runner, a.runnerTried = nil, false
 }

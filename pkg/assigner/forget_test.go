@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
@@ -43,6 +44,7 @@ func TestDelQueuesTheConntrackCleanUpAndForgetsNothingItself(t *testing.T) {
 	if q := f.queue(t); len(q) != 1 || q[0].IP != v4a || q[0].Target != ctrB4.Addr() {
 		t.Fatalf("queue after b's DEL is %+v, want b's flows to %s", q, v4a)
 	}
+	a.Close() // as the plugin's process ends, letting its runner lock go
 	f.forget()
 	if !slices.Equal(n.forgot, []string{bLeft()}) {
 		t.Errorf("ForgetPending forgot %v, want %v", n.forgot, bLeft())
@@ -225,4 +227,54 @@ func TestNoRunnerIsTakenWithNothingQueued(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(f.stateDir(), string(store.RunnerFile))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the runner lock was made with nothing queued: %v", err)
 	}
+}
+
+// A DEL that queued takes the runner lock under the state lock it already
+// holds: handing it over (TakeRunner) takes no second round of the state
+// lock, so it succeeds while another invocation holds that lock.
+func TestTakeRunnerAfterAQueueingDelNeedsNoStateLock(t *testing.T) {
+	f, _ := twoHolders(t)
+	a := f.assigner()
+	if err := a.Del(attB); err != nil {
+		t.Fatal(err)
+	}
+	other := f.assigner()
+	l, err := other.st.Lock(store.MakeParts, time.Second)
+	if err != nil || l == nil {
+		t.Fatalf("taking the state lock as another invocation: %v", err)
+	}
+	defer l.Unlock()
+	a.opts.LockTimeout = 20 * time.Millisecond
+	r, err := a.TakeRunner()
+	if err != nil || r == nil {
+		t.Fatalf("TakeRunner while another invocation holds the state lock = %v, %v; want the runner lock the DEL claimed", r, err)
+	}
+	defer r.Close()
+	if again, err := other.st.TryFlock(store.RunnerFile); err != nil || again != nil {
+		t.Errorf("the runner lock is free after TakeRunner handed it over (%v, %v)", again, err)
+	}
+}
+
+// A runner lock claimed by a change whose caller never took it is let go
+// by the next call on the same Assigner, not kept for the process's life.
+func TestAClaimedRunnerIsLetGoByTheNextCall(t *testing.T) {
+	f, _ := twoHolders(t)
+	a := f.assigner()
+	if err := a.Del(attB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Report(); err != nil {
+		t.Fatal(err)
+	}
+	b := f.assigner()
+	l, err := b.st.Lock(store.ReadOnly, time.Second)
+	if err != nil || l == nil {
+		t.Fatalf("taking the state lock: %v", err)
+	}
+	defer l.Unlock()
+	r, err := b.st.TryFlock(store.RunnerFile)
+	if err != nil || r == nil {
+		t.Fatalf("runner lock after the next call = %v, %v; want it free", r, err)
+	}
+	r.Close()
 }

@@ -59,7 +59,11 @@ func (f *fixture) stateDir() string { return filepath.Join(f.opts.DataDir, f.opt
 
 func (f *fixture) add(att Attachment, ips ...netip.Addr) []Placed {
 	f.t.Helper()
-	placed, err := f.assigner().Add(att, ips, Hooks{})
+	// Closed after, as the plugin's process ends: a runner lock it
+	// claimed and did not hand to a child is let go.
+	a := f.assigner()
+	defer a.Close()
+	placed, err := a.Add(att, ips, Hooks{})
 	if err != nil {
 		f.t.Fatalf("Add(%s, %v): %v", att, ips, err)
 	}
@@ -68,7 +72,9 @@ func (f *fixture) add(att Attachment, ips ...netip.Addr) []Placed {
 
 func (f *fixture) del(att Attachment) {
 	f.t.Helper()
-	if err := f.assigner().Del(att); err != nil {
+	a := f.assigner()
+	defer a.Close()
+	if err := a.Del(att); err != nil {
 		f.t.Fatalf("Del(%s): %v", att, err)
 	}
 }
