@@ -36,6 +36,7 @@ type options struct {
 	// Profiling hooks: each runs profileRuns ADDs of the profiled
 	// binaries under the tool after the iterations.
 	strace, perf, inittrace bool
+	straceDel               bool
 	profileRuns             int
 }
 
@@ -80,6 +81,7 @@ func parseFlags() options {
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
 	flag.BoolVar(&o.strace, "strace", false, "profile: strace -f -c and netlink message counts of one ADD per binary")
+	flag.BoolVar(&o.straceDel, "strace-del", false, "with -strace: trace the DEL of each pair instead of its ADD")
 	flag.BoolVar(&o.perf, "perf", false, "profile: perf record -a -g during the ADDs, reported per binary by comm")
 	flag.BoolVar(&o.inittrace, "inittrace", false, "profile: GODEBUG=inittrace=1, time to main and the costliest package inits")
 	flag.IntVar(&o.profileRuns, "profile-n", 20, "ADDs of each binary per profiling hook")

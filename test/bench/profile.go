@@ -77,6 +77,22 @@ func (b *bench) runPair(n *node, s subject, i int, wrap func(*call)) sample {
 	return x
 }
 
+// tracedPair is runPair with wrap on the DEL instead when -strace-del asks
+// for it: a steered DEL's extra work (conntrack queue, clean-up child)
+// shows only there.
+func (b *bench) tracedPair(n *node, s subject, i int, wrap func(*call)) sample {
+	if !b.opts.straceDel {
+		return b.runPair(n, s, i, wrap)
+	}
+	c := s.mk(i)
+	if x := b.execIn(n, c); x.err != nil {
+		return x
+	}
+	c.command = "DEL"
+	wrap(&c)
+	return b.execIn(n, c)
+}
+
 // inittrace runs ADDs with GODEBUG=inittrace=1 and prints the median time
 // from the runtime's start to the end of the last package init, and the
 // costliest inits. Lines read "init pkg @0.008 ms, 0.002 ms clock, ...".
@@ -132,7 +148,7 @@ var (
 // netlink requests by type, the sockets by family and a few calls that cost.
 func (b *bench) straceOne(n *node, s subject, dir string) error {
 	path := filepath.Join(dir, "strace-"+s.name+".txt")
-	x := b.runPair(n, s, 3000, func(c *call) {
+	x := b.tracedPair(n, s, 3000, func(c *call) {
 		c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-tt", "-T", "-s", "256", "-o", path}
 	})
 	if x.err != nil {
@@ -155,7 +171,11 @@ func (b *bench) straceOne(n *node, s subject, dir string) error {
 			calls[m[1]]++
 		}
 	}
-	fmt.Printf("strace %s (one ADD, its children included):\n%s", s.name, summary)
+	what := "ADD"
+	if b.opts.straceDel {
+		what = "DEL"
+	}
+	fmt.Printf("strace %s (one %s, its children included):\n%s", s.name, what, summary)
 	fmt.Printf("  netlink requests %v; sockets %v; openat %d, fsync %d, rename %d, flock %d, clone %d, execve %d\n\n",
 		nl, socks, calls["openat"], calls["fsync"]+calls["fdatasync"], calls["rename"]+calls["renameat"]+calls["renameat2"],
 		calls["flock"], calls["clone"]+calls["clone3"], calls["execve"])
