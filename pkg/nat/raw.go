@@ -63,14 +63,7 @@ func ruleSignature(exprs [][]byte) string {
 // a dump of our own: the library (v0.3.0) cannot decode the hairpin rule's
 // ct direction, which the kernel sends as one byte where it expects four.
 func (t *Table) dumpRules(chain string) ([][][]byte, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, TableName)
-	ae.String(unix.NFTA_RULE_CHAIN, chain)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
+	msgs, err := t.ruleDump(chain)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +74,21 @@ func (t *Table) dumpRules(chain string) ([][][]byte, error) {
 	return out, nil
 }
 
+// ruleDump asks the kernel for the rules of our table, of one chain
+// unless chain is empty, in one dump.
+func (t *Table) ruleDump(chain string) ([]netlink.Message, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	if chain != "" {
+		ae.String(unix.NFTA_RULE_CHAIN, chain)
+	}
+	attrs, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return t.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
+}
+
 // chainRules is how many rules a chain holds, and how many of them carry
 // this version's layout tag (layoutData).
 type chainRules struct{ all, tagged int }
@@ -89,13 +97,7 @@ type chainRules struct{ all, tagged int }
 // them tagged with this version's layout, from one dump whose messages it
 // reads only for the chain's name and the rule's user data.
 func (t *Table) countRules() (map[string]chainRules, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, TableName)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
+	msgs, err := t.ruleDump("")
 	if err != nil {
 		return nil, err
 	}
