@@ -149,6 +149,7 @@ func (a *Assigner) Drain(r *os.File) error {
 		if pass == 0 {
 			conntrackStall()
 		}
+		a.opts.NAT.StartPass()
 		errs := make([]error, len(q))
 		for i, e := range q {
 			tried[e.key()] = true

@@ -189,6 +189,11 @@ func TestOneRunnerDrainsWhatOthersQueueWhileItRuns(t *testing.T) {
 	if want := []string{bLeft(), v4a.String() + "->invalid IP"}; !slices.Equal(n.forgot, want) {
 		t.Errorf("the runner forgot %v, want b's and then a's, queued while it ran: %v", n.forgot, want)
 	}
+	// a's entry was queued after the first pass's walks: it needs a pass
+	// of its own, whose walks are fresh.
+	if want := []int{0, 1}; !slices.Equal(n.passes, want) {
+		t.Errorf("passes began after %v forgets, want %v: one before b's, one before a's", n.passes, want)
+	}
 	if q := f.queue(t); len(q) != 0 {
 		t.Errorf("queue %+v after the drain, want it empty", q)
 	}

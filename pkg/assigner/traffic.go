@@ -23,6 +23,9 @@ type NAT interface {
 	// Forget deletes the conntrack entries of flows to ip DNATed to
 	// target, or, with no target, every entry our rules made for ip.
 	Forget(ip, target netip.Addr) error
+	// StartPass says that the Forgets to come were all queued before now
+	// (one pass of Drain), so that they may share the walks they make.
+	StartPass()
 	// Tracked says whether the node has any conntrack entry at all.
 	Tracked() (bool, error)
 }

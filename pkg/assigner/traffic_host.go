@@ -128,6 +128,19 @@ func (h *HostTable) Read() (*nat.State, error) {
 // conntrack module there is none.
 func (h *HostTable) Tracked() (bool, error) { return nat.Tracked() }
 
+// StartPass opens the conntrack socket for the pass; one that cannot be
+// opened is left to Forget, which reports it.
+func (h *HostTable) StartPass() {
+	if h.ct == nil {
+		ct, err := nat.OpenConntrack()
+		if err != nil {
+			return
+		}
+		h.ct = ct
+	}
+	h.ct.StartPass()
+}
+
 func (h *HostTable) Forget(ip, target netip.Addr) error {
 	if err := conntrackFault(); err != nil {
 		return kernelErr(err)

@@ -27,6 +27,8 @@ type fakeNAT struct {
 	// Forget returns.
 	untracked bool
 	forgetErr error
+	// passes is len(forgot) at each StartPass.
+	passes []int
 }
 
 func (n *fakeNAT) Tracked() (bool, error) { return !n.untracked, nil }
@@ -88,6 +90,9 @@ func (n *fakeNAT) Apply(ch nat.Change) error {
 func (n *fakeNAT) Read() (*nat.State, error) { st := n.st; return &st, nil }
 func (n *fakeNAT) Ensure() error             { n.st.Present = true; return nil }
 func (n *fakeNAT) Probe() error              { return n.probeErr }
+
+// StartPass records how many Forgets came before it.
+func (n *fakeNAT) StartPass() { n.passes = append(n.passes, len(n.forgot)) }
 
 func (n *fakeNAT) Forget(ip, target netip.Addr) error {
 	n.forgot = append(n.forgot, fmt.Sprintf("%s->%v", ip, target))

@@ -51,7 +51,20 @@ type Conntrack struct {
 	entries func() (int, error)
 	// dumps counts the dumps made, for tests.
 	dumps int
+	// pass keeps, from StartPass on, each dump made by its request, so
+	// that an identical request is not walked again (nil: no pass).
+	pass map[string][]flow
 }
+
+// StartPass begins a pass of clean-ups that were all queued before it:
+// from now on one dump serves every identical request, until the next
+// StartPass. An IPv6 dump is filtered by status alone (kernelFilters), so
+// every target's request is the same, and K queued targets took K walks
+// of the whole hash. It is safe because every clean-up of the pass was
+// queued after its commit stopped steering to what left: a dump made
+// after the pass began holds every entry of each of them, and one that a
+// clean-up of the pass already deleted is gone when another finds it.
+func (ct *Conntrack) StartPass() { ct.pass = map[string][]flow{} }
 
 // OpenConntrack connects to ctnetlink in the current network namespace.
 func OpenConntrack() (*Conntrack, error) {
@@ -209,6 +222,10 @@ func (ct *Conntrack) dump(fam byte, ff flowFilter) ([]flow, error) {
 	if err != nil {
 		return nil, err
 	}
+	key := string(append([]byte{fam}, attrs...))
+	if flows, ok := ct.pass[key]; ok {
+		return flows, nil
+	}
 	ct.dumps++
 	msgs, err := ct.c.Execute(ctMessage(msgCtGet, netlink.Dump, fam, attrs))
 	if err != nil {
@@ -219,6 +236,9 @@ func (ct *Conntrack) dump(fam byte, ff flowFilter) ([]flow, error) {
 		if f, ok := parseFlow(m.Data); ok {
 			flows = append(flows, f)
 		}
+	}
+	if ct.pass != nil {
+		ct.pass[key] = flows
 	}
 	return flows, nil
 }

@@ -80,6 +80,55 @@ func TestForgetDumpsNothingWhenTheNamespaceHasNoEntries(t *testing.T) {
 	})
 }
 
+// In a pass (StartPass) an identical request walks the hash once: an IPv6
+// dump is filtered by status alone, so forgetting two targets takes one
+// walk where it took two; an IPv4 one by address too, so each target
+// keeps its own. Each pass starts afresh: a flow made after a pass's walk
+// is found by the next pass. Either way the targets' entries go and the
+// unrelated ones stay.
+func TestAPassWalksOnceForIdenticalRequests(t *testing.T) {
+	for name, c := range ctCases {
+		t.Run(name, func(t *testing.T) {
+			inNetNS(t, func(string, *Table) {
+				createFlows(t, c.unrelated())
+				createFlows(t, c.matching())
+				ct, err := OpenConntrack()
+				must(t, err)
+				defer ct.Close()
+				ct.entries = func() (int, error) { return smallTable + 1, nil }
+				ct.StartPass()
+				for _, target := range []netip.Addr{c.ctrA, c.ctrB} {
+					if _, err := ct.ForgetTarget(c.ext, target); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := map[bool]int{true: 2, false: 1}[kernelFilters(ctFamily(c.ext))]
+				if ct.dumps != want {
+					t.Errorf("forgetting two targets of %s in one pass took %d walks, want %d", c.ext, ct.dumps, want)
+				}
+				createFlows(t, []*netlink.ConntrackFlow{ctFlow(c.client, c.ext, c.ctrA, c.client, 1004)})
+				ct.StartPass()
+				n, err := ct.ForgetTarget(c.ext, c.ctrA)
+				must(t, err)
+				if n != 1 {
+					t.Errorf("the next pass deleted %d entries, want the one made after the first pass's walk", n)
+				}
+				left, err := netlink.ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(ctFamily(c.ext)))
+				must(t, err)
+				// The egress entry (SNATed, port 1002) is no target's.
+				if len(left) != unrelatedFlows+1 {
+					t.Errorf("left %d entries, want the %d unrelated ones and the egress one", len(left), unrelatedFlows)
+				}
+				for _, f := range left {
+					if f.Forward.SrcPort < 2000 && f.Forward.SrcPort != 1002 {
+						t.Errorf("left an entry DNATed from %s: %v", c.ext, f)
+					}
+				}
+			})
+		})
+	}
+}
+
 // unrelated flows share an address with some filter (an orig destination,
 // a reply source) but never all of one, so only the kernel's AND drops them.
 func (c ctCase) unrelated() []*netlink.ConntrackFlow {
