@@ -42,6 +42,11 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	if err != nil {
 		return err
 	}
+	// An IP with a dnat4 element has no chain: every transaction that
+	// gives it one takes the other away. Then nothing is staged to drop a
+	// chain and map (six messages, a set made and destroyed) that are
+	// not there: the common DEL, of an IP with one holder.
+	noSpread := had
 	direct := t.set(f.direct)
 	el := []nftables.SetElement{{Key: ip.AsSlice(), Val: old}}
 	if had && (len(targets) != 1 || !bytes.Equal(old, targets[0].AsSlice())) {
@@ -53,8 +58,10 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	if len(targets) > 1 {
 		return t.buildSpread(ip, targets)
 	}
-	if err := t.dropSpread(ip); err != nil {
-		return err
+	if !noSpread {
+		if err := t.dropSpread(ip); err != nil {
+			return err
+		}
 	}
 	ext := []nftables.SetElement{{Key: ip.AsSlice()}}
 	if err := t.c.SetAddElements(t.set(f.ext), ext); err != nil {

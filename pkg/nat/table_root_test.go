@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -519,6 +520,41 @@ func TestAFreshIngressOnlyAddsAndReadsBackAsAnyOther(t *testing.T) {
 			t.Error("rewriting an IP's chain reports nothing destroyed")
 		}
 	})
+}
+
+// Removing an IP with one target (the DEL of its only holder) stages
+// nothing for a spread chain and map it cannot have: the kernel gives
+// every chain and set made in the table a handle, so a chain probed
+// before and after the removal gets consecutive handles only if nothing
+// was made in between. A spread's removal still takes its chain and map.
+func TestRemovingAnIPWithOneTargetMakesNoChainOrSet(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA}))
+		before := probeHandle(t, netns, "probe1")
+		must(t, tb.SetIngress(ext4, nil))
+		if after := probeHandle(t, netns, "probe2"); after != before+1 {
+			t.Errorf("the removal made %d chains or sets (handles %d then %d), want none", after-before-1, before, after)
+		}
+		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA, ctrB}))
+		must(t, tb.SetIngress(ext4, nil))
+		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, ingressChain(ext4)) || strings.Contains(text, "192.0.2.10") {
+			t.Errorf("a spread IP's removal left its chain or elements:\n%s", text)
+		}
+	})
+}
+
+// probeHandle adds an empty chain named name to our table and returns the
+// handle the kernel gave it.
+func probeHandle(t *testing.T, netns, name string) int {
+	t.Helper()
+	out := nft(t, netns, "-e", "-a", "add", "chain", "inet", TableName, name)
+	_, h, ok := strings.Cut(out, "# handle ")
+	h, _, _ = strings.Cut(h, "\n")
+	n, err := strconv.Atoi(strings.TrimSpace(h))
+	if !ok || err != nil {
+		t.Fatalf("no handle in %q", out)
+	}
+	return n
 }
 
 // An IP moves between one target (its dnat4 element) and several (its
