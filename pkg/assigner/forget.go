@@ -23,6 +23,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -87,6 +88,52 @@ func (a *Assigner) queueForget(leaving []gone) {
 	}
 	a.queued = true
 	a.claimRunner()
+}
+
+// forgetLeaving queues the clean-ups of leaving that may find conntrack
+// entries of ours, asked after the change's commit: a target's flows when
+// our rules recorded a flow to its IP (Seen), an IP's when they recorded
+// one to it or from a container address whose egress the change removed
+// (dels). The rules record an IP before they DNAT to it, so an IP not
+// recorded after the commit had no flow DNATed; a container's SNATed
+// flows are its own, and it is stopped when its DEL comes. The rest needs
+// no clean-up: a DEL of an IP that never had a flow starts no runner. A
+// read that fails counts as recorded. The container addresses are then
+// forgotten (Unsee), after the queue is written, so that a replay of a
+// change that crashed before still finds them; an external IP that left
+// is the runner's to forget once its flows are deleted (settleForgets),
+// or forgotten here when nothing was queued for it (the node has no
+// conntrack entry).
+func (a *Assigner) forgetLeaving(leaving []gone, dels []nat.EgressKey) {
+	seen := func(addr netip.Addr) bool {
+		ok, err := a.opts.NAT.Seen(addr)
+		return err != nil || ok
+	}
+	var sources []netip.Addr
+	for _, k := range dels {
+		if !slices.Contains(sources, k.Source) && seen(k.Source) {
+			sources = append(sources, k.Source)
+		}
+	}
+	var had []gone
+	for _, g := range leaving {
+		fromSeen := slices.ContainsFunc(sources, func(s netip.Addr) bool { return s.Is4() == g.ip.Is4() })
+		if !g.target.IsValid() && fromSeen || seen(g.ip) {
+			had = append(had, g)
+		}
+	}
+	a.queueForget(had)
+	unsee := sources
+	for _, g := range had {
+		if !a.queued && !g.target.IsValid() {
+			unsee = append(unsee, g.ip)
+		}
+	}
+	if len(unsee) > 0 {
+		if err := a.opts.NAT.Unsee(unsee); err != nil {
+			a.log.Warn("addresses kept as having had flows; a later DEL cleans up for nothing", "addresses", unsee, "error", oneLine(err))
+		}
+	}
 }
 
 // mergeForgets adds add to q, a pair already there moved to add's time
@@ -222,10 +269,33 @@ func (a *Assigner) settleForgets(done []forgetEntry, errs []error) error {
 		}
 		out = append(out, e)
 	}
+	a.unseeGone(done, errs)
 	if len(out) == 0 {
 		return a.st.Remove(store.ConntrackFile)
 	}
 	return a.st.Write(store.ConntrackFile, out)
+}
+
+// unseeGone forgets, under the state lock, that the external IPs whose
+// flows done deleted had flows, for each that nobody holds now: no rule
+// steers it, so no flow can be recorded for it meanwhile. One held again
+// keeps its record, which its own new flows may have made.
+func (a *Assigner) unseeGone(done []forgetEntry, errs []error) {
+	var gone []netip.Addr
+	for i, e := range done {
+		if errs[i] != nil || e.Target.IsValid() || slices.Contains(gone, e.IP) {
+			continue
+		}
+		if ent, err := a.st.ReadIP(e.IP); err == nil && len(ent.Holders) == 0 {
+			gone = append(gone, e.IP)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	if err := a.opts.NAT.Unsee(gone); err != nil {
+		a.log.Warn("external IPs kept as having had flows; their next DEL cleans up for nothing", "ips", gone, "error", oneLine(err))
+	}
 }
 
 // overdue lists the queued clean-ups that failed or are past ForgetBound,

@@ -283,3 +283,39 @@ func TestAClaimedRunnerIsLetGoByTheNextCall(t *testing.T) {
 	}
 	r.Close()
 }
+
+// Our rules record an external IP before they DNAT a flow to it, and a
+// container address as they SNAT its flow (nat.Table.Seen): a DEL whose
+// IP and container were never recorded queues no clean-up (the plugin
+// starts no runner); one whose container SNATed a flow queues the IP's,
+// and forgets the container's address once the queue is written.
+func TestADelQueuesACleanUpOnlyForFlowsOurRulesRecorded(t *testing.T) {
+	f, n := twoHolders(t)
+	n.neverSeen = map[netip.Addr]bool{v4a: true, ctrA4.Addr(): true, ctrB4.Addr(): true}
+	a := f.assigner()
+	if err := a.Del(attB); err != nil {
+		t.Fatal(err)
+	}
+	if a.Queued() || len(f.queue(t)) != 0 {
+		t.Fatalf("b's DEL queued %+v for an IP that never had a flow", f.queue(t))
+	}
+	if len(n.unseen) != 0 {
+		t.Errorf("b's DEL forgot %v, which were never recorded", n.unseen)
+	}
+	delete(n.neverSeen, ctrA4.Addr()) // a's container SNATed a flow to the IP
+	a = f.assigner()
+	if err := a.Del(attA); err != nil {
+		t.Fatal(err)
+	}
+	if q := f.queue(t); !a.Queued() || len(q) != 1 || q[0].IP != v4a || q[0].Target.IsValid() {
+		t.Fatalf("a's DEL queued %+v, want every flow of %s (its container SNATed one)", q, v4a)
+	}
+	if !slices.Equal(n.unseen, []netip.Addr{ctrA4.Addr()}) {
+		t.Errorf("a's DEL forgot %v, want a's container address alone (the IP is the runner's)", n.unseen)
+	}
+	a.Close()
+	f.forget()
+	if !slices.Equal(n.unseen, []netip.Addr{ctrA4.Addr(), v4a}) {
+		t.Errorf("after the clean-up the forgotten addresses are %v, want the IP too: nobody holds it", n.unseen)
+	}
+}

@@ -28,6 +28,11 @@ type NAT interface {
 	StartPass()
 	// Tracked says whether the node has any conntrack entry at all.
 	Tracked() (bool, error)
+	// Seen says whether our rules recorded a flow NATed for addr: an
+	// external IP DNATed to a target, or a container address SNATed.
+	Seen(addr netip.Addr) (bool, error)
+	// Unsee forgets that addrs had flows, once their clean-up is done.
+	Unsee(addrs []netip.Addr) error
 }
 
 // steersIngress says whether s steers the flows to its IPs.
@@ -156,7 +161,7 @@ func (a *Assigner) steer(j *journal, w *written) error {
 		return err // a replay queues the leaving flows once it applies
 	}
 	err = a.routeChange(j, c.was, p.targets, w)
-	a.queueForget(p.leaving)
+	a.forgetLeaving(p.leaving, p.change.DelEgress)
 	return err
 }
 

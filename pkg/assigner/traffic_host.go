@@ -128,6 +128,16 @@ func (h *HostTable) Read() (*nat.State, error) {
 // conntrack module there is none.
 func (h *HostTable) Tracked() (bool, error) { return nat.Tracked() }
 
+func (h *HostTable) Seen(addr netip.Addr) (bool, error) {
+	var seen bool
+	err := h.do(func(t *nat.Table) (err error) { seen, err = t.Seen(addr); return err })
+	return seen, err
+}
+
+func (h *HostTable) Unsee(addrs []netip.Addr) error {
+	return h.do(func(t *nat.Table) error { return t.Unsee(addrs) })
+}
+
 // StartPass opens the conntrack socket for the pass; one that cannot be
 // opened is left to Forget, which reports it.
 func (h *HostTable) StartPass() {

@@ -27,11 +27,23 @@ type fakeNAT struct {
 	// Forget returns.
 	untracked bool
 	forgetErr error
+	// neverSeen are the addresses our rules never recorded a flow of;
+	// unseen what Unsee was given.
+	neverSeen map[netip.Addr]bool
+	unseen    []netip.Addr
 	// passes is len(forgot) at each StartPass.
 	passes []int
 }
 
 func (n *fakeNAT) Tracked() (bool, error) { return !n.untracked, nil }
+
+// Seen says every address had flows but those in neverSeen.
+func (n *fakeNAT) Seen(addr netip.Addr) (bool, error) { return !n.neverSeen[addr], nil }
+
+func (n *fakeNAT) Unsee(addrs []netip.Addr) error {
+	n.unseen = append(n.unseen, addrs...)
+	return nil
+}
 
 func newFakeNAT() *fakeNAT {
 	return &fakeNAT{st: nat.State{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}}

@@ -55,6 +55,13 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 		}
 		had = false
 	}
+	if len(targets) > 0 {
+		// Rebuilt by anything but a fresh ADD (a repair, a second holder):
+		// flows of before may exist that no rule recorded (seeAll).
+		if err := t.c.SetAddElements(t.set(f.seen), []nftables.SetElement{{Key: ip.AsSlice()}}); err != nil {
+			return err
+		}
+	}
 	if len(targets) > 1 {
 		return t.buildSpread(ip, targets)
 	}
@@ -232,4 +239,70 @@ func (t *Table) DelHairpin(subnet netip.Prefix) error {
 		return fmt.Errorf("removing hairpin subnet %s from table inet %s: %w", subnet, TableName, err)
 	}
 	return nil
+}
+
+// Seen tells whether addr is in its family's set seen4 (seen6): an
+// external IP that had a flow DNATed to a target (recordRule), or a
+// container address that had a flow SNATed (snatRule). Read after the
+// commit that stopped steering to what leaves, an external IP that is not
+// there had no flow DNATed by us: the rules record it before they DNAT.
+func (t *Table) Seen(addr netip.Addr) (bool, error) {
+	_, ok, err := t.getElement(familyOf(addr).seen, addr.AsSlice())
+	if isNotFound(err) {
+		return true, nil // no set: say seen, so that the clean-up runs
+	}
+	return ok, err
+}
+
+// Unsee takes addrs out of the sets of addresses that had flows, once
+// their flows are deleted; those already out are no error. Each is added
+// first, so that one transaction takes them all in any case.
+func (t *Table) Unsee(addrs []netip.Addr) error {
+	for _, a := range addrs {
+		s, el := t.set(familyOf(a).seen), []nftables.SetElement{{Key: a.AsSlice()}}
+		if err := t.c.SetAddElements(s, el); err != nil {
+			return err
+		}
+		if err := t.c.SetDeleteElements(s, el); err != nil {
+			return err
+		}
+	}
+	if err := t.c.Flush(); err != nil && !isNotFound(err) {
+		return fmt.Errorf("forgetting that %v had flows, in table inet %s: %w", addrs, TableName, err)
+	}
+	return nil
+}
+
+// seeAll records every external IP with ingress and every container
+// address with egress as having had flows: after the base rules were
+// made anew (a table of an earlier layout, or one flushed by hand), the
+// flows of before were never recorded, and a clean-up must not be skipped
+// for them.
+func (t *Table) seeAll() error {
+	st := &State{Egress: map[EgressKey]netip.Addr{}}
+	if err := t.readEgress(st); err != nil {
+		return err
+	}
+	var addrs []netip.Addr
+	for k := range st.Egress {
+		addrs = append(addrs, k.Source)
+	}
+	for _, f := range []family{ipv4, ipv6} {
+		ext, err := t.extIPs(f)
+		if err != nil {
+			return err
+		}
+		for ip := range ext {
+			addrs = append(addrs, ip)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	for _, a := range addrs {
+		if err := t.c.SetAddElements(t.set(familyOf(a).seen), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
+			return err
+		}
+	}
+	return t.c.Flush()
 }

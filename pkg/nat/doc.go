@@ -5,19 +5,24 @@
 // other table, chain or rule: iptables' tables and every other program's
 // stay as they are. In it:
 //
-//	prerouting   nat hook, priority dstnat-10: ip daddr vmap @in4, then
+//	prerouting   nat hook, priority dstnat-10: ip daddr @ext4 add @seen4
+//	             { ip daddr } (recordRule), ip daddr vmap @in4, then
 //	             dnat ip to ip daddr map @dnat4 (and ip6); guarded by the maps
 //	             alone, which hold only our IPs (see ingressRule)
 //	output       nat hook, priority dstnat-10: the same, for the node's own connections
 //	dnat4        each external IP with one target : its target (most IPs)
 //	in4          each external IP with several targets : goto to-<ip>
 //	postrouting  nat hook, priority srcnat-10:
-//	             snat ip to ip saddr . oifname map @snat4 (and ip6), then
+//	             snat ip to ip saddr . oifname map @snat4 (and ip6), recording
+//	             the container address in @seen4, then
 //	             ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4
 //	             masquerade (hairpin of flows to our IPs only; sent raw, see rawRules)
 //	to-<ip>      one regular chain per external IP with several targets:
 //	             dnat ip to numgen inc mod N map @sp-<ip>
 //	sp-<ip>      the spread map of an IP with several targets: 0 : a, 1 : b, ...
+//	seen4, seen6 the external IPs that had a flow DNATed and the container
+//	             addresses that had one SNATed: a DEL cleans conntrack up only
+//	             for those (Seen, Unsee; the rules record before they DNAT)
 //	hp4, hp6     the container subnets, each as subnet . subnet, for the hairpin rule
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //

@@ -23,11 +23,12 @@ type family struct {
 	in, snat, hp string // map and set names
 	ext          string // the set of external IPs with ingress, for the hairpin rule
 	direct       string // the map of external IPs with one target
+	seen         string // the set of external IPs that had a flow of ours (recordRule)
 }
 
 var (
-	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4"}
-	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6"}
+	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4", "seen4"}
+	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6", "seen6"}
 )
 
 func familyOf(ip netip.Addr) family {
@@ -47,6 +48,7 @@ const (
 
 	reg1   = 1
 	reg2   = 2
+	reg3   = 3
 	reg32n = 9
 )
 
@@ -59,6 +61,26 @@ func matchFamily(f family) []expr.Any {
 
 func loadAddr(f family, offset, reg uint32) expr.Any {
 	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: f.addrLen}
+}
+
+// recordRule: ip daddr @ext4 add @seen4 { ip daddr }, the first rule of
+// prerouting and output. It records an external IP as it gets a new flow,
+// before the rules that DNAT it, so that no flow is DNATed unrecorded: a
+// DEL reads the IP's element after its commit (Seen), and an IP never
+// recorded has no conntrack entry of ours to delete, which spares that
+// DEL the clean-up's walk of the whole hash and the process that makes it.
+// Only the first packet of a flow passes a nat chain, and an IP already
+// recorded costs a lookup.
+func recordRule(f family) []expr.Any {
+	return append(daddr(f),
+		&expr.Lookup{SourceRegister: reg1, SetName: f.ext},
+		record(f, reg1),
+	)
+}
+
+// record: add @seen4 { <the address in reg> }.
+func record(f family, reg uint32) expr.Any {
+	return &expr.Dynset{SrcRegKey: reg, SetName: f.seen, Operation: unix.NFT_DYNSET_OP_ADD}
 }
 
 // ingressRule: ip daddr vmap @in4, for the IPs with several targets (each
@@ -167,13 +189,17 @@ func (f family) second() uint32 {
 	return reg2
 }
 
-// snatRule: snat ip to ip saddr . oifname map @snat4.
+// snatRule: snat ip to ip saddr . oifname map @snat4, recording the
+// external IP it picks (add @seen4) as recordRule does for DNAT: the flows
+// SNATed to an IP are the other half of what a clean-up of the IP
+// deletes. The record follows the map's lookup, which picks the IP.
 func snatRule(f family) []expr.Any {
 	return append(matchFamily(f),
 		loadAddr(f, f.saddr, reg1),
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: f.second()},
-		&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: f.snat},
-		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: reg1},
+		&expr.Lookup{SourceRegister: reg1, DestRegister: reg3, IsDestRegSet: true, SetName: f.snat},
+		record(f, reg1),
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: reg3},
 	)
 }
 

@@ -46,7 +46,7 @@ func ruleSignature(exprs [][]byte) string {
 			case unix.NFTA_EXPR_DATA:
 				ad.Nested(func(nd *netlink.AttributeDecoder) error {
 					for nd.Next() {
-						if name == "lookup" && nd.Type() == unix.NFTA_LOOKUP_SET {
+						if name == "lookup" && nd.Type() == unix.NFTA_LOOKUP_SET || name == "dynset" && nd.Type() == unix.NFTA_DYNSET_SET_NAME {
 							set = ":" + nd.String()
 						}
 					}

@@ -126,6 +126,12 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 		if ext == nil { // a table made before the set was (Ensure adds it)
 			st.Broken = append(st.Broken, "set "+f.ext+" missing")
 		}
+		if _, ok, err := t.elements(f.seen); err != nil || !ok {
+			if err != nil {
+				return nil, err
+			}
+			st.Broken = append(st.Broken, "set "+f.seen+" missing")
+		}
 		if err := t.readDirect(st, f, ext); err != nil {
 			return nil, err
 		}

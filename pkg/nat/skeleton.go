@@ -20,6 +20,10 @@ func (t *Table) sets() []*nftables.Set {
 				KeyType: nftables.MustConcatSetType(f.keyType, f.keyType)},
 			&nftables.Set{Table: t.table, Name: f.ext, KeyType: f.keyType},
 			&nftables.Set{Table: t.table, Name: f.direct, IsMap: true, KeyType: f.keyType, DataType: f.keyType},
+			// A full set fails the SNAT rule's record, and the rule with it:
+			// room for far more than a node's IPs and containers (each
+			// element goes with its clean-up), allocated per element.
+			&nftables.Set{Table: t.table, Name: f.seen, KeyType: f.keyType, Dynamic: true, Size: seenSize},
 		)
 	}
 	return out
@@ -34,6 +38,9 @@ func (t *Table) set(name string) *nftables.Set {
 	panic("nat: no set " + name)
 }
 
+// seenSize is the most elements of seen4 (seen6).
+const seenSize = 1 << 20
+
 // layoutTag is the comment on every rule Ensure puts in a base chain, as
 // `nft list` shows it. It names the layout of this version's base rules,
 // so that ADD's one dump of the table's rules (baseIntact) tells a table
@@ -41,7 +48,7 @@ func (t *Table) set(name string) *nftables.Set {
 // the DNAT rules with `fib daddr type local`, which steers no IP held as a
 // route, with as many rules per chain as today. Give it a new number
 // whenever a base rule changes.
-const layoutTag = "external-ip layout 2"
+const layoutTag = "external-ip layout 3"
 
 // layoutData is layoutTag as rule user data: a comment, as nft writes one.
 func layoutData() []byte { return userdata.AppendString(nil, userdata.TypeComment, layoutTag) }
@@ -55,7 +62,7 @@ type baseChain struct {
 }
 
 func baseChains() []baseChain {
-	ingress := func(f family) [][]expr.Any { return [][]expr.Any{ingressRule(f), directRule(f)} }
+	ingress := func(f family) [][]expr.Any { return [][]expr.Any{recordRule(f), ingressRule(f), directRule(f)} }
 	return []baseChain{
 		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil},
 		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress, nil},
@@ -73,7 +80,10 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 
 // Ensure makes the table, its maps and its base chains with their rules.
 // It is idempotent: the base chains are flushed and refilled, the maps
-// (and every external IP's steering) are kept. The chain with a raw rule
+// (and every external IP's steering) are kept. Every IP steered and
+// container address SNATed then counts as having had flows (seeAll): base
+// rules made anew (an earlier layout, a flushed chain, a set deleted by
+// hand) recorded none of the flows before them. The chain with a raw rule
 // (postrouting) is flushed and refilled in a second transaction of our own
 // (fillChain), so that each chain still changes at once; a crash between
 // leaves a new table's postrouting empty, which Read reports as broken and
@@ -104,6 +114,9 @@ func (t *Table) Ensure() error {
 		if err := t.fillChain(b); err != nil {
 			return fmt.Errorf("filling chain %s of table inet %s: %w", b.name, TableName, err)
 		}
+	}
+	if err := t.seeAll(); err != nil {
+		return fmt.Errorf("recording the steered addresses in table inet %s: %w", TableName, err)
 	}
 	return nil
 }

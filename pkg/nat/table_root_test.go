@@ -3,6 +3,7 @@ package nat
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -115,17 +116,19 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook prerouting priority dstnat - 10; policy accept;",
 			"type nat hook output priority -110; policy accept;",
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
-			"\t\tip daddr vmap @in4 comment \"external-ip layout 2\"\n",
-			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 2\"\n",
-			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 2\"",
-			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 2\"",
+			"\t\tip daddr vmap @in4 comment \"external-ip layout 3\"\n",
+			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 3\"\n",
+			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 3\"",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 3\"",
 			"elements = { 192.0.2.10, 192.0.2.11 }",
-			"snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 2\"",
-			"snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 2\"",
+			"add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 3\"",
+			"add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 3\"",
+			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 3\"\n",
+			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 3\"\n",
 			"192.0.2.11 : goto to-192.0.2.11",
 			"192.0.2.10 : 10.88.0.5",
-			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 2\"\n",
-			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 2\"\n",
+			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 3\"\n",
+			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 3\"\n",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -311,12 +314,15 @@ func TestAnIPMissingFromTheHairpinSetReadsAsUnsteeredUntilSetAgain(t *testing.T)
 func TestATableMissingASetOrMapIsBrokenUntilEnsure(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.Ensure())
-		nft(t, netns, "flush", "chain", "inet", TableName, chainPostrouting)
+		for _, c := range []string{chainPrerouting, chainOutput, chainPostrouting} {
+			nft(t, netns, "flush", "chain", "inet", TableName, c) // the rules reading the set
+		}
 		nft(t, netns, "delete", "set", "inet", TableName, "ext4")
 		nft(t, netns, "delete", "map", "inet", TableName, "snat4")
+		nft(t, netns, "delete", "set", "inet", TableName, "seen4")
 		st, err := tb.Read()
 		must(t, err)
-		for _, name := range []string{"ext4", "snat4"} {
+		for _, name := range []string{"ext4", "snat4", "seen4"} {
 			if !slices.ContainsFunc(st.Broken, func(b string) bool { return strings.Contains(b, name) }) {
 				t.Errorf("broken %v, want the missing %s named", st.Broken, name)
 			}
@@ -387,6 +393,10 @@ func makeEarlierLayout(t *testing.T, netns string) {
 func TestEnsureBaseMakesATableOfTheEarlierLayoutAnew(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.Ensure())
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4b: {ctrB}}, Fresh: map[netip.Addr]bool{ext4b: true}}))
+		if seen, err := tb.Seen(ext4b); seen || err != nil {
+			t.Fatalf("%s, steered by a fresh ADD with no flow yet, reads as seen %v (%v)", ext4b, seen, err)
+		}
 		makeEarlierLayout(t, netns)
 		if ok, err := tb.baseIntact(); ok || err != nil {
 			t.Fatalf("a table of the earlier layout reads as intact %v (%v), want not", ok, err)
@@ -402,6 +412,11 @@ func TestEnsureBaseMakesATableOfTheEarlierLayoutAnew(t *testing.T) {
 		must(t, err)
 		if len(st.Broken) != 0 || fmt.Sprint(st.Ingress[ext4]) != fmt.Sprint([]netip.Addr{ctrA}) {
 			t.Errorf("after an ADD's change: broken %q, %s steered to %v; want nothing broken, %s", st.Broken, ext4, st.Ingress[ext4], ctrA)
+		}
+		// The earlier layout recorded no flow: every IP steered then counts
+		// as having had some, so that its DEL still cleans up.
+		if seen, err := tb.Seen(ext4b); !seen || err != nil {
+			t.Errorf("%s, steered before the layout changed, reads as never having had a flow (%v)", ext4b, err)
 		}
 	})
 }
@@ -537,7 +552,9 @@ func TestRemovingAnIPWithOneTargetMakesNoChainOrSet(t *testing.T) {
 		}
 		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA, ctrB}))
 		must(t, tb.SetIngress(ext4, nil))
-		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, ingressChain(ext4)) || strings.Contains(text, "192.0.2.10") {
+		ext, err := tb.extIPs(ipv4)
+		must(t, err)
+		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, ingressChain(ext4)) || strings.Contains(text, "192.0.2.10 :") || ext[ext4] {
 			t.Errorf("a spread IP's removal left its chain or elements:\n%s", text)
 		}
 	})
@@ -574,6 +591,50 @@ func TestAnIPMovesBetweenOneTargetAndASpreadAndReadsBackEachTime(t *testing.T) {
 		nft(t, netns, "delete", "element", "inet", TableName, spreadPrefix+chainSuffix(ext4), "{", "0x00000001", "}")
 		if st, _ := tb.Read(); len(st.Ingress[ext4]) != 0 {
 			t.Errorf("a spread of modulus 2 over a map of 1 target read back as %v", st.Ingress[ext4])
+		}
+	})
+}
+
+// Our rules record an external IP as its first flow passes them, before
+// they DNAT it, and a container address as its flow is SNATed; an IP that
+// had no flow is not recorded, and Unsee forgets both.
+func TestTheRulesRecordWhatHadAFlow(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		src := netip.MustParseAddr("10.88.0.1")
+		must(t, tb.Apply(Change{
+			Ingress:    map[netip.Addr][]netip.Addr{ext4: {ctrA}, ext4b: {ctrB}},
+			Fresh:      map[netip.Addr]bool{ext4: true, ext4b: true},
+			Egress:     map[EgressKey]netip.Addr{{src, "v0"}: ext4},
+			EnsureBase: true,
+		}))
+		for _, args := range [][]string{
+			{"link", "add", "v0", "type", "veth", "peer", "name", "v1"},
+			{"addr", "add", src.String() + "/24", "dev", "v0"},
+			{"link", "set", "v0", "up"}, {"link", "set", "v1", "up"},
+			{"route", "add", "192.0.2.0/24", "dev", "v0"},
+		} {
+			run(t, append([]string{"ip", "-n", netns}, args...)...)
+		}
+		for _, a := range []netip.Addr{ext4, ext4b, src} {
+			if seen, err := tb.Seen(a); seen || err != nil {
+				t.Fatalf("%s reads as having had a flow before any (%v)", a, err)
+			}
+		}
+		c, err := net.Dial("udp", netip.AddrPortFrom(ext4, 9).String())
+		must(t, err)
+		_, err = c.Write([]byte("x")) // DNATed to ctrA by output, SNATed back to ext4 on v0
+		c.Close()
+		must(t, err)
+		for a, want := range map[netip.Addr]bool{ext4: true, ext4b: false, src: true} {
+			if seen, err := tb.Seen(a); seen != want || err != nil {
+				t.Errorf("%s had a flow: %v, read as %v (%v)", a, want, seen, err)
+			}
+		}
+		must(t, tb.Unsee([]netip.Addr{ext4, src, ext4b}))
+		for _, a := range []netip.Addr{ext4, src} {
+			if seen, err := tb.Seen(a); seen || err != nil {
+				t.Errorf("%s still reads as having had a flow after Unsee (%v)", a, err)
+			}
 		}
 	})
 }

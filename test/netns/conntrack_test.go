@@ -171,6 +171,33 @@ func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 	}
 }
 
+// On a node with conntrack entries, a DEL whose external IPs never had a
+// flow starts no clean-up: our rules record an IP before they DNAT a flow
+// to it (and a container address as they SNAT one), and none was. A
+// runner, had one started, would wait in its stall (faultinject build).
+// Once the IPs have had flows, the next holder's DEL does start one.
+func TestADelOfIPsThatNeverHadAFlowStartsNoCleanUp(t *testing.T) {
+	w := newWorld(t, "both")
+	w.fillConntrack(10)
+	a := w.add("a", extV4, extV6)
+	fifo := stallFifo(t)
+	stall := assigner.ConntrackStallEnv + "=" + fifo
+	w.h.runWith(faultBinary(t), attach("DEL", a.id, w.pluginConf("1.0.0")), stall).mustOK(t, "DEL of a")
+	if n := w.h.cleanUps(); n != 0 {
+		t.Errorf("%d clean-up children after the DEL of IPs that never had a flow, want none", n)
+	}
+	b, c := w.add("b", extV4, extV6), w.add("c", extV4, extV6)
+	serve(t, b.netns, "b", svPort)
+	serve(t, c.netns, "c", svPort)
+	w.flowsToBoth(b, c)
+	w.h.runWith(faultBinary(t), attach("DEL", c.id, w.pluginConf("1.0.0")), stall).mustOK(t, "DEL of c")
+	release := stalled(t, fifo) // fails unless a runner waits in its stall
+	went := time.Now()
+	release.Close()
+	w.goneAfter(c, assigner.ForgetBound, went)
+	w.kept(b)
+}
+
 // stallFifo makes the FIFO a faultinject clean-up stalls on
 // (assigner.ConntrackStallEnv) until the test opens it for writing.
 func stallFifo(t *testing.T) string {
