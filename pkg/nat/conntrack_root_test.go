@@ -38,13 +38,8 @@ func TestFilteredDumpsReturnOnlyTheIPsEntriesAndForgetLeavesTheRest(t *testing.T
 		for _, many := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/many=%v", name, many), func(t *testing.T) {
 				inNetNS(t, func(string, *Table) {
-					createFlows(t, c.unrelated())
-					createFlows(t, c.matching())
-					ct, err := OpenConntrack()
-					must(t, err)
-					defer ct.Close()
 					count := map[bool]int{false: smallTable, true: smallTable + 1}[many]
-					ct.entries = func() (int, error) { return count, nil }
+					ct := c.withFlows(t, count)
 					if kernelFilters(ctFamily(c.ext)) {
 						c.checkDumps(t, ct)
 					}
@@ -90,12 +85,7 @@ func TestAPassWalksOnceForIdenticalRequests(t *testing.T) {
 	for name, c := range ctCases {
 		t.Run(name, func(t *testing.T) {
 			inNetNS(t, func(string, *Table) {
-				createFlows(t, c.unrelated())
-				createFlows(t, c.matching())
-				ct, err := OpenConntrack()
-				must(t, err)
-				defer ct.Close()
-				ct.entries = func() (int, error) { return smallTable + 1, nil }
+				ct := c.withFlows(t, smallTable+1)
 				ct.StartPass()
 				for _, target := range []netip.Addr{c.ctrA, c.ctrB} {
 					if _, err := ct.ForgetTarget(c.ext, target); err != nil {
@@ -127,6 +117,20 @@ func TestAPassWalksOnceForIdenticalRequests(t *testing.T) {
 			})
 		})
 	}
+}
+
+// withFlows makes the case's unrelated and matching flows in the current
+// namespace and a conntrack socket, closed with the test, that reads the
+// namespace as holding count entries (which picks forget's dumps).
+func (c ctCase) withFlows(t *testing.T, count int) *Conntrack {
+	t.Helper()
+	createFlows(t, c.unrelated())
+	createFlows(t, c.matching())
+	ct, err := OpenConntrack()
+	must(t, err)
+	t.Cleanup(func() { ct.Close() })
+	ct.entries = func() (int, error) { return count, nil }
+	return ct
 }
 
 // unrelated flows share an address with some filter (an orig destination,
