@@ -248,10 +248,34 @@ func (t *Table) DelHairpin(subnet netip.Prefix) error {
 // there had no flow DNATed by us: the rules record it before they DNAT.
 func (t *Table) Seen(addr netip.Addr) (bool, error) {
 	_, ok, err := t.getElement(familyOf(addr).seen, addr.AsSlice())
-	if isNotFound(err) {
-		return true, nil // no set: say seen, so that the clean-up runs
+	if err != nil || ok {
+		return ok, err
 	}
-	return ok, err
+	// The kernel says ENOENT for a missing set as for a missing element: a
+	// table of an earlier layout, or one that lost the set, recorded
+	// nothing, and every address counts as having had flows.
+	have, err := t.hasSeenSets()
+	return !have, err
+}
+
+// hasSeenSets tells whether the table has both sets of addresses that had
+// flows, from one listing of its sets per connection.
+func (t *Table) hasSeenSets() (bool, error) {
+	if t.seenSets == nil {
+		sets, err := t.r.GetSets(t.table)
+		if err != nil {
+			return false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
+		}
+		n := 0
+		for _, s := range sets {
+			if s.Name == ipv4.seen || s.Name == ipv6.seen {
+				n++
+			}
+		}
+		have := n == 2
+		t.seenSets = &have
+	}
+	return *t.seenSets, nil
 }
 
 // Unsee takes addrs out of the sets of addresses that had flows, once

@@ -40,6 +40,8 @@ type Table struct {
 	conn  *nftables.Conn
 	nl    *netlink.Conn // the connection's socket, for File
 	table *nftables.Table
+	// seenSets is whether the table has seen4 and seen6, once asked.
+	seenSets *bool
 }
 
 // Destroyed tells whether a change over this connection may have deleted

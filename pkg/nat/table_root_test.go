@@ -638,3 +638,27 @@ func TestTheRulesRecordWhatHadAFlow(t *testing.T) {
 		}
 	})
 }
+
+// A table without the sets of addresses that had flows (one of an earlier
+// layout, or whose set was deleted by hand) recorded nothing: every
+// address reads as having had flows, so that a DEL still cleans up.
+func TestATableWithoutTheSeenSetsReadsEveryAddressAsSeen(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
+		if seen, err := tb.Seen(ext4); seen || err != nil {
+			t.Fatalf("%s reads as seen %v (%v) before any flow", ext4, seen, err)
+		}
+		for _, c := range []string{chainPrerouting, chainOutput, chainPostrouting} {
+			nft(t, netns, "flush", "chain", "inet", TableName, c)
+		}
+		nft(t, netns, "delete", "set", "inet", TableName, "seen4")
+		other, err := Open()
+		must(t, err)
+		defer other.Close()
+		for _, a := range []netip.Addr{ext4, ext6} {
+			if seen, err := other.Seen(a); !seen || err != nil {
+				t.Errorf("with no set seen4, %s reads as seen %v (%v), want seen", a, seen, err)
+			}
+		}
+	})
+}
