@@ -105,20 +105,16 @@ func (a *Assigner) queueForget(leaving []gone) {
 // or forgotten here when nothing was queued for it (the node has no
 // conntrack entry).
 func (a *Assigner) forgetLeaving(leaving []gone, dels []nat.EgressKey) {
-	seen := func(addr netip.Addr) bool {
-		ok, err := a.opts.NAT.Seen(addr)
-		return err != nil || ok
-	}
 	var sources []netip.Addr
 	for _, k := range dels {
-		if !slices.Contains(sources, k.Source) && seen(k.Source) {
+		if !slices.Contains(sources, k.Source) && a.seen(k.Source) {
 			sources = append(sources, k.Source)
 		}
 	}
 	var had []gone
 	for _, g := range leaving {
 		fromSeen := slices.ContainsFunc(sources, func(s netip.Addr) bool { return s.Is4() == g.ip.Is4() })
-		if !g.target.IsValid() && fromSeen || seen(g.ip) {
+		if !g.target.IsValid() && fromSeen || a.seen(g.ip) {
 			had = append(had, g)
 		}
 	}
@@ -129,10 +125,24 @@ func (a *Assigner) forgetLeaving(leaving []gone, dels []nat.EgressKey) {
 			unsee = append(unsee, g.ip)
 		}
 	}
-	if len(unsee) > 0 {
-		if err := a.opts.NAT.Unsee(unsee); err != nil {
-			a.log.Warn("addresses kept as having had flows; a later DEL cleans up for nothing", "addresses", unsee, "error", oneLine(err))
-		}
+	a.unsee(unsee)
+}
+
+// seen says whether our rules recorded a flow of addr; a read that fails
+// says yes, so that the clean-up runs.
+func (a *Assigner) seen(addr netip.Addr) bool {
+	ok, err := a.opts.NAT.Seen(addr)
+	return err != nil || ok
+}
+
+// unsee forgets that addrs had flows. A failure only costs a later change
+// a clean-up that finds nothing, so it is logged.
+func (a *Assigner) unsee(addrs []netip.Addr) {
+	if len(addrs) == 0 {
+		return
+	}
+	if err := a.opts.NAT.Unsee(addrs); err != nil {
+		a.log.Warn("addresses kept as having had flows; a later change cleans up for nothing", "addresses", addrs, "error", oneLine(err))
 	}
 }
 
@@ -290,12 +300,7 @@ func (a *Assigner) unseeGone(done []forgetEntry, errs []error) {
 			gone = append(gone, e.IP)
 		}
 	}
-	if len(gone) == 0 {
-		return
-	}
-	if err := a.opts.NAT.Unsee(gone); err != nil {
-		a.log.Warn("external IPs kept as having had flows; their next DEL cleans up for nothing", "ips", gone, "error", oneLine(err))
-	}
+	a.unsee(gone)
 }
 
 // overdue lists the queued clean-ups that failed or are past ForgetBound,

@@ -58,7 +58,7 @@ func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	if len(targets) > 0 {
 		// Rebuilt by anything but a fresh ADD (a repair, a second holder):
 		// flows of before may exist that no rule recorded (seeAll).
-		if err := t.c.SetAddElements(t.set(f.seen), []nftables.SetElement{{Key: ip.AsSlice()}}); err != nil {
+		if err := t.stageSeen([]netip.Addr{ip}, false); err != nil {
 			return err
 		}
 	}
@@ -282,14 +282,8 @@ func (t *Table) hasSeenSets() (bool, error) {
 // their flows are deleted; those already out are no error. Each is added
 // first, so that one transaction takes them all in any case.
 func (t *Table) Unsee(addrs []netip.Addr) error {
-	for _, a := range addrs {
-		s, el := t.set(familyOf(a).seen), []nftables.SetElement{{Key: a.AsSlice()}}
-		if err := t.c.SetAddElements(s, el); err != nil {
-			return err
-		}
-		if err := t.c.SetDeleteElements(s, el); err != nil {
-			return err
-		}
+	if err := t.stageSeen(addrs, true); err != nil {
+		return err
 	}
 	if err := t.c.Flush(); err != nil && !isNotFound(err) {
 		return fmt.Errorf("forgetting that %v had flows, in table inet %s: %w", addrs, TableName, err)
@@ -323,10 +317,26 @@ func (t *Table) seeAll() error {
 	if len(addrs) == 0 {
 		return nil
 	}
+	if err := t.stageSeen(addrs, false); err != nil {
+		return err
+	}
+	return t.c.Flush()
+}
+
+// stageSeen stages each of addrs into its family's seen set, and, with
+// out, out of it again: the addition first makes the deletion find it.
+func (t *Table) stageSeen(addrs []netip.Addr, out bool) error {
 	for _, a := range addrs {
-		if err := t.c.SetAddElements(t.set(familyOf(a).seen), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
+		s, el := t.set(familyOf(a).seen), []nftables.SetElement{{Key: a.AsSlice()}}
+		if err := t.c.SetAddElements(s, el); err != nil {
+			return err
+		}
+		if !out {
+			continue
+		}
+		if err := t.c.SetDeleteElements(s, el); err != nil {
 			return err
 		}
 	}
-	return t.c.Flush()
+	return nil
 }

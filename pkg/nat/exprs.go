@@ -23,7 +23,7 @@ type family struct {
 	in, snat, hp string // map and set names
 	ext          string // the set of external IPs with ingress, for the hairpin rule
 	direct       string // the map of external IPs with one target
-	seen         string // the set of external IPs that had a flow of ours (recordRule)
+	seen         string // the set of external IPs DNATed and container addresses SNATed by us (recordRule, snatRule)
 }
 
 var (
