@@ -27,8 +27,10 @@
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
 // Every rule of the three base chains carries the comment "external-ip
-// layout N" (layoutTag), by which an ADD tells a table made by an earlier
-// version, whose rules differ, from ours in the dump it makes anyway.
+// layout N" (layoutTag), and the table holds an empty chain layout-N
+// (layoutChain): an ADD that steers tells a table made by an earlier
+// version, and a flushed base chain, from one dump of the chains, by the
+// marker and by each base chain's use count, which is its number of rules.
 //
 // Every map is keyed by external IP or by container address (the hairpin
 // set by container subnet), so that a change costs the same with 1 or

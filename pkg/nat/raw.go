@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -138,7 +139,8 @@ func ruleChainAndTag(data, tag []byte) (chain string, tagged, ok bool) {
 	return chain, tagged, ok
 }
 
-// ruleCount is the number of rules Ensure puts in the chain.
+// ruleCount is the number of rules Ensure puts in the chain, counted
+// from the rules themselves (baseChain.count says it without them).
 func (b baseChain) ruleCount() int {
 	n := 0
 	for _, f := range []family{ipv4, ipv6} {
@@ -148,6 +150,60 @@ func (b baseChain) ruleCount() int {
 		}
 	}
 	return n
+}
+
+// chainUses is the use count of each chain of our table, from one dump of
+// the inet family's chains read only for each chain's table, name and
+// NFTA_CHAIN_USE. The kernel counts in a chain's use each rule it holds and
+// each jump to it (nf_tables_newrule and nft_delrule keep it); a base chain
+// cannot be jumped to, so its use is its number of rules. The kernel does
+// not filter a chain dump by table (nf_tables_dump_chains), only by
+// family: other inet tables' chains (firewalld's) come too and are skipped.
+// A missing table is ENOENT, as the rule dump says it.
+func (t *Table) chainUses() (map[string]uint32, error) {
+	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETCHAIN, netlink.Request|netlink.Dump, nil))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint32{}
+	for _, m := range msgs {
+		if c, ok := chainUse(m.Data); ok && c.table == TableName {
+			out[c.name] = c.use
+		}
+	}
+	if len(out) == 0 {
+		return nil, syscall.ENOENT // no chain of ours: no table, or an empty one
+	}
+	return out, nil
+}
+
+type chainInfo struct {
+	table, name string
+	use         uint32
+}
+
+// chainUse reads a NEWCHAIN message (after nfgenmsg) for its table, name
+// and use count; ok is false when it names no chain.
+func chainUse(data []byte) (c chainInfo, ok bool) {
+	if len(data) < 4 {
+		return c, false
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return c, false
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_CHAIN_TABLE:
+			c.table = ad.String()
+		case unix.NFTA_CHAIN_NAME:
+			c.name, ok = ad.String(), true
+		case unix.NFTA_CHAIN_USE:
+			c.use = ad.Uint32()
+		}
+	}
+	return c, ok
 }
 
 // ruleExprs is the expressions of one NEWRULE message (after nfgenmsg).

@@ -2,6 +2,7 @@ package nat
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -29,8 +30,13 @@ func (t *Table) sets() []*nftables.Set {
 	return out
 }
 
+// set is one of sets by name. The list is made once per Table: an ADD
+// stages several elements, and each new list cost a dozen allocations.
 func (t *Table) set(name string) *nftables.Set {
-	for _, s := range t.sets() {
+	if t.named == nil {
+		t.named = t.sets()
+	}
+	for _, s := range t.named {
 		if s.Name == name {
 			return s
 		}
@@ -38,17 +44,42 @@ func (t *Table) set(name string) *nftables.Set {
 	panic("nat: no set " + name)
 }
 
+// staleMarkers names the marker chains of earlier layouts in our table.
+func (t *Table) staleMarkers() ([]string, error) {
+	uses, err := t.chainUses()
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
+	}
+	var out []string
+	for name := range uses {
+		if strings.HasPrefix(name, layoutPrefix) && name != layoutChain {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // seenSize is the most elements of seen4 (seen6).
 const seenSize = 1 << 20
 
 // layoutTag is the comment on every rule Ensure puts in a base chain, as
-// `nft list` shows it. It names the layout of this version's base rules,
-// so that ADD's one dump of the table's rules (baseIntact) tells a table
-// made by an earlier version from ours: layout 1's rules (untagged) guarded
-// the DNAT rules with `fib daddr type local`, which steers no IP held as a
-// route, with as many rules per chain as today. Give it a new number
-// whenever a base rule changes.
-const layoutTag = "external-ip layout 3"
+// `nft list` shows it, and layoutChain the empty chain by which ADD's one
+// dump of the table's chains (baseIntact) tells a table made by an earlier
+// version from ours: layout 1's rules (untagged) guarded the DNAT rules
+// with `fib daddr type local`, which steers no IP held as a route, with as
+// many rules per chain as today. Layout 4 is layout 3 (the rules that
+// record flows) with the marker chain. Give both a new number whenever a
+// base rule changes.
+const (
+	layoutTag   = "external-ip layout 4"
+	layoutChain = "layout-4"
+	// layoutPrefix names every layout's marker chain, so that Ensure
+	// removes an earlier one.
+	layoutPrefix = "layout-"
+)
 
 // layoutData is layoutTag as rule user data: a comment, as nft writes one.
 func layoutData() []byte { return userdata.AppendString(nil, userdata.TypeComment, layoutTag) }
@@ -59,16 +90,20 @@ type baseChain struct {
 	priority int32
 	rules    func(family) [][]expr.Any
 	raw      func(family) [][]byte // one rule's marshalled expressions, appended by rawRules
+	// count is how many rules Ensure puts in the chain, both families'
+	// rules and raw ones: ADD compares it with the kernel's count without
+	// building the rules (TestBaseChainCountsAreTheirRules keeps it true).
+	count uint32
 }
 
 func baseChains() []baseChain {
 	ingress := func(f family) [][]expr.Any { return [][]expr.Any{recordRule(f), ingressRule(f), directRule(f)} }
 	return []baseChain{
-		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil},
-		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress, nil},
+		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil, 6},
+		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress, nil, 6},
 		{chainPostrouting, nftables.ChainHookPostrouting, prioritySrcNAT,
 			func(f family) [][]expr.Any { return [][]expr.Any{snatRule(f)} },
-			func(f family) [][]byte { return hairpinRule(f) }},
+			func(f family) [][]byte { return hairpinRule(f) }, 4},
 	}
 }
 
@@ -78,9 +113,10 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 		Hooknum: b.hook, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(b.priority)), Policy: &accept}
 }
 
-// Ensure makes the table, its maps and its base chains with their rules.
-// It is idempotent: the base chains are flushed and refilled, the maps
-// (and every external IP's steering) are kept. Every IP steered and
+// Ensure makes the table, its maps and its base chains with their rules,
+// and marks the table as of this layout (layoutChain, in place of an
+// earlier layout's marker). It is idempotent: the base chains are flushed
+// and refilled, the maps (and every external IP's steering) are kept. Every IP steered and
 // container address SNATed then counts as having had flows (seeAll): base
 // rules made anew (an earlier layout, a flushed chain, a set deleted by
 // hand) recorded none of the flows before them. The chain with a raw rule
@@ -89,11 +125,19 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 // leaves a new table's postrouting empty, which Read reports as broken and
 // repair mends.
 func (t *Table) Ensure() error {
+	stale, err := t.staleMarkers()
+	if err != nil {
+		return err
+	}
 	t.c.AddTable(t.table)
 	for _, s := range t.sets() {
 		if err := t.c.AddSet(s, nil); err != nil {
 			return fmt.Errorf("building set %s: %w", s.Name, err)
 		}
+	}
+	t.c.AddChain(&nftables.Chain{Name: layoutChain, Table: t.table})
+	for _, name := range stale {
+		t.c.DelChain(&nftables.Chain{Name: name, Table: t.table})
 	}
 	for _, b := range baseChains() {
 		ch := t.c.AddChain(t.chain(b))

@@ -42,6 +42,8 @@ type Table struct {
 	table *nftables.Table
 	// seenSets is whether the table has seen4 and seen6, once asked.
 	seenSets *bool
+	// named is sets(), made by the first set() (see set).
+	named []*nftables.Set
 }
 
 // Destroyed tells whether a change over this connection may have deleted

@@ -116,19 +116,19 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook prerouting priority dstnat - 10; policy accept;",
 			"type nat hook output priority -110; policy accept;",
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
-			"\t\tip daddr vmap @in4 comment \"external-ip layout 3\"\n",
-			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 3\"\n",
-			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 3\"",
-			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 3\"",
+			"\t\tip daddr vmap @in4 comment \"external-ip layout 4\"\n",
+			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 4\"\n",
+			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 4\"",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 4\"",
 			"elements = { 192.0.2.10, 192.0.2.11 }",
-			"add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 3\"",
-			"add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 3\"",
-			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 3\"\n",
-			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 3\"\n",
+			"add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 4\"",
+			"add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 4\"",
+			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 4\"\n",
+			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 4\"\n",
 			"192.0.2.11 : goto to-192.0.2.11",
 			"192.0.2.10 : 10.88.0.5",
-			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 3\"\n",
-			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 3\"\n",
+			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 4\"\n",
+			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 4\"\n",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -376,7 +376,8 @@ var earlierIngress = []string{
 }
 
 // makeEarlierLayout rewrites the ingress chains of our table as an earlier
-// version made them: as many rules as ours, so only the tag tells.
+// version made them, as many rules as ours, and takes away the marker
+// chain, which no earlier version made: only the marker tells.
 func makeEarlierLayout(t *testing.T, netns string) {
 	t.Helper()
 	for _, chain := range []string{chainPrerouting, chainOutput} {
@@ -385,6 +386,60 @@ func makeEarlierLayout(t *testing.T, netns string) {
 			nft(t, netns, append([]string{"add", "rule", "inet", TableName, chain}, strings.Fields(r)...)...)
 		}
 	}
+	nft(t, netns, "delete", "chain", "inet", TableName, layoutChain)
+}
+
+// ADD's check reads each base chain's rule count from the kernel's use
+// count of the chain: a chain flushed, or given a rule by hand, reads as
+// not intact, and so does a table without the marker of this layout;
+// chains of the same name in another inet table count for nothing.
+func TestBaseIntactReadsEachBaseChainsRuleCount(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		intact := func(want bool, after string) {
+			t.Helper()
+			if ok, err := tb.baseIntact(); ok != want || err != nil {
+				t.Errorf("after %s: intact %v (%v), want %v", after, ok, err, want)
+			}
+		}
+		intact(false, "nothing (no table)")
+		must(t, tb.Ensure())
+		intact(true, "Ensure")
+		nft(t, netns, "add", "table", "inet", "other")
+		nft(t, netns, "add", "chain", "inet", "other", chainPrerouting)
+		nft(t, netns, "add", "rule", "inet", "other", chainPrerouting, "meta", "mark", "1", "accept")
+		intact(true, "another table's chain of the same name got a rule")
+		for _, c := range []string{chainPrerouting, chainOutput, chainPostrouting} {
+			nft(t, netns, "flush", "chain", "inet", TableName, c)
+			intact(false, "flushing chain "+c)
+			must(t, tb.Ensure())
+			intact(true, "Ensure after flushing chain "+c)
+		}
+		nft(t, netns, "add", "rule", "inet", TableName, chainOutput, "meta", "mark", "1", "accept")
+		intact(false, "a rule added to chain output by hand")
+		must(t, tb.Ensure())
+		nft(t, netns, "delete", "chain", "inet", TableName, layoutChain)
+		intact(false, "deleting the layout's marker chain")
+		must(t, tb.Ensure())
+		intact(true, "Ensure after deleting the marker")
+	})
+}
+
+// Ensure takes away the marker of an earlier layout, so that a table has
+// one marker, this layout's.
+func TestEnsureReplacesAnEarlierLayoutsMarker(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		nft(t, netns, "add", "chain", "inet", TableName, layoutPrefix+"3")
+		must(t, tb.Ensure())
+		uses, err := tb.chainUses()
+		must(t, err)
+		if _, ok := uses[layoutPrefix+"3"]; ok {
+			t.Errorf("after Ensure the table still has chain %s3: %v", layoutPrefix, uses)
+		}
+		if _, ok := uses[layoutChain]; !ok {
+			t.Errorf("after Ensure the table has no chain %s: %v", layoutChain, uses)
+		}
+	})
 }
 
 // The check of an ADD that steers (EnsureBase) makes a table of the earlier

@@ -142,9 +142,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 //
 // It compares the two namespace files' inodes, as ns.CheckNetNS does with
 // two opened handles, in two stat calls: a CNI_NETNS that cannot be
-// looked at is not the plugin's own here either, and skel reports it.
+// looked at is not the plugin's own here either, as for ns.CheckNetNS.
+// skel's own check after the verb is skipped (skipSkelNetNSCheck); the
+// runtime's CNI_NETNS_OVERRIDE turns this one off, as it did skel's.
 func checkNetNS(args *skel.CmdArgs) error {
-	if o := strings.ToUpper(args.NetnsOverride); o == "TRUE" || o == "1" {
+	if o := strings.ToUpper(runtimeNetnsOverride); o == "TRUE" || o == "1" {
 		return nil
 	}
 	var theirs, own unix.Stat_t

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/external-ip/external-ip/pkg/announce"
@@ -85,4 +87,23 @@ func TestCLIPrintsUsageForAnUnknownCommandAndReportsEmptyState(t *testing.T) {
 	if code := runCLI([]string{"status", "--json", "--data-dir", dir}, &out, &errOut); code != 0 || strings.TrimSpace(out.String()) != "[]" {
 		t.Errorf("status --json of an empty dataDir: exit %d, stdout %q, want []", code, out.String())
 	}
+}
+
+// skel's check of CNI_NETNS after the verb is handed off, ours before it
+// still refuses the plugin's own namespace, and the runtime's override
+// still turns ours off.
+func TestOurNetNSCheckStandsForSkelsAndHonoursTheRuntimesOverride(t *testing.T) {
+	own := "/proc/thread-self/ns/net"
+	for _, runtime := range []string{"", "1", "true"} {
+		t.Setenv(envNetnsOverride, runtime)
+		skipSkelNetNSCheck()
+		if got := os.Getenv(envNetnsOverride); got != "1" {
+			t.Errorf("runtime's override %q: skel sees %q, want 1 (its check skipped)", runtime, got)
+		}
+		err := checkNetNS(&skel.CmdArgs{Netns: own})
+		if refused := err != nil; refused != (runtime == "") {
+			t.Errorf("runtime's override %q: CNI_NETNS the plugin's own refused %v (%v), want %v", runtime, refused, err, runtime == "")
+		}
+	}
+	runtimeNetnsOverride = ""
 }
