@@ -131,9 +131,11 @@ func prefixOf(s *steering, a netip.Addr) netip.Prefix {
 }
 
 // steer is the journal's "nat" step: it reads what planSteer needs (the
-// touched IPs' holders and their steering), applies the plan in one
-// transaction, then moves the uplink routing and queues the conntrack
-// clean-up of the flows that left.
+// touched IPs' holders and their steering), makes sure of the uplinks'
+// marks and routes the change needs (routeChange), applies the plan and
+// the uplink sets' members in one transaction, then takes away the
+// uplinks left empty and queues the conntrack clean-up of the flows that
+// left.
 func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil
@@ -157,10 +159,18 @@ func (a *Assigner) steer(j *journal, w *written) error {
 		return err
 	}
 	p := planSteer(c)
+	r, err := a.routeChange(j, c.was, p.targets, w)
+	if err != nil {
+		return err
+	}
+	p.change.UplinkAdd, p.change.UplinkDel = r.add, r.del
 	if err := a.opts.NAT.Apply(p.change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
-	err = a.routeChange(j, c.was, p.targets, w)
+	if len(r.add)+len(r.del) > 0 {
+		a.step("uplink-members")
+	}
+	err = a.dropEmptySlots(r.marked, r.del)
 	a.forgetLeaving(p.leaving, p.change.DelEgress)
 	return err
 }

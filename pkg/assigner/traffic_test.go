@@ -33,6 +33,9 @@ type fakeNAT struct {
 	unseen    []netip.Addr
 	// passes is len(forgot) at each StartPass.
 	passes []int
+	// routing keeps the uplink sets' members an Apply changes, as the
+	// kernel's table keeps them beside the rest (routedFixture sets it).
+	routing *fakeRouting
 }
 
 func (n *fakeNAT) Tracked() (bool, error) { return !n.untracked, nil }
@@ -95,6 +98,10 @@ func (n *fakeNAT) Apply(ch nat.Change) error {
 	}
 	for _, h := range ch.Hairpin {
 		n.SetHairpin(h)
+	}
+	if len(ch.UplinkAdd)+len(ch.UplinkDel) > 0 {
+		// The uplink sets are the routing fake's to keep (routedFixture).
+		return n.routing.SetMembers(ch.UplinkAdd, ch.UplinkDel)
 	}
 	return nil
 }

@@ -102,7 +102,9 @@ var onEth1V4 = netip.MustParseAddr("203.0.113.10")
 
 func routedFixture(t *testing.T) (*fixture, *fakeRouting) {
 	f, r := newFixture(t), newFakeRouting()
-	f.steered(newFakeNAT(), nat.TrafficBoth, ctrA4)
+	n := newFakeNAT()
+	n.routing = r
+	f.steered(n, nat.TrafficBoth, ctrA4)
 	f.opts.Routing = r
 	return f, r
 }

@@ -26,6 +26,9 @@ type Change struct {
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix
 	DelHairpin []netip.Prefix
+	// UplinkAdd and UplinkDel add and remove addresses of the uplink
+	// marking's sets (see SetUplinkMembers); their slots' sets exist.
+	UplinkAdd, UplinkDel []UplinkMember
 	// EnsureBase asks for the base chains and their rules to be checked
 	// (a dump of each base chain's rules) and restored before the change:
 	// an ADD's elements steer nothing when someone flushed the table or a
@@ -85,7 +88,7 @@ func (t *Table) stage(ch Change) error {
 			return err
 		}
 	}
-	return nil
+	return t.stageMembers(ch.UplinkAdd, ch.UplinkDel)
 }
 
 func (t *Table) stageIngress(ip netip.Addr, targets []netip.Addr, fresh bool) error {
@@ -112,6 +115,7 @@ func (t *Table) applyEach(ch Change) error {
 	for _, h := range ch.Hairpin {
 		errs = append(errs, t.SetHairpin(h))
 	}
+	errs = append(errs, t.SetUplinkMembers(ch.UplinkAdd, ch.UplinkDel))
 	return errors.Join(errs...)
 }
 
