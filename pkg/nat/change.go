@@ -30,9 +30,9 @@ type Change struct {
 	// marking's sets (see SetUplinkMembers); their slots' sets exist.
 	UplinkAdd, UplinkDel []UplinkMember
 	// EnsureBase asks for the base chains and their rules to be checked
-	// (a dump of each base chain's rules) and restored before the change:
-	// an ADD's elements steer nothing when someone flushed the table or a
-	// base chain, and the ADD would return success all the same.
+	// (one dump of the chains' use counts, baseIntact) and restored before
+	// the change: an ADD's elements steer nothing when someone flushed the
+	// table or a base chain, and the ADD would return success all the same.
 	EnsureBase bool
 }
 
