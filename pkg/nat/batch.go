@@ -21,6 +21,9 @@ type batch struct {
 	// once set: a failed flush may still have committed nothing, and
 	// keeping a socket that closes fast costs little.
 	destroys bool
+	// commits counts the transactions the kernel took, so that a test
+	// can tell a change made at once from one made step by step.
+	commits int
 }
 
 func (b *batch) AddTable(t *nftables.Table) *nftables.Table { return b.c.AddTable(t) }
@@ -54,7 +57,13 @@ func (b *batch) SetDeleteElements(s *nftables.Set, vals []nftables.SetElement) e
 }
 
 // Flush commits what was staged, in one transaction.
-func (b *batch) Flush() error { return b.c.Flush() }
+func (b *batch) Flush() error {
+	err := b.c.Flush()
+	if err == nil {
+		b.commits++
+	}
+	return err
+}
 
 // reader is what Table reads over the same connection; these run at once
 // and stage nothing, so Table can stage only through its batch.

@@ -29,6 +29,10 @@ type Change struct {
 	// UplinkAdd and UplinkDel add and remove addresses of the uplink
 	// marking's sets (see SetUplinkMembers); their slots' sets exist.
 	UplinkAdd, UplinkDel []UplinkMember
+	// anyMembersGone stages each of UplinkDel as an addition then its
+	// removal, which holds whether or not the set has it: Apply's retry
+	// once a removal was refused.
+	anyMembersGone bool
 	// EnsureBase asks for the base chains and their rules to be checked
 	// (one dump of the chains' use counts, baseIntact) and restored before
 	// the change: an ADD's elements steer nothing when someone flushed the
@@ -51,6 +55,18 @@ func (t *Table) Apply(ch Change) error {
 	}
 	if err := t.c.Flush(); err == nil {
 		return nil
+	}
+	// An uplink member to remove may not be there (an IP that never
+	// steered in, a family the uplink does not route): the same change
+	// with each removal made sure of, in one transaction still.
+	if len(ch.UplinkDel) > 0 && !ch.anyMembersGone {
+		ch.anyMembersGone = true
+		if err := t.stage(ch); err != nil {
+			return err
+		}
+		if t.c.Flush() == nil {
+			return nil
+		}
 	}
 	// A refused hairpin subnet overlaps one the set holds: the same change
 	// with the subnets merged, in one transaction still, before the slow way.
@@ -85,6 +101,11 @@ func (t *Table) stage(ch Change) error {
 	}
 	for _, h := range ch.Hairpin {
 		if err := t.c.SetAddElements(t.set(familyOf(h.Addr()).hp), hairpinElement(h)); err != nil {
+			return err
+		}
+	}
+	if ch.anyMembersGone {
+		if err := t.stageMembers(ch.UplinkDel, nil); err != nil {
 			return err
 		}
 	}
@@ -144,14 +165,18 @@ func (t *Table) ensureBase() error {
 // baseIntact tells whether each base chain holds as many rules as Ensure
 // puts there, in a table of this version's layout (layoutChain). It costs
 // one dump of the table's chains, read for each chain's name and use
-// count (chainUses): it finds a flushed table or chain, the fault that
-// leaves an ADD's elements steering nothing, and a table made by an
-// earlier version; a rule edited by hand is Read's to find (CHECK, GC,
-// repair, status). A missing table or chain is not intact. A base chain
-// whose use reads 0 is asked again by its rules (rulesIntact), the dump
+// count (chainUses): it finds a chain with rules added or taken away, and
+// a table made by an earlier version or whose Ensure was cut short (no
+// marker); a rule edited by hand is Read's to find (CHECK, GC, repair,
+// status). A missing table or chain is not intact. A base chain whose use
+// reads 0, as a flushed one does (the fault that leaves an ADD's elements
+// steering nothing), is asked again by its rules (rulesIntact), the dump
 // this check replaced (figure: docs/performance.md, "Tried on 4 Dec 2026,
 // night"): a kernel that counted no rules in a chain's use would
-// otherwise have every ADD make the table anew.
+// otherwise have every ADD make the table anew. The kernel changes a
+// chain's use as another process's batch is staged, before it commits, so
+// a check beside a concurrent Ensure may read that batch's counts; only
+// if the batch then failed would it have read wrong.
 func (t *Table) baseIntact() (bool, error) {
 	uses, err := t.chainUses()
 	if isNotFound(err) {

@@ -28,9 +28,11 @@
 //
 // Every rule of the three base chains carries the comment "external-ip
 // layout N" (layoutTag), and the table holds an empty chain layout-N
-// (layoutChain): an ADD that steers tells a table made by an earlier
-// version, and a flushed base chain, from one dump of the chains, by the
-// marker and by each base chain's use count, which is its number of rules.
+// (layoutChain), made last: an ADD that steers tells a table made by an
+// earlier version, or whose making was cut short, and a base chain with
+// rules added or taken away, from one dump of the chains, by the marker
+// and by each base chain's use count, which is its number of rules (a
+// flushed chain reads 0, and one dump of the rules then says so).
 //
 // Every map is keyed by external IP or by container address (the hairpin
 // set by container subnet), so that a change costs the same with 1 or

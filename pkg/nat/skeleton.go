@@ -44,8 +44,9 @@ func (t *Table) set(name string) *nftables.Set {
 	panic("nat: no set " + name)
 }
 
-// staleMarkers names the marker chains of earlier layouts in our table.
-func (t *Table) staleMarkers() ([]string, error) {
+// markers names the layout marker chains in our table, this layout's
+// and earlier ones'.
+func (t *Table) markers() ([]string, error) {
 	uses, err := t.chainUses()
 	if isNotFound(err) {
 		return nil, nil
@@ -55,11 +56,21 @@ func (t *Table) staleMarkers() ([]string, error) {
 	}
 	var out []string
 	for name := range uses {
-		if strings.HasPrefix(name, layoutPrefix) && name != layoutChain {
+		if strings.HasPrefix(name, layoutPrefix) {
 			out = append(out, name)
 		}
 	}
 	return out, nil
+}
+
+// markLayout marks the table as of this layout, in a transaction of its
+// own after the base chains are filled.
+func (t *Table) markLayout() error {
+	t.c.AddChain(&nftables.Chain{Name: layoutChain, Table: t.table})
+	if err := t.c.Flush(); err != nil {
+		return fmt.Errorf("marking table inet %s as of %s: %w", TableName, layoutTag, err)
+	}
+	return nil
 }
 
 // seenSize is the most elements of seen4 (seen6).
@@ -114,18 +125,19 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 }
 
 // Ensure makes the table, its maps and its base chains with their rules,
-// and marks the table as of this layout (layoutChain, in place of an
+// and then marks the table as of this layout (layoutChain, in place of an
 // earlier layout's marker). It is idempotent: the base chains are flushed
-// and refilled, the maps (and every external IP's steering) are kept. Every IP steered and
-// container address SNATed then counts as having had flows (seeAll): base
-// rules made anew (an earlier layout, a flushed chain, a set deleted by
-// hand) recorded none of the flows before them. The chain with a raw rule
-// (postrouting) is flushed and refilled in a second transaction of our own
-// (fillChain), so that each chain still changes at once; a crash between
-// leaves a new table's postrouting empty, which Read reports as broken and
-// repair mends.
+// and refilled, the maps (and every external IP's steering) are kept.
+// Every IP steered and container address SNATed then counts as having had
+// flows (seeAll): base rules made anew (an earlier layout, a flushed
+// chain, a set deleted by hand) recorded none of the flows before them.
+// The chain with a raw rule (postrouting) is flushed and refilled in a
+// second transaction of our own (fillChain), so that each chain still
+// changes at once, and the marker comes in a third: a crash before it
+// leaves a table without the marker (and a new table's postrouting
+// empty), which the next ADD that steers makes anew, as repair does.
 func (t *Table) Ensure() error {
-	stale, err := t.staleMarkers()
+	markers, err := t.markers()
 	if err != nil {
 		return err
 	}
@@ -135,9 +147,11 @@ func (t *Table) Ensure() error {
 			return fmt.Errorf("building set %s: %w", s.Name, err)
 		}
 	}
-	t.c.AddChain(&nftables.Chain{Name: layoutChain, Table: t.table})
-	for _, name := range stale {
-		t.c.DelChain(&nftables.Chain{Name: name, Table: t.table})
+	// The marker goes until every base chain is filled (markLayout): a
+	// crash in between leaves a table that the next ADD makes anew.
+	for _, name := range markers {
+		m := t.c.AddChain(&nftables.Chain{Name: name, Table: t.table}) // found, whatever ran since
+		t.c.DelChain(m)
 	}
 	for _, b := range baseChains() {
 		ch := t.c.AddChain(t.chain(b))
@@ -158,6 +172,9 @@ func (t *Table) Ensure() error {
 		if err := t.fillChain(b); err != nil {
 			return fmt.Errorf("filling chain %s of table inet %s: %w", b.name, TableName, err)
 		}
+	}
+	if err := t.markLayout(); err != nil {
+		return err
 	}
 	if err := t.seeAll(); err != nil {
 		return fmt.Errorf("recording the steered addresses in table inet %s: %w", TableName, err)

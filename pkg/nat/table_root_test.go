@@ -404,6 +404,13 @@ func TestBaseIntactReadsEachBaseChainsRuleCount(t *testing.T) {
 		intact(false, "nothing (no table)")
 		must(t, tb.Ensure())
 		intact(true, "Ensure")
+		uses, err := tb.chainUses()
+		must(t, err)
+		for _, b := range baseChains() {
+			if uses[b.name] != b.count {
+				t.Errorf("chain %s reads use %d, want its %d rules: the check would take the slow way", b.name, uses[b.name], b.count)
+			}
+		}
 		nft(t, netns, "add", "table", "inet", "other")
 		nft(t, netns, "add", "chain", "inet", "other", chainPrerouting)
 		nft(t, netns, "add", "rule", "inet", "other", chainPrerouting, "meta", "mark", "1", "accept")

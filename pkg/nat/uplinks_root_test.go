@@ -68,22 +68,32 @@ func TestUplinksIsOneReadOfTheMap(t *testing.T) {
 
 // A change's uplink members go in its own transaction, with its steering:
 // the sets hold them once Apply returns, and a removal of a member that
-// is already gone (a replay) still lets the rest of the change through.
+// is not there (one that never was, or a replay's) still lets the change
+// through in one transaction.
 func TestApplyChangesTheUplinkSetsInTheSameTransaction(t *testing.T) {
 	inNetNS(t, func(_ string, tb *Table) {
 		must(t, tb.SetUplinks(map[string]UplinkSlot{"uplink1": {Slot: 1, Mark: 0x100}}, nil, 0xff00))
 		in, eg := UplinkMember{Slot: 1, Addr: ext4}, UplinkMember{Slot: 1, Addr: ctrA, Egress: true}
-		must(t, tb.Apply(Change{
+		apply := func(what string, ch Change) {
+			t.Helper()
+			before := tb.c.commits
+			must(t, tb.Apply(ch))
+			if n := tb.c.commits - before; n != 1 {
+				t.Errorf("%s took %d transactions, want 1", what, n)
+			}
+		}
+		must(t, tb.Ensure())
+		apply("the adding change", Change{
 			Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true},
 			UplinkAdd: []UplinkMember{in, eg}, EnsureBase: true,
-		}))
+		})
 		st, err := tb.ReadUplinks(0xff00)
 		must(t, err)
 		if got := st.Members[1]; !slices.Contains(got, in) || !slices.Contains(got, eg) || len(got) != 2 {
 			t.Errorf("after Apply slot 1 holds %v, want %v and %v", got, in, eg)
 		}
 		gone := UplinkMember{Slot: 1, Addr: ext4b}
-		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: nil}, UplinkDel: []UplinkMember{in, eg, gone}}))
+		apply("the removing change", Change{Ingress: map[netip.Addr][]netip.Addr{ext4: nil}, UplinkDel: []UplinkMember{in, eg, gone}})
 		if st, err = tb.ReadUplinks(0xff00); err != nil || len(st.Members[1]) != 0 {
 			t.Errorf("after the removing Apply slot 1 holds %v (%v), want nothing", st.Members[1], err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
@@ -89,21 +88,25 @@ func TestCLIPrintsUsageForAnUnknownCommandAndReportsEmptyState(t *testing.T) {
 	}
 }
 
-// skel's check of CNI_NETNS after the verb is handed off, ours before it
-// still refuses the plugin's own namespace, and the runtime's override
-// still turns ours off.
+// Our check of CNI_NETNS before the verb refuses the plugin's own
+// namespace and, once passed, tells skel (through the same args, which
+// skel reads after the verb) that its own check is done; the runtime's
+// override still turns ours off.
 func TestOurNetNSCheckStandsForSkelsAndHonoursTheRuntimesOverride(t *testing.T) {
-	own := "/proc/thread-self/ns/net"
-	for _, runtime := range []string{"", "1", "true"} {
-		t.Setenv(envNetnsOverride, runtime)
-		skipSkelNetNSCheck()
-		if got := os.Getenv(envNetnsOverride); got != "1" {
-			t.Errorf("runtime's override %q: skel sees %q, want 1 (its check skipped)", runtime, got)
+	own, other := "/proc/thread-self/ns/net", "/nonexistent/netns"
+	for _, c := range []struct {
+		netns, runtime string
+		refused        bool
+	}{
+		{own, "", true}, {other, "", false}, {own, "1", false}, {own, "true", false},
+	} {
+		args := &skel.CmdArgs{Netns: c.netns, NetnsOverride: c.runtime}
+		err := checkNetNS(args)
+		if refused := err != nil; refused != c.refused {
+			t.Errorf("CNI_NETNS %s, runtime's override %q: refused %v (%v), want %v", c.netns, c.runtime, refused, err, c.refused)
 		}
-		err := checkNetNS(&skel.CmdArgs{Netns: own})
-		if refused := err != nil; refused != (runtime == "") {
-			t.Errorf("runtime's override %q: CNI_NETNS the plugin's own refused %v (%v), want %v", runtime, refused, err, runtime == "")
+		if !c.refused && args.NetnsOverride == "" {
+			t.Errorf("CNI_NETNS %s passed, but skel is not told its check is done", c.netns)
 		}
 	}
-	runtimeNetnsOverride = ""
 }
