@@ -27,6 +27,7 @@ func main() {
 	if command == "" {
 		help = about() // a person's; a runtime's call has no use for it
 	}
+	growStack()
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: counted("ADD", cmdAdd), Del: counted("DEL", cmdDel), Check: counted("CHECK", cmdCheck),
 		GC: counted("GC", cmdGC), Status: counted("STATUS", cmdStatus),
