@@ -37,3 +37,16 @@ func TestBaseChainCountsAreTheirRules(t *testing.T) {
 		}
 	}
 }
+
+// ruleCount is the number of rules Ensure puts in the chain, counted
+// from the rules themselves (baseChain.count says it without them).
+func (b baseChain) ruleCount() int {
+	n := 0
+	for _, f := range []family{ipv4, ipv6} {
+		n += len(b.rules(f))
+		if b.raw != nil {
+			n++
+		}
+	}
+	return n
+}

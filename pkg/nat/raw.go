@@ -139,19 +139,6 @@ func ruleChainAndTag(data, tag []byte) (chain string, tagged, ok bool) {
 	return chain, tagged, ok
 }
 
-// ruleCount is the number of rules Ensure puts in the chain, counted
-// from the rules themselves (baseChain.count says it without them).
-func (b baseChain) ruleCount() int {
-	n := 0
-	for _, f := range []family{ipv4, ipv6} {
-		n += len(b.rules(f))
-		if b.raw != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // chainUses is the use count of each chain of our table, from one dump of
 // the inet family's chains read only for each chain's table, name and
 // NFTA_CHAIN_USE. The kernel counts in a chain's use each rule it holds and

@@ -154,15 +154,13 @@ func checkNetNS(args *skel.CmdArgs) error {
 		return nil
 	}
 	var theirs, own unix.Stat_t
-	if unix.Stat(args.Netns, &theirs) != nil {
-		args.NetnsOverride = "1"
-		return nil
-	}
-	if err := unix.Stat("/proc/thread-self/ns/net", &own); err != nil {
-		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("reading the plugin's own network namespace: %v", err), "")
-	}
-	if theirs.Dev == own.Dev && theirs.Ino == own.Ino {
-		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("CNI_NETNS: %q is the plugin's own network namespace, not a container's", args.Netns), "")
+	if unix.Stat(args.Netns, &theirs) == nil {
+		if err := unix.Stat("/proc/thread-self/ns/net", &own); err != nil {
+			return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("reading the plugin's own network namespace: %v", err), "")
+		}
+		if theirs.Dev == own.Dev && theirs.Ino == own.Ino {
+			return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("CNI_NETNS: %q is the plugin's own network namespace, not a container's", args.Netns), "")
+		}
 	}
 	args.NetnsOverride = "1"
 	return nil
