@@ -163,14 +163,14 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if err != nil {
 		return err
 	}
-	p.change.UplinkAdd, p.change.UplinkDel = r.add, r.del
+	p.change.UplinkMark, p.change.UplinkAdd, p.change.UplinkDel = r.fresh, r.add, r.del
 	if err := a.opts.NAT.Apply(p.change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
 	if len(r.add)+len(r.del) > 0 {
 		a.step("uplink-members")
 	}
-	err = a.dropEmptySlots(r.marked, r.del)
+	err = a.dropEmptyChains(r.marked, r.del)
 	a.forgetLeaving(p.leaving, p.change.DelEgress)
 	return err
 }

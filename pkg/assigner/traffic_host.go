@@ -18,6 +18,9 @@ func HostNAT() *HostTable { return &HostTable{} }
 type HostTable struct {
 	t  *nat.Table
 	ct *nat.Conntrack
+	// mask is the uplink marking's bits the table's base rules keep (0:
+	// nat's default, uplinkroute's), set by NewHostRouting.
+	mask uint32
 }
 
 // Linger gives k copies of the netlink sockets this invocation opened,
@@ -63,6 +66,7 @@ func (h *HostTable) table() (*nat.Table, error) {
 		if err != nil {
 			return nil, Errorf(ErrHost, "%w", err)
 		}
+		t.UplinkMask = h.mask
 		h.t = t
 	}
 	return h.t, nil

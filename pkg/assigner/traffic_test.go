@@ -101,6 +101,9 @@ func (n *fakeNAT) Apply(ch nat.Change) error {
 	}
 	if len(ch.UplinkAdd)+len(ch.UplinkDel) > 0 {
 		// The uplink sets are the routing fake's to keep (routedFixture).
+		if err := n.routing.Mark(ch.UplinkMark); err != nil {
+			return err
+		}
 		return n.routing.SetMembers(ch.UplinkAdd, ch.UplinkDel)
 	}
 	return nil

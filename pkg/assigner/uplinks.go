@@ -31,12 +31,17 @@ type Routing interface {
 	Collides(s int) (string, error)
 	// EnsureRoutes is given the uplink's index when known (0: not).
 	EnsureRoutes(s int, uplink string, index int, gw [2]netip.Addr, replace bool) error
-	RemoveRoutes(s int, others []int) error
+	// RemoveRoutes takes slot s's rule and route of each family of fams
+	// away, and the suppress rule of each family of last.
+	RemoveRoutes(s int, fams, last [2]bool) error
+	// Marked reads which uplink has which slot, the families it routes
+	// and their members' count.
 	Marked() (map[string]nat.UplinkSlot, error)
-	SetMarked(all, gone map[string]nat.UplinkSlot) error
+	// Mark makes the chains anew; Unmark removes them (refused while a
+	// member goes to one).
+	Mark(chains []nat.UplinkChain) error
+	Unmark(chains []nat.UplinkChain) error
 	SetMembers(add, del []nat.UplinkMember) error
-	// SlotEmpty tells whether slot s's sets are all empty.
-	SlotEmpty(s int) (bool, error)
 	ReadMarked() (*nat.UplinkState, error)
 }
 
@@ -86,7 +91,7 @@ type routeCache struct {
 // family, not through n's uplink, and the uplink has a gateway: only then
 // do its flows need our routing. The gateway found is kept for the
 // uplink's table.
-func (a *Assigner) routedNeed(n uplinkNeed) (bool, error) {
+func (a *Assigner) routedNeed(n uplinkNeed, marked map[string]nat.UplinkSlot) (bool, error) {
 	c := &a.routing
 	if c.def == nil {
 		c.def, c.gw, c.done = map[bool]int{}, map[string]*[2]netip.Addr{}, map[string]*[2]bool{}
@@ -110,6 +115,11 @@ func (a *Assigner) routedNeed(n uplinkNeed) (bool, error) {
 	var gw netip.Addr
 	// With no default route of the family, the main table's own routes
 	// are all a reply could take anyway: there is nothing to correct.
+	if def != 0 && def != up.Index && marked[n.uplink].Routed[f] {
+		// Its chain is made after its routes (chainsFor): an ADD trusts
+		// it, and CHECK, GC and repair compare the gateway.
+		return true, nil
+	}
 	if def != 0 && def != up.Index {
 		if gw, err = a.opts.Routing.Gateway(n.uplink, up.Index, n.ip); err != nil {
 			return false, Errorf(ErrHost, "%w", err)
@@ -132,11 +142,12 @@ func fam(v6 bool) int {
 	return 0
 }
 
-// routedNeeds keeps the needs whose uplink needs our routing.
-func (a *Assigner) routedNeeds(ns []uplinkNeed) ([]uplinkNeed, error) {
+// routedNeeds keeps the needs whose uplink needs our routing; marked,
+// when given, spares the gateway's read of a family the uplink routes.
+func (a *Assigner) routedNeeds(ns []uplinkNeed, marked map[string]nat.UplinkSlot) ([]uplinkNeed, error) {
 	var out []uplinkNeed
 	for _, n := range ns {
-		ok, err := a.routedNeed(n)
+		ok, err := a.routedNeed(n, marked)
 		if err != nil {
 			return nil, err
 		}
@@ -155,20 +166,20 @@ func (a *Assigner) gateways(uplink string) [2]netip.Addr {
 	return [2]netip.Addr{}
 }
 
-// routeChange marks and routes, before the NAT step's transaction, what
-// the attachment's steering needs now, and says which addresses that
-// transaction puts into the uplinks' sets and takes out of them: what the
-// steering needs now, and what it needed before and no longer does (an
-// external IP only once no holder steers it in: want lists each touched
-// IP's targets after the change). The members go in the NAT step's own
-// transaction, one commit less per change (figure: docs/performance.md,
-// "Tried on 4 Dec 2026, night"); an uplink whose sets end empty loses its
-// slot, rules and table afterwards (dropEmptySlots). Each step is
-// idempotent, so a replay of the change finishes it; the steps named
-// uplink-marked, uplink-routed, uplink-members and uplink-unrouted are
-// where the crash tests kill it (a new slot marked but not routed, routed
-// but with no member, members and NAT changed, routes gone but the mark
-// kept).
+// routeChange routes, before the NAT step's transaction, what the
+// attachment's steering needs now, and says what that transaction
+// changes of the marking: the chains of the (uplink, family) pairs newly
+// routed, the addresses it adds, and those it removes: what the steering
+// needed before and no longer does (an external IP only once no holder
+// steers it in: want lists each touched IP's targets after the change).
+// Which uplink has which slot is read from the dump of our table's chains
+// that the same transaction's base check then reads again without asking
+// (nat.Table.Uplinks). A chain left with no member loses its routes and
+// itself afterwards (dropEmptyChains). Each step is idempotent, so a
+// replay of the change finishes it; the steps named uplink-routed,
+// uplink-members and uplink-unrouted are where the crash tests kill it
+// (routes made but no chain, chains and members and NAT changed, routes
+// gone but the chain kept).
 func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) (routePlan, error) {
 	if a.opts.Routing == nil {
 		return routePlan{}, nil
@@ -177,29 +188,40 @@ func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr,
 	if j.Record != nil {
 		now = needs(j.Record.Steering, j.Record.IPs, w.uplinks)
 	}
-	add, err := a.routedNeeds(now)
-	if err != nil {
-		return routePlan{}, err
-	}
 	del := leavingNeeds(j.Touch, was, want, now, w.uplinks)
-	if len(add)+len(del) == 0 {
+	if len(now)+len(del) == 0 {
 		return routePlan{}, nil
 	}
 	marked, err := a.opts.Routing.Marked()
-	if err != nil || (len(marked) == 0 && len(add) == 0) {
+	if err != nil {
 		return routePlan{}, kernelErr(err)
 	}
-	if err := a.slotsFor(add, marked); err != nil {
+	if a.reverting {
+		if err := a.unrouteUnmarked(del, marked); err != nil {
+			return routePlan{}, err
+		}
+	}
+	add, err := a.routedNeeds(now, marked)
+	if err != nil || len(add)+len(del) == 0 || (len(marked) == 0 && len(add) == 0) {
 		return routePlan{}, err
 	}
-	a.step("uplink-routed")
-	return routePlan{marked: marked, add: members(add, marked), del: a.delMembers(del, add, marked)}, nil
+	fresh, err := a.chainsFor(add, marked)
+	if err != nil {
+		return routePlan{}, err
+	}
+	if len(fresh) > 0 {
+		a.log.Info("uplinks routed", "chains", fresh)
+		a.step("uplink-routed")
+	}
+	return routePlan{marked: marked, fresh: fresh, add: members(add, marked), del: a.delMembers(del, add, marked)}, nil
 }
 
 // routePlan is what routeChange leaves to the NAT step's transaction and
-// to dropEmptySlots: the marked uplinks, and the members to add and remove.
+// to dropEmptyChains: the marked uplinks as read, the chains to make, and
+// the members to add and remove.
 type routePlan struct {
 	marked   map[string]nat.UplinkSlot
+	fresh    []nat.UplinkChain
 	add, del []nat.UplinkMember
 }
 
@@ -223,39 +245,55 @@ func leavingNeeds(touch []netip.Addr, was []*steering, want [][]netip.Addr, now 
 	return out
 }
 
-// slotsFor gives each uplink of add without a slot the lowest slot that
-// is neither marked nor another program's, and makes its marks and
-// routes; an uplink that has one gets its routes made sure of (a family
-// may be new to it). It refuses when every slot is taken.
-func (a *Assigner) slotsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) error {
+// chainsFor gives each uplink of add without a slot the lowest slot that
+// is neither marked nor another program's, makes the routes of each
+// family an uplink does not route yet, and lists the chains the change
+// is to make for them: a chain comes after its routes, so that an ADD
+// that finds one may trust it. It refuses when every slot is taken.
+func (a *Assigner) chainsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) ([]nat.UplinkChain, error) {
 	cfg := a.opts.Routing.Config()
-	var fresh []string
+	var fresh []nat.UplinkChain
 	for _, n := range add {
-		if _, ok := marked[n.uplink]; ok || slices.Contains(fresh, n.uplink) {
+		f := fam(n.ip.Is6())
+		u, ok := marked[n.uplink]
+		if ok && u.Routed[f] {
 			continue
 		}
-		s, err := a.freeSlot(cfg, marked)
-		if err != nil {
-			return err
+		if !ok {
+			s, err := a.freeSlot(cfg, marked)
+			if err != nil {
+				return nil, err
+			}
+			u = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
 		}
-		marked[n.uplink] = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
-		fresh = append(fresh, n.uplink)
-	}
-	if len(fresh) > 0 {
-		if err := a.opts.Routing.SetMarked(marked, nil); err != nil {
-			return kernelErr(err)
-		}
-		a.log.Info("uplinks marked", "uplinks", fresh)
-		a.step("uplink-marked")
+		u.Routed[f] = true
+		marked[n.uplink] = u
+		fresh = append(fresh, nat.UplinkChain{Uplink: n.uplink, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
 	}
 	var errs []error
-	for _, up := range uniqueUplinks(add) {
-		// A fresh slot's table holds nothing of another program's
-		// (freeSlot): its routes and rules are made without first asking
-		// for them, one rule dump per family less.
-		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), slices.Contains(fresh, up)))
+	for _, up := range chainUplinks(fresh) {
+		// A fresh family's rules and route are made without first asking
+		// for them: its slot's table holds nothing of another program's
+		// (freeSlot), and what of ours is there is put in place.
+		var gw [2]netip.Addr
+		for _, c := range fresh {
+			if c.Uplink == up {
+				gw[fam(c.V6)] = a.gateways(up)[fam(c.V6)]
+			}
+		}
+		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), gw, true))
 	}
-	return kernelErr(errors.Join(errs...))
+	return fresh, kernelErr(errors.Join(errs...))
+}
+
+func chainUplinks(cs []nat.UplinkChain) []string {
+	var out []string
+	for _, c := range cs {
+		if !slices.Contains(out, c.Uplink) {
+			out = append(out, c.Uplink)
+		}
+	}
+	return out
 }
 
 // uplinkIndex is the uplink's interface index as this invocation found
@@ -304,23 +342,23 @@ func uniqueUplinks(ns []uplinkNeed) []string {
 func members(ns []uplinkNeed, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
 	var out []nat.UplinkMember
 	for _, n := range ns {
-		if u, ok := marked[n.uplink]; ok {
-			out = append(out, nat.UplinkMember{Slot: u.Slot, Addr: n.addr, Egress: n.egress})
+		if u, ok := marked[n.uplink]; ok && u.Routed[fam(n.ip.Is6())] {
+			out = append(out, nat.UplinkMember{Slot: u.Slot, Uplink: n.uplink, Addr: n.addr, Egress: n.egress})
 		}
 	}
 	return out
 }
 
-// delMembers is each leaving need in its uplink's slot, or in every slot
-// when its uplink is not known any more (a replay after the index was
-// cleared), but never one that add puts back.
+// delMembers is each leaving need in its uplink's chain, or in every
+// uplink's when its uplink is not known any more (a replay after the
+// index was cleared), but never one that add puts back.
 func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
 	keep := members(add, marked)
 	var out []nat.UplinkMember
 	for _, n := range del {
 		for name, u := range marked {
-			m := nat.UplinkMember{Slot: u.Slot, Addr: n.addr, Egress: n.egress}
-			if (n.uplink == "" || n.uplink == name) && !slices.Contains(keep, m) && !slices.Contains(out, m) {
+			m := nat.UplinkMember{Slot: u.Slot, Uplink: name, Addr: n.addr, Egress: n.egress}
+			if (n.uplink == "" || n.uplink == name) && u.Routed[fam(n.addr.Is6())] && !slices.Contains(keep, m) && !slices.Contains(out, m) {
 				out = append(out, m)
 			}
 		}
@@ -328,47 +366,129 @@ func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.Uplin
 	return out
 }
 
-// dropEmptySlots takes the slot, rules and table away from each uplink
-// that dels took members from and whose sets are now empty: nothing is
-// routed by it any more.
-func (a *Assigner) dropEmptySlots(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
-	gone := map[string]nat.UplinkSlot{}
+// dropEmptyChains takes the routes, then the chain, away from each
+// (uplink, family) that dels took members from and that has none left:
+// nothing is routed by it any more. The count read before the change
+// tells when members are certainly left, without asking again; else the
+// chains are read anew.
+func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
+	maybe := false
 	for name, u := range marked {
-		if !slices.ContainsFunc(dels, func(m nat.UplinkMember) bool { return m.Slot == u.Slot }) {
-			continue
-		}
-		empty, err := a.opts.Routing.SlotEmpty(u.Slot)
-		if err != nil {
-			return kernelErr(err)
-		}
-		if empty {
-			gone[name] = u
+		for f := range 2 {
+			n := 0
+			for _, m := range dels {
+				if m.Uplink == name && fam(m.Addr.Is6()) == f {
+					n++
+				}
+			}
+			maybe = maybe || n > 0 && u.Members[f] >= 0 && u.Members[f] <= n
 		}
 	}
-	return a.unmark(marked, gone)
+	if !maybe {
+		return nil
+	}
+	now, err := a.opts.Routing.Marked()
+	if err != nil {
+		return kernelErr(err)
+	}
+	var gone []nat.UplinkChain
+	for name, u := range now {
+		for f := range 2 {
+			if u.Routed[f] && u.Members[f] == 0 && slices.ContainsFunc(dels, func(m nat.UplinkMember) bool {
+				return m.Uplink == name && fam(m.Addr.Is6()) == f
+			}) {
+				gone = append(gone, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
+			}
+		}
+	}
+	return a.unmark(now, gone, dels)
 }
 
-// unmark removes the routes, then the marks, of the uplinks gone.
-func (a *Assigner) unmark(marked, gone map[string]nat.UplinkSlot) error {
+// unmark removes the routes, then the chains, of gone; a family's
+// suppress rule goes with its last chain. A chain that a member came to
+// meanwhile (another state's ADD, which trusted it) is kept, and its
+// routes are made again from the gateway toward one of dels, the members
+// that left it.
+func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain, dels []nat.UplinkMember) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	rest := maps.Clone(marked)
-	var others []int
-	for name := range gone {
-		delete(rest, name)
-	}
-	for _, u := range rest {
-		others = append(others, u.Slot)
-	}
 	var errs []error
-	for name, u := range gone {
-		a.log.Info("uplink unmarked", "uplink", name, "slot", u.Slot)
-		errs = append(errs, a.opts.Routing.RemoveRoutes(u.Slot, others))
+	for _, c := range gone {
+		a.log.Info("uplink unmarked", "chain", c)
+		var fams, last [2]bool
+		fams[fam(c.V6)] = true
+		last[fam(c.V6)] = !otherRoutes(marked, gone, fam(c.V6))
+		errs = append(errs, a.opts.Routing.RemoveRoutes(c.Slot, fams, last))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return kernelErr(err) // marks kept: the next change or GC retries
+		return kernelErr(err) // chains kept: the next change or GC retries
 	}
 	a.step("uplink-unrouted")
-	return kernelErr(a.opts.Routing.SetMarked(rest, gone))
+	err := a.opts.Routing.Unmark(gone)
+	if err == nil {
+		return nil
+	}
+	a.log.Warn("uplink chains kept: a member came to one", "error", err)
+	return a.reroute(gone, dels)
+}
+
+// reroute makes gone's routes again, each from the gateway toward a
+// member that left its chain; with none known, GC does.
+func (a *Assigner) reroute(gone []nat.UplinkChain, dels []nat.UplinkMember) error {
+	var errs []error
+	for _, c := range gone {
+		i := slices.IndexFunc(dels, func(m nat.UplinkMember) bool { return m.Uplink == c.Uplink && m.Addr.Is6() == c.V6 })
+		if i < 0 {
+			continue
+		}
+		if ok, err := a.routedNeed(uplinkNeed{uplink: c.Uplink, addr: dels[i].Addr, ip: dels[i].Addr}, nil); err != nil || !ok {
+			errs = append(errs, err)
+			continue
+		}
+		var gw [2]netip.Addr
+		gw[fam(c.V6)] = a.gateways(c.Uplink)[fam(c.V6)]
+		errs = append(errs, a.opts.Routing.EnsureRoutes(c.Slot, c.Uplink, a.uplinkIndex(c.Uplink), gw, true))
+	}
+	return kernelErr(errors.Join(errs...))
+}
+
+// otherRoutes tells whether a chain of family f other than gone's stays.
+func otherRoutes(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain, f int) bool {
+	for name, u := range marked {
+		if u.Routed[f] && !slices.ContainsFunc(gone, func(c nat.UplinkChain) bool { return c.Uplink == name && fam(c.V6) == f }) {
+			return true
+		}
+	}
+	return false
+}
+
+// unrouteUnmarked removes the routes an ADD being undone made for an
+// uplink before it could make its chain (killed at uplink-routed): the
+// routes of a slot that routes one of del's uplinks and that no chain
+// has. Only an undo reads every table of ours for it.
+func (a *Assigner) unrouteUnmarked(del []uplinkNeed, marked map[string]nat.UplinkSlot) error {
+	var ups []string
+	for _, n := range del {
+		if u, ok := marked[n.uplink]; n.uplink != "" && (!ok || !u.Routed[fam(n.ip.Is6())]) && !slices.Contains(ups, n.uplink) {
+			ups = append(ups, n.uplink)
+		}
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	st, err := a.opts.Routing.ReadRoutes()
+	if err != nil {
+		return kernelErr(err)
+	}
+	var errs []error
+	for s, sl := range st.Slots {
+		if !slices.Contains(ups, sl.Uplink) || slices.ContainsFunc(slices.Collect(maps.Values(marked)), func(u nat.UplinkSlot) bool { return u.Slot == s && u.Routed != [2]bool{} }) {
+			continue
+		}
+		last := [2]bool{!otherRoutes(marked, nil, 0), !otherRoutes(marked, nil, 1)}
+		a.log.Info("routes of an undone uplink removed", "uplink", sl.Uplink, "slot", s)
+		errs = append(errs, a.opts.Routing.RemoveRoutes(s, [2]bool{true, true}, last))
+	}
+	return kernelErr(errors.Join(errs...))
 }

@@ -25,6 +25,7 @@ var _ Routing = (*HostRouting)(nil)
 // (uplink name -> at most one per family) before the main table. Off
 // routes nothing new, but still takes away what was routed.
 func NewHostRouting(nat *HostTable, c uplinkroute.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
+	nat.mask = c.Mask // the table's base rules keep the same bits
 	return &HostRouting{nat: nat, r: uplinkroute.Open(c), c: c, gateways: gateways, off: off}
 }
 
@@ -77,33 +78,26 @@ func (h *HostRouting) EnsureRoutes(s int, uplink string, index int, gw [2]netip.
 	return h.r.Ensure(s, uplink, index, gw, replace)
 }
 
-func (h *HostRouting) RemoveRoutes(s int, others []int) error { return h.r.Remove(s, others) }
+func (h *HostRouting) RemoveRoutes(s int, fams, last [2]bool) error {
+	return h.r.Remove(s, fams, last)
+}
 
 func (h *HostRouting) Marked() (map[string]nat.UplinkSlot, error) {
 	var out map[string]nat.UplinkSlot
-	err := h.nat.do(func(t *nat.Table) (err error) {
-		out, err = t.Uplinks()
-		for name, u := range out {
-			u.Mark = h.c.Mark(u.Slot)
-			out[name] = u
-		}
-		return err
-	})
+	err := h.nat.do(func(t *nat.Table) (err error) { out, err = t.Uplinks(); return err })
 	return out, err
 }
 
-func (h *HostRouting) SetMarked(all, gone map[string]nat.UplinkSlot) error {
-	return h.nat.do(func(t *nat.Table) error { return t.SetUplinks(all, gone, h.c.Mask) })
+func (h *HostRouting) Mark(chains []nat.UplinkChain) error {
+	return h.nat.do(func(t *nat.Table) error { return t.MarkUplinks(chains) })
+}
+
+func (h *HostRouting) Unmark(chains []nat.UplinkChain) error {
+	return h.nat.do(func(t *nat.Table) error { return t.UnmarkUplinks(chains) })
 }
 
 func (h *HostRouting) SetMembers(add, del []nat.UplinkMember) error {
 	return h.nat.do(func(t *nat.Table) error { return t.SetUplinkMembers(add, del) })
-}
-
-func (h *HostRouting) SlotEmpty(s int) (bool, error) {
-	var empty bool
-	err := h.nat.do(func(t *nat.Table) (err error) { empty, err = t.SlotEmpty(s); return err })
-	return empty, err
 }
 
 func (h *HostRouting) ReadMarked() (*nat.UplinkState, error) {

@@ -91,7 +91,7 @@ func (a *Assigner) recordNeeds(r *record) ([]uplinkNeed, error) {
 		}
 		uplinkOf[ip] = e.Uplink
 	}
-	return a.routedNeeds(needs(r.Steering, r.IPs, uplinkOf))
+	return a.routedNeeds(needs(r.Steering, r.IPs, uplinkOf), nil)
 }
 
 // routingMissing names what ns need that the kernel lacks: the one
@@ -109,14 +109,14 @@ func (a *Assigner) routingMissing(ns []uplinkNeed, v *routingView) []string {
 	}
 	for _, n := range ns {
 		u, ok := v.marked.Uplinks[n.uplink]
-		if !ok {
-			add("uplink %s: not marked for routing, so %s's flows leave by the default route", n.uplink, n.addr)
+		f := fam(n.ip.Is6())
+		if !ok || !u.Routed[f] {
+			add("uplink %s: not marked for routing (%s), so %s's flows leave by the default route", n.uplink, familyName(f), n.addr)
 			continue
 		}
-		if !slices.Contains(v.marked.Members[u.Slot], nat.UplinkMember{Slot: u.Slot, Addr: n.addr, Egress: n.egress}) {
-			add("%s: not in the set of uplink %s (slot %d) in table inet %s", n.addr, n.uplink, u.Slot, nat.TableName)
+		if !slices.Contains(v.marked.Members[u.Slot], nat.UplinkMember{Slot: u.Slot, Uplink: n.uplink, Addr: n.addr, Egress: n.egress}) {
+			add("%s: not marked for uplink %s (slot %d) in table inet %s", n.addr, n.uplink, u.Slot, nat.TableName)
 		}
-		f := fam(n.ip.Is6())
 		gw := a.gateways(n.uplink)[f]
 		sl := v.routes.Slots[u.Slot]
 		switch {
@@ -155,7 +155,7 @@ func routingExtra(want []uplinkNeed, v *routingView) []string {
 		}
 		for _, m := range v.marked.Members[u.Slot] {
 			if !v.foreign[m] && !slices.Contains(want, uplinkNeed{uplink: name, addr: m.Addr, egress: m.Egress, ip: wantIP(want, m)}) {
-				out = append(out, fmt.Sprintf("%s: in the set of uplink %s (slot %d) but no record routes it there", m.Addr, name, u.Slot))
+				out = append(out, fmt.Sprintf("%s: marked for uplink %s (slot %d) but no record routes it there", m.Addr, name, u.Slot))
 			}
 		}
 	}
@@ -210,29 +210,62 @@ func (a *Assigner) reconcileRouting(recs map[string]*record) error {
 
 func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 	marked := maps.Clone(v.marked.Uplinks)
-	gone := map[string]nat.UplinkSlot{}
+	// Members first: a chain goes only once nothing goes to it.
+	errs := []error{kernelErr(a.opts.Routing.SetMembers(nil, extraMembers(want, v, marked)))}
+	var gone []nat.UplinkChain
 	for name, u := range marked {
 		if !slices.ContainsFunc(want, func(n uplinkNeed) bool { return n.uplink == name }) && !v.anyForeign(u.Slot) {
-			gone[name] = u
+			gone = append(gone, chainsOf(name, u)...)
+			delete(marked, name)
 		}
 	}
-	var errs []error
-	errs = append(errs, a.unmark(marked, gone), a.dropStrayRoutes(v, marked))
-	for name := range gone {
-		delete(marked, name)
-	}
-	if err := a.slotsFor(want, marked); err != nil {
+	errs = append(errs, a.unmark(v.marked.Uplinks, gone, nil), a.dropStrayRoutes(v, marked))
+	chains, err := a.wantChains(want, marked)
+	if err != nil {
 		return errors.Join(append(errs, err)...)
-	}
-	if len(v.marked.Broken) > 0 {
-		errs = append(errs, kernelErr(a.opts.Routing.SetMarked(marked, nil)))
 	}
 	for _, up := range uniqueUplinks(want) {
 		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), true)))
 	}
+	errs = append(errs, kernelErr(a.opts.Routing.Mark(chains)))
 	// An uplink kept for another state's members keeps the routes it has.
-	errs = append(errs, kernelErr(a.opts.Routing.SetMembers(members(want, marked), extraMembers(want, v, marked))))
+	errs = append(errs, kernelErr(a.opts.Routing.SetMembers(members(want, marked), nil)))
 	return errors.Join(errs...)
+}
+
+// chainsOf lists the chains an uplink has.
+func chainsOf(name string, u nat.UplinkSlot) []nat.UplinkChain {
+	var out []nat.UplinkChain
+	for f := range 2 {
+		if u.Routed[f] {
+			out = append(out, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
+		}
+	}
+	return out
+}
+
+// wantChains gives each uplink of want without a slot a free one, and
+// lists the chain of every (uplink, family) of want, which GC makes anew.
+func (a *Assigner) wantChains(want []uplinkNeed, marked map[string]nat.UplinkSlot) ([]nat.UplinkChain, error) {
+	cfg := a.opts.Routing.Config()
+	var out []nat.UplinkChain
+	for _, n := range want {
+		u, ok := marked[n.uplink]
+		if !ok {
+			s, err := a.freeSlot(cfg, marked)
+			if err != nil {
+				return nil, err
+			}
+			u = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
+		}
+		u.Routed[fam(n.ip.Is6())] = true
+		marked[n.uplink] = u
+		c := nat.UplinkChain{Uplink: n.uplink, Slot: u.Slot, Mark: u.Mark, V6: n.ip.Is6()}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // anyForeign tells whether slot s has a member of another state.
@@ -240,13 +273,13 @@ func (v *routingView) anyForeign(s int) bool {
 	return slices.ContainsFunc(v.marked.Members[s], func(m nat.UplinkMember) bool { return v.foreign[m] })
 }
 
-// extraMembers lists the set members of the uplinks kept that no need
-// has and no other state claims.
+// extraMembers lists the members of the uplinks kept that no need has and
+// no other state claims.
 func extraMembers(want []uplinkNeed, v *routingView, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
 	keep := members(want, marked)
 	var out []nat.UplinkMember
-	for _, u := range marked {
-		for _, m := range v.marked.Members[u.Slot] {
+	for _, ms := range v.marked.Members {
+		for _, m := range ms {
 			if !slices.Contains(keep, m) && !v.foreign[m] {
 				out = append(out, m)
 			}
@@ -256,23 +289,26 @@ func extraMembers(want []uplinkNeed, v *routingView, marked map[string]nat.Uplin
 }
 
 // dropStrayRoutes removes the rules and routes of ours whose slot no
-// uplink is marked with (a crash between the two, a mark removed by hand).
+// uplink is marked with (a crash between the two, a mark removed by hand),
+// and the suppress rule of a family no uplink routes.
 func (a *Assigner) dropStrayRoutes(v *routingView, marked map[string]nat.UplinkSlot) error {
 	used := map[int]bool{}
-	var others []int
+	var last [2]bool
+	for f := range 2 {
+		last[f] = !otherRoutes(marked, nil, f)
+	}
 	for _, u := range marked {
 		used[u.Slot] = true
-		others = append(others, u.Slot)
 	}
 	var errs []error
 	for s := range v.routes.Slots {
 		if !used[s] {
 			a.log.Info("stray uplink routes removed", "slot", s)
-			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, others)))
+			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, [2]bool{true, true}, last)))
 		}
 	}
-	if len(others) == 0 && (v.routes.Suppress[0] || v.routes.Suppress[1]) && len(v.routes.Slots) == 0 {
-		errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(0, nil)))
+	if (last[0] && v.routes.Suppress[0] || last[1] && v.routes.Suppress[1]) && len(v.routes.Slots) == 0 {
+		errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(0, [2]bool{}, last)))
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package assigner
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -20,6 +21,7 @@ type fakeRouting struct {
 	members map[nat.UplinkMember]bool
 	routes  map[int][2]netip.Addr // slot -> its table's gateways (and rules)
 	index   map[int]int           // slot -> the uplink index EnsureRoutes was given
+	uplink  map[int]string        // slot -> the uplink EnsureRoutes was given
 }
 
 var _ Routing = (*fakeRouting)(nil)
@@ -28,7 +30,7 @@ func newFakeRouting() *fakeRouting {
 	return &fakeRouting{
 		gw:      map[string]netip.Addr{"eth1": netip.MustParseAddr("203.0.113.254")},
 		foreign: map[int]string{}, marked: map[string]nat.UplinkSlot{},
-		members: map[nat.UplinkMember]bool{}, routes: map[int][2]netip.Addr{}, index: map[int]int{},
+		members: map[nat.UplinkMember]bool{}, routes: map[int][2]netip.Addr{}, index: map[int]int{}, uplink: map[int]string{},
 	}
 }
 
@@ -46,26 +48,73 @@ func (r *fakeRouting) Collides(s int) (string, error) { return r.foreign[s], nil
 func (r *fakeRouting) ReadRoutes() (*uplinkroute.State, error) {
 	st := &uplinkroute.State{Slots: map[int]*uplinkroute.Slot{}}
 	for s, gw := range r.routes {
-		st.Slots[s] = &uplinkroute.Slot{N: s, Gateway: gw, Rule: [2]bool{gw[0].IsValid(), gw[1].IsValid()}}
+		st.Slots[s] = &uplinkroute.Slot{N: s, Uplink: r.uplink[s], Gateway: gw, Rule: [2]bool{gw[0].IsValid(), gw[1].IsValid()}}
 		st.Suppress = [2]bool{true, true}
 	}
 	return st, nil
 }
 
-func (r *fakeRouting) EnsureRoutes(s int, _ string, index int, gw [2]netip.Addr, _ bool) error {
-	r.routes[s], r.index[s] = gw, index
+func (r *fakeRouting) EnsureRoutes(s int, uplink string, index int, gw [2]netip.Addr, _ bool) error {
+	have := r.routes[s]
+	for f := range 2 {
+		if gw[f].IsValid() {
+			have[f] = gw[f]
+		}
+	}
+	if have != ([2]netip.Addr{}) {
+		r.routes[s], r.index[s], r.uplink[s] = have, index, uplink
+	}
 	return nil
 }
 
-func (r *fakeRouting) RemoveRoutes(s int, _ []int) error { delete(r.routes, s); return nil }
+func (r *fakeRouting) RemoveRoutes(s int, fams, _ [2]bool) error {
+	gw := r.routes[s]
+	for f := range 2 {
+		if fams[f] {
+			gw[f] = netip.Addr{}
+		}
+	}
+	r.routes[s] = gw
+	if gw == ([2]netip.Addr{}) {
+		delete(r.routes, s)
+	}
+	return nil
+}
 
-func (r *fakeRouting) Marked() (map[string]nat.UplinkSlot, error) { return maps.Clone(r.marked), nil }
-
-func (r *fakeRouting) SetMarked(all, gone map[string]nat.UplinkSlot) error {
-	r.marked = maps.Clone(all)
+// Marked counts each chain's members, as the kernel's use count does.
+func (r *fakeRouting) Marked() (map[string]nat.UplinkSlot, error) {
+	out := maps.Clone(r.marked)
 	for m := range r.members {
-		if !slices.ContainsFunc(slices.Collect(maps.Values(all)), func(u nat.UplinkSlot) bool { return u.Slot == m.Slot }) {
-			delete(r.members, m)
+		u := out[m.Uplink]
+		u.Members[fam(m.Addr.Is6())]++
+		out[m.Uplink] = u
+	}
+	return out, nil
+}
+
+func (r *fakeRouting) Mark(chains []nat.UplinkChain) error {
+	for _, c := range chains {
+		u := r.marked[c.Uplink]
+		u.Slot, u.Mark = c.Slot, c.Mark
+		u.Routed[fam(c.V6)] = true
+		r.marked[c.Uplink] = u
+	}
+	return nil
+}
+
+// Unmark refuses, as the kernel does, while a member goes to a chain.
+func (r *fakeRouting) Unmark(chains []nat.UplinkChain) error {
+	for m := range r.members {
+		if slices.ContainsFunc(chains, func(c nat.UplinkChain) bool { return c.Uplink == m.Uplink && c.V6 == m.Addr.Is6() }) {
+			return fmt.Errorf("chain of %s busy: %s goes to it", m.Uplink, m.Addr)
+		}
+	}
+	for _, c := range chains {
+		u := r.marked[c.Uplink]
+		u.Routed[fam(c.V6)] = false
+		r.marked[c.Uplink] = u
+		if u.Routed == ([2]bool{}) {
+			delete(r.marked, c.Uplink)
 		}
 	}
 	return nil
@@ -79,15 +128,6 @@ func (r *fakeRouting) SetMembers(add, del []nat.UplinkMember) error {
 		r.members[m] = true
 	}
 	return nil
-}
-
-func (r *fakeRouting) SlotEmpty(s int) (bool, error) {
-	for m := range r.members {
-		if m.Slot == s {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 func (r *fakeRouting) ReadMarked() (*nat.UplinkState, error) {
@@ -112,10 +152,10 @@ func routedFixture(t *testing.T) (*fixture, *fakeRouting) {
 func TestAnIPOnASecondUplinkIsRoutedByItAndTheLastDelTakesTheRoutingAway(t *testing.T) {
 	f, r := routedFixture(t)
 	f.add(attA, onEth1V4)
-	if u, ok := r.marked["eth1"]; !ok || u.Slot != 1 {
+	if u, ok := r.marked["eth1"]; !ok || u.Slot != 1 || u.Routed != [2]bool{true, false} {
 		t.Fatalf("marked uplinks %v, want eth1 in slot 1", r.marked)
 	}
-	want := []nat.UplinkMember{{Slot: 1, Addr: onEth1V4}, {Slot: 1, Addr: ctrA4.Addr(), Egress: true}}
+	want := []nat.UplinkMember{{Slot: 1, Uplink: "eth1", Addr: onEth1V4}, {Slot: 1, Uplink: "eth1", Addr: ctrA4.Addr(), Egress: true}}
 	for _, m := range want {
 		if !r.members[m] {
 			t.Errorf("members %v lack %+v", r.members, m)
@@ -163,7 +203,7 @@ func TestCheckFailsWhenAnUplinksRoutesAreGoneAndGCPutsThemBack(t *testing.T) {
 func TestGCTakesAwayTheRoutingOfAnUplinkNoRecordNeeds(t *testing.T) {
 	f, r := routedFixture(t)
 	f.add(attA, onEth1V4)
-	r.marked["eth9"] = nat.UplinkSlot{Slot: 2, Mark: 0x02000000}
+	r.marked["eth9"] = nat.UplinkSlot{Slot: 2, Mark: 0x02000000, Routed: [2]bool{true, false}}
 	r.routes[3] = [2]netip.Addr{netip.MustParseAddr("192.0.2.254")}
 	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
 		t.Fatal(err)

@@ -26,8 +26,12 @@ type Change struct {
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix
 	DelHairpin []netip.Prefix
+	// UplinkMark makes new uplink chains (see MarkUplinks), which no
+	// chain dump found: their rules are added to no flushed chain.
+	UplinkMark []UplinkChain
 	// UplinkAdd and UplinkDel add and remove addresses of the uplink
-	// marking's sets (see SetUplinkMembers); their slots' sets exist.
+	// marking's maps (see SetUplinkMembers); their chains exist or are
+	// in UplinkMark.
 	UplinkAdd, UplinkDel []UplinkMember
 	// anyMembersGone stages each of UplinkDel as an addition then its
 	// removal, which holds whether or not the set has it: Apply's retry
@@ -104,6 +108,11 @@ func (t *Table) stage(ch Change) error {
 			return err
 		}
 	}
+	for _, c := range ch.UplinkMark {
+		if err := t.stageChain(c, false); err != nil {
+			return err
+		}
+	}
 	if ch.anyMembersGone {
 		if err := t.stageMembers(ch.UplinkDel, nil); err != nil {
 			return err
@@ -136,7 +145,7 @@ func (t *Table) applyEach(ch Change) error {
 	for _, h := range ch.Hairpin {
 		errs = append(errs, t.SetHairpin(h))
 	}
-	errs = append(errs, t.SetUplinkMembers(ch.UplinkAdd, ch.UplinkDel))
+	errs = append(errs, t.MarkUplinks(ch.UplinkMark), t.SetUplinkMembers(ch.UplinkAdd, ch.UplinkDel))
 	return errors.Join(errs...)
 }
 
@@ -178,17 +187,17 @@ func (t *Table) ensureBase() error {
 // a check beside a concurrent Ensure may read that batch's counts; only
 // if the batch then failed would it have read wrong.
 func (t *Table) baseIntact() (bool, error) {
-	uses, err := t.chainUses()
+	uses, err := t.takeUses()
 	if isNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if _, ok := uses[layoutChain]; !ok {
+	if _, ok := uses[t.layoutChain()]; !ok {
 		return false, nil
 	}
-	for _, b := range baseChains() {
+	for _, b := range baseChains(t.mask()) {
 		use, ok := uses[b.name]
 		switch {
 		case !ok:
@@ -214,7 +223,7 @@ func (t *Table) rulesIntact() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, b := range baseChains() {
+	for _, b := range baseChains(t.mask()) {
 		if want := int(b.count); n[b.name] != (chainRules{all: want, tagged: want}) {
 			return false, nil
 		}

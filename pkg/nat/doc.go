@@ -26,9 +26,12 @@
 //	hp4, hp6     the container subnets, each as subnet . subnet, for the hairpin rule
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
-// Every rule of the three base chains carries the comment "external-ip
-// layout N" (layoutTag), and the table holds an empty chain layout-N
-// (layoutChain), made last: an ADD that steers tells a table made by an
+// A fourth base chain, uplinks (filter, prerouting, mangle), marks the
+// flows of external IPs whose uplink is not the default route's, through
+// a chain per routed uplink and family and three verdict maps per family
+// (uplinks.go). Every rule of the base chains carries the comment
+// "external-ip layout N" (layoutTag), and the table holds an empty chain
+// layout-N-MASK (layoutChain, MASK the uplink marking's bits), made last: an ADD that steers tells a table made by an
 // earlier version, or whose making was cut short, and a base chain with
 // rules added or taken away, from one dump of the chains, by the marker
 // and by each base chain's use count, which is its number of rules (a

@@ -24,11 +24,13 @@ type family struct {
 	ext          string // the set of external IPs with ingress, for the hairpin rule
 	direct       string // the map of external IPs with one target
 	seen         string // the set of external IPs DNATed and container addresses SNATed by us (recordRule, snatRule)
+	// upMarks, upIn, upEg are the uplink marking's maps (uplinks.go).
+	upMarks, upIn, upEg string
 }
 
 var (
-	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4", "seen4"}
-	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6", "seen6"}
+	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4", "seen4", "uplink-marks4", "uplink-in4", "uplink-eg4"}
+	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6", "seen6", "uplink-marks6", "uplink-in6", "uplink-eg6"}
 )
 
 func familyOf(ip netip.Addr) family {

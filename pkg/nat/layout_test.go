@@ -31,7 +31,7 @@ func TestARuleIsOfThisLayoutOnlyWithItsTag(t *testing.T) {
 // Each base chain's count, which ADD's check compares with the kernel's,
 // is the number of rules Ensure puts there.
 func TestBaseChainCountsAreTheirRules(t *testing.T) {
-	for _, b := range baseChains() {
+	for _, b := range baseChains(DefaultUplinkMask) {
 		if int(b.count) != b.ruleCount() {
 			t.Errorf("chain %s: count %d, but Ensure puts %d rules there", b.name, b.count, b.ruleCount())
 		}

@@ -148,6 +148,7 @@ func ruleChainAndTag(data, tag []byte) (chain string, tagged, ok bool) {
 // family: other inet tables' chains (firewalld's) come too and are skipped.
 // A missing table is ENOENT, as the rule dump says it.
 func (t *Table) chainUses() (map[string]uint32, error) {
+	t.chainDumps++
 	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETCHAIN, netlink.Request|netlink.Dump, nil))
 	if err != nil {
 		return nil, err

@@ -69,7 +69,7 @@ func (t *Table) Read() (*State, error) {
 
 // readBase checks that each base chain holds the rules Ensure puts there.
 func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
-	for _, b := range baseChains() {
+	for _, b := range baseChains(t.mask()) {
 		c, ok := ours[b.name]
 		if !ok || c.Hooknum == nil || *c.Hooknum != *b.hook || c.Priority == nil || int32(*c.Priority) != b.priority {
 			st.Broken = append(st.Broken, "chain "+b.name+" missing or not hooked at its priority")

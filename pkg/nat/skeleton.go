@@ -27,7 +27,7 @@ func (t *Table) sets() []*nftables.Set {
 			&nftables.Set{Table: t.table, Name: f.seen, KeyType: f.keyType, Dynamic: true, Size: seenSize},
 		)
 	}
-	return out
+	return append(out, uplinkSets(t.table)...)
 }
 
 // set is one of sets by name. The list is made once per Table: an ADD
@@ -45,28 +45,34 @@ func (t *Table) set(name string) *nftables.Set {
 }
 
 // markers names the layout marker chains in our table, this layout's
-// and earlier ones'.
-func (t *Table) markers() ([]string, error) {
+// and earlier ones', and lists the uplink chains (refilled by Ensure:
+// a flushed table flushed them too).
+func (t *Table) markers() ([]string, []UplinkChain, error) {
 	uses, err := t.chainUses()
 	if isNotFound(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
+		return nil, nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
 	var out []string
+	var slots []UplinkChain
 	for name := range uses {
 		if strings.HasPrefix(name, layoutPrefix) {
 			out = append(out, name)
 		}
+		if c, ok := parseSlotChain(name); ok {
+			c.Mark = markOf(c.Slot, t.mask())
+			slots = append(slots, c)
+		}
 	}
-	return out, nil
+	return out, slots, nil
 }
 
 // markLayout marks the table as of this layout, in a transaction of its
 // own after the base chains are filled.
 func (t *Table) markLayout() error {
-	t.c.AddChain(&nftables.Chain{Name: layoutChain, Table: t.table})
+	t.c.AddChain(&nftables.Chain{Name: t.layoutChain(), Table: t.table})
 	if err := t.c.Flush(); err != nil {
 		return fmt.Errorf("marking table inet %s as of %s: %w", TableName, layoutTag, err)
 	}
@@ -85,18 +91,22 @@ const seenSize = 1 << 20
 // record flows) with the marker chain. Give both a new number whenever a
 // base rule changes.
 const (
-	layoutTag   = "external-ip layout 4"
-	layoutChain = "layout-4"
+	layoutTag = "external-ip layout 5"
 	// layoutPrefix names every layout's marker chain, so that Ensure
 	// removes an earlier one.
 	layoutPrefix = "layout-"
 )
+
+// layoutChain is the marker of this layout and of the uplink mask the
+// base rules keep: a table made with another mask is made anew.
+func (t *Table) layoutChain() string { return fmt.Sprintf("layout-5-%08x", t.mask()) }
 
 // layoutData is layoutTag as rule user data: a comment, as nft writes one.
 func layoutData() []byte { return userdata.AppendString(nil, userdata.TypeComment, layoutTag) }
 
 type baseChain struct {
 	name     string
+	typ      nftables.ChainType
 	hook     *nftables.ChainHook
 	priority int32
 	rules    func(family) [][]expr.Any
@@ -107,20 +117,23 @@ type baseChain struct {
 	count uint32
 }
 
-func baseChains() []baseChain {
+// baseChains are the table's base chains; mask is the uplink marking's.
+func baseChains(mask uint32) []baseChain {
 	ingress := func(f family) [][]expr.Any { return [][]expr.Any{recordRule(f), ingressRule(f), directRule(f)} }
+	nat := nftables.ChainTypeNAT
 	return []baseChain{
-		{chainPrerouting, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil, 6},
-		{chainOutput, nftables.ChainHookOutput, priorityOutput, ingress, nil, 6},
-		{chainPostrouting, nftables.ChainHookPostrouting, prioritySrcNAT,
+		{chainPrerouting, nat, nftables.ChainHookPrerouting, priorityDstNAT, ingress, nil, 6},
+		{chainOutput, nat, nftables.ChainHookOutput, priorityOutput, ingress, nil, 6},
+		{chainPostrouting, nat, nftables.ChainHookPostrouting, prioritySrcNAT,
 			func(f family) [][]expr.Any { return [][]expr.Any{snatRule(f)} },
 			func(f family) [][]byte { return hairpinRule(f) }, 4},
+		{chainUplinks, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, priorityMangle, uplinkRules(mask), nil, 6},
 	}
 }
 
 func (t *Table) chain(b baseChain) *nftables.Chain {
 	accept := nftables.ChainPolicyAccept
-	return &nftables.Chain{Name: b.name, Table: t.table, Type: nftables.ChainTypeNAT,
+	return &nftables.Chain{Name: b.name, Table: t.table, Type: b.typ,
 		Hooknum: b.hook, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(b.priority)), Policy: &accept}
 }
 
@@ -137,7 +150,11 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 // leaves a table without the marker (and a new table's postrouting
 // empty), which the next ADD that steers makes anew, as repair does.
 func (t *Table) Ensure() error {
-	markers, err := t.markers()
+	markers, slots, err := t.markers()
+	if err != nil {
+		return err
+	}
+	old, err := t.legacyUplinks(markers)
 	if err != nil {
 		return err
 	}
@@ -153,7 +170,7 @@ func (t *Table) Ensure() error {
 		m := t.c.AddChain(&nftables.Chain{Name: name, Table: t.table}) // found, whatever ran since
 		t.c.DelChain(m)
 	}
-	for _, b := range baseChains() {
+	for _, b := range baseChains(t.mask()) {
 		ch := t.c.AddChain(t.chain(b))
 		if b.raw != nil {
 			continue // fillChain's
@@ -165,10 +182,18 @@ func (t *Table) Ensure() error {
 			}
 		}
 	}
+	for _, c := range slots {
+		if err := t.stageChain(c, true); err != nil {
+			return err
+		}
+	}
+	if err := t.stageLegacy(old); err != nil {
+		return err
+	}
 	if err := t.c.Flush(); err != nil {
 		return fmt.Errorf("making table inet %s: %w", TableName, err)
 	}
-	for _, b := range baseChains() {
+	for _, b := range baseChains(t.mask()) {
 		if err := t.fillChain(b); err != nil {
 			return fmt.Errorf("filling chain %s of table inet %s: %w", b.name, TableName, err)
 		}

@@ -44,6 +44,35 @@ type Table struct {
 	seenSets *bool
 	// named is sets(), made by the first set() (see set).
 	named []*nftables.Set
+	// UplinkMask is the mark bits the uplink marking's base rules keep
+	// (uplinks.go); 0 is DefaultUplinkMask.
+	UplinkMask uint32
+	// uses is the dump of the chains' use counts that Uplinks read, left
+	// for the next base check (takeUses) if no commit of ours came between
+	// (usesAt): the marking read before an ADD's change and the change's
+	// base check then cost one dump.
+	uses   map[string]uint32
+	usesAt int
+	// chainDumps counts the dumps of the chains, for the tests that hold
+	// a steered ADD to one.
+	chainDumps int
+}
+
+// takeUses is the dump Uplinks left, once, or a new one.
+func (t *Table) takeUses() (map[string]uint32, error) {
+	uses, at := t.uses, t.usesAt
+	t.uses = nil
+	if uses != nil && at == t.c.commits {
+		return uses, nil
+	}
+	return t.chainUses()
+}
+
+func (t *Table) mask() uint32 {
+	if t.UplinkMask == 0 {
+		return DefaultUplinkMask
+	}
+	return t.UplinkMask
 }
 
 // Destroyed tells whether a change over this connection may have deleted

@@ -116,19 +116,19 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook prerouting priority dstnat - 10; policy accept;",
 			"type nat hook output priority -110; policy accept;",
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
-			"\t\tip daddr vmap @in4 comment \"external-ip layout 4\"\n",
-			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 4\"\n",
-			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 4\"",
-			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 4\"",
+			"\t\tip daddr vmap @in4 comment \"external-ip layout 5\"\n",
+			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 5\"\n",
+			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 5\"",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 5\"",
 			"elements = { 192.0.2.10, 192.0.2.11 }",
-			"add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 4\"",
-			"add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 4\"",
-			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 4\"\n",
-			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 4\"\n",
+			"add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 5\"",
+			"add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 5\"",
+			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 5\"\n",
+			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 5\"\n",
 			"192.0.2.11 : goto to-192.0.2.11",
 			"192.0.2.10 : 10.88.0.5",
-			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 4\"\n",
-			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 4\"\n",
+			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 5\"\n",
+			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 5\"\n",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -378,7 +378,7 @@ var earlierIngress = []string{
 // makeEarlierLayout rewrites the ingress chains of our table as an earlier
 // version made them, as many rules as ours, and takes away the marker
 // chain, which no earlier version made: only the marker tells.
-func makeEarlierLayout(t *testing.T, netns string) {
+func makeEarlierLayout(t *testing.T, netns string, tb *Table) {
 	t.Helper()
 	for _, chain := range []string{chainPrerouting, chainOutput} {
 		nft(t, netns, "flush", "chain", "inet", TableName, chain)
@@ -386,7 +386,7 @@ func makeEarlierLayout(t *testing.T, netns string) {
 			nft(t, netns, append([]string{"add", "rule", "inet", TableName, chain}, strings.Fields(r)...)...)
 		}
 	}
-	nft(t, netns, "delete", "chain", "inet", TableName, layoutChain)
+	nft(t, netns, "delete", "chain", "inet", TableName, tb.layoutChain())
 }
 
 // ADD's check reads each base chain's rule count from the kernel's use
@@ -406,7 +406,7 @@ func TestBaseIntactReadsEachBaseChainsRuleCount(t *testing.T) {
 		intact(true, "Ensure")
 		uses, err := tb.chainUses()
 		must(t, err)
-		for _, b := range baseChains() {
+		for _, b := range baseChains(DefaultUplinkMask) {
 			if uses[b.name] != b.count {
 				t.Errorf("chain %s reads use %d, want its %d rules: the check would take the slow way", b.name, uses[b.name], b.count)
 			}
@@ -424,7 +424,7 @@ func TestBaseIntactReadsEachBaseChainsRuleCount(t *testing.T) {
 		nft(t, netns, "add", "rule", "inet", TableName, chainOutput, "meta", "mark", "1", "accept")
 		intact(false, "a rule added to chain output by hand")
 		must(t, tb.Ensure())
-		nft(t, netns, "delete", "chain", "inet", TableName, layoutChain)
+		nft(t, netns, "delete", "chain", "inet", TableName, tb.layoutChain())
 		intact(false, "deleting the layout's marker chain")
 		must(t, tb.Ensure())
 		intact(true, "Ensure after deleting the marker")
@@ -443,8 +443,8 @@ func TestEnsureReplacesAnEarlierLayoutsMarker(t *testing.T) {
 		if _, ok := uses[layoutPrefix+"3"]; ok {
 			t.Errorf("after Ensure the table still has chain %s3: %v", layoutPrefix, uses)
 		}
-		if _, ok := uses[layoutChain]; !ok {
-			t.Errorf("after Ensure the table has no chain %s: %v", layoutChain, uses)
+		if _, ok := uses[tb.layoutChain()]; !ok {
+			t.Errorf("after Ensure the table has no chain %s: %v", tb.layoutChain(), uses)
 		}
 	})
 }
@@ -459,7 +459,7 @@ func TestEnsureBaseMakesATableOfTheEarlierLayoutAnew(t *testing.T) {
 		if seen, err := tb.Seen(ext4b); seen || err != nil {
 			t.Fatalf("%s, steered by a fresh ADD with no flow yet, reads as seen %v (%v)", ext4b, seen, err)
 		}
-		makeEarlierLayout(t, netns)
+		makeEarlierLayout(t, netns, tb)
 		if ok, err := tb.baseIntact(); ok || err != nil {
 			t.Fatalf("a table of the earlier layout reads as intact %v (%v), want not", ok, err)
 		}

@@ -7,216 +7,176 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // The marks of flows that must leave by an uplink other than the main
-// table's default route's (package uplinkroute routes them), in our table:
+// table's default route's (package uplinkroute routes them), in our table
+// (layout 5):
 //
-//	uplinks        filter hook prerouting, priority mangle (-150), before
-//	               our DNAT and before routing. For each marked uplink U
-//	               (slot s, mark m within mask M):
-//	               iifname "U" ct state new ip daddr @up4-s ct mark set ct mark and ~M or m
-//	               ct state new ip saddr @eg4-s ct mark set ct mark and ~M or m   (and ip6)
-//	               then, for every slot, ct mark and M == m meta mark set meta mark and ~M or m
-//	uplink-marks   ifname : slot, which uplink has which slot (and so mark)
-//	up4-s, up6-s   the external IPs whose new flows arriving on U are marked
-//	eg4-s, eg6-s   the container addresses whose new flows are marked (egress)
+//	uplinks            base chain, filter hook prerouting, priority mangle
+//	                   (-150): before our DNAT and before routing. Made by
+//	                   Ensure, the same on every node (M: the mask):
+//	                   meta nfproto ipv4 ct mark and M vmap @uplink-marks4
+//	                   ct state new ip daddr . iifname vmap @uplink-in4
+//	                   ct state new ip saddr vmap @uplink-eg4      (and ip6)
+//	uplink4-S-U        per routed uplink U (slot S, mark m) and family:
+//	                   ct mark set ct mark and ~M or m
+//	                   meta mark set meta mark and ~M or m
+//	uplink-marks4      m : goto uplink4-S-U, every packet of a marked flow
+//	uplink-in4         EXTERNAL-IP . "U" : goto uplink4-S-U, new flows in
+//	uplink-eg4         CONTAINER-ADDRESS : goto uplink4-S-U, new flows out
 //
-// Only the mask's bits of either mark are written: other programs' bits
-// stay. The conntrack mark carries the uplink to every packet of the
-// flow, replies included, which is what routes a reply out of U.
+// A new uplink costs a chain, its two rules and an element, staged in the
+// ADD's own transaction; an address is one element. Which uplink has
+// which slot is read from the chains' names, in the dump of the table's
+// chains that a steered ADD makes anyway (baseIntact), and how many
+// addresses go to a chain from its use count in the same dump. A chain
+// exists only once its family's rules and route do (the ADD routes
+// first), so an ADD that finds it trusts it; CHECK, GC and repair read the
+// rest. Only the mask's bits of either mark are written: other programs'
+// bits stay. The conntrack mark carries the uplink to every packet of the
+// flow, replies included, which is what routes a reply out of U. Each
+// element that goes to a chain makes the commit that adds it validate
+// the table's verdict maps (figure: docs/uplinks.md).
 const (
 	chainUplinks   = "uplinks"
-	uplinkMarks    = "uplink-marks"
 	priorityMangle = -150 // NF_IP_PRI_MANGLE
 	ctStateNew     = 8    // NF_CT_STATE_BIT(IP_CT_NEW)
+	// DefaultUplinkMask is the mask a table is made with when its
+	// opener names none: uplinkroute's default.
+	DefaultUplinkMask = 0x0f000000
+	// slotChainRefs is what a slot chain's use counts besides its
+	// members: its two rules and its element in uplink-marksF.
+	slotChainRefs = 3
 )
 
-// UplinkMember is an address in a slot's set: an external IP (ingress)
-// or a container address (Egress).
+// UplinkChain is one family's marking of one routed uplink.
+type UplinkChain struct {
+	Uplink string
+	Slot   int
+	Mark   uint32
+	V6     bool
+}
+
+func (c UplinkChain) name() string { return slotChain(c.Uplink, c.Slot, c.V6) }
+
+func (c UplinkChain) family() family { return famOf(c.V6) }
+
+func famOf(v6 bool) family {
+	if v6 {
+		return ipv6
+	}
+	return ipv4
+}
+
+// slotChain names the chain of uplink's slot for a family: uplink4-1-eth1.
+func slotChain(uplink string, slot int, v6 bool) string {
+	return fmt.Sprintf("uplink%d-%d-%s", famOf(v6).version(), slot, uplink)
+}
+
+// parseSlotChain reads a slotChain name back; ok is false for any other.
+func parseSlotChain(name string) (c UplinkChain, ok bool) {
+	rest, v4 := strings.CutPrefix(name, "uplink4-")
+	rest, v6 := strings.CutPrefix(rest, "uplink6-")
+	if !v4 && !v6 {
+		return c, false
+	}
+	n, uplink, ok := strings.Cut(rest, "-")
+	slot, err := strconv.Atoi(n)
+	if !ok || err != nil || slot < 1 || uplink == "" || strconv.Itoa(slot) != n {
+		return c, false
+	}
+	return UplinkChain{Uplink: uplink, Slot: slot, V6: v6}, true
+}
+
+// UplinkMember is an address that goes to its uplink's chain: an external
+// IP whose new flows arriving on Uplink are marked (ingress), or a
+// container address whose new flows are (Egress).
 type UplinkMember struct {
 	Slot   int
+	Uplink string
 	Addr   netip.Addr
 	Egress bool
 }
 
-func (m UplinkMember) set() string { return memberSet(m.Slot, familyOf(m.Addr), m.Egress) }
+func (m UplinkMember) chain() string { return slotChain(m.Uplink, m.Slot, m.Addr.Is6()) }
 
-func memberSet(slot int, f family, egress bool) string {
-	kind := "up"
-	if egress {
-		kind = "eg"
+// element is the member as its map holds it: uplink-in4 is keyed by the
+// IP and the uplink, as the SNAT map is by the source and the uplink.
+func (m UplinkMember) element() (*nftables.Set, nftables.SetElement) {
+	f := familyOf(m.Addr)
+	el := nftables.SetElement{Key: m.Addr.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: m.chain()}}
+	if m.Egress {
+		return f.uplinkSet(nil, false), el
 	}
-	v := 4
-	if f.addrLen == 16 {
-		v = 6
-	}
-	return fmt.Sprintf("%s%d-%d", kind, v, slot)
+	el.Key = append(el.Key, ifname(m.Uplink)...)
+	return f.uplinkSet(nil, true), el
 }
 
-func slotSets(t *nftables.Table, slot int) []*nftables.Set {
-	var out []*nftables.Set
-	for _, f := range []family{ipv4, ipv6} {
-		for _, eg := range []bool{false, true} {
-			out = append(out, &nftables.Set{Table: t, Name: memberSet(slot, f, eg), KeyType: f.keyType})
-		}
-	}
-	return out
-}
-
-func (t *Table) registry() *nftables.Set {
-	return &nftables.Set{Table: t.table, Name: uplinkMarks, IsMap: true, KeyType: nftables.TypeIFName,
-		KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger}
-}
-
-// UplinkSlot is one marked uplink: its slot and mark.
+// UplinkSlot is one marked uplink: its slot and mark, which families it
+// routes, and how many members each family's chain has.
 type UplinkSlot struct {
 	Slot int
 	Mark uint32
+	// Routed: the family's chain is there, and so its rules and route.
+	Routed [2]bool
+	// Members counts the elements that go to the family's chain, as its
+	// use count says; -1 where a chain reads fewer uses than its own.
+	Members [2]int
 }
 
-// Uplinks reads which uplink has which slot; none when the map is missing.
-// The map is asked for directly: one round trip on every steered DEL and
-// every routed ADD, whether the map is there or not (ENOENT: no map or no
-// table). The library formats that error with %v, so it is known by its
-// text; any other failure lists the table's sets to tell, as before.
-func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
-	els, err := t.r.GetSetElements(t.registry())
-	if err == nil {
-		return slotsOf(els), nil
-	}
-	if strings.Contains(err.Error(), unix.ENOENT.Error()) {
-		return map[string]UplinkSlot{}, nil
-	}
-	out, _, err := t.uplinks()
-	return out, err
-}
-
-func slotsOf(els []nftables.SetElement) map[string]UplinkSlot {
-	out := map[string]UplinkSlot{}
-	for _, el := range els {
-		if len(el.Val) == 4 && len(el.Key) > 0 {
-			out[cstring(el.Key)] = UplinkSlot{Slot: int(binary.BigEndian.Uint32(el.Val))}
-		}
+// uplinkSets are the maps of the marking, a set of three per family.
+func uplinkSets(t *nftables.Table) []*nftables.Set {
+	var out []*nftables.Set
+	for _, f := range []family{ipv4, ipv6} {
+		out = append(out, f.marksSet(t), f.uplinkSet(t, true), f.uplinkSet(t, false))
 	}
 	return out
 }
 
-// uplinks is Uplinks and the names of the table's sets, from one listing
-// of them: a DEL reads both, and each listing is a round trip.
-func (t *Table) uplinks() (map[string]UplinkSlot, map[string]bool, error) {
-	out, names := map[string]UplinkSlot{}, map[string]bool{}
-	sets, err := t.r.GetSets(t.table)
-	if err != nil && !t.exists() {
-		// The library formats listing errors with %v: ENOENT is found by
-		// asking for the table, on this rare path only.
-		return out, names, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
-	}
-	for _, s := range sets {
-		names[s.Name] = true
-	}
-	if !names[uplinkMarks] {
-		return out, names, nil
-	}
-	els, err := t.r.GetSetElements(t.registry())
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing map %s: %w", uplinkMarks, err)
-	}
-	return slotsOf(els), names, nil
+func (f family) marksSet(t *nftables.Table) *nftables.Set {
+	return &nftables.Set{Table: t, Name: f.upMarks, IsMap: true, KeyType: nftables.TypeMark,
+		KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeVerdict}
 }
 
-// SetUplinks makes the chain mark exactly the uplinks in all (slot and
-// mark of each) within mask: each new slot gets its sets and its entry in
-// uplink-marks, a slot gone loses them, and the chain is rewritten. It is
-// one transaction, idempotent. With all empty, the chain and the map go.
-func (t *Table) SetUplinks(all map[string]UplinkSlot, gone map[string]UplinkSlot, mask uint32) error {
-	err := t.flush(func() error { return t.buildUplinks(all, gone, mask) })
-	if err != nil {
-		return fmt.Errorf("marking uplinks %v in table inet %s: %w", slices.Sorted(maps.Keys(all)), TableName, err)
+func (f family) uplinkSet(t *nftables.Table, ingress bool) *nftables.Set {
+	if ingress {
+		return &nftables.Set{Table: t, Name: f.upIn, IsMap: true, Concatenation: true,
+			KeyType: nftables.MustConcatSetType(f.keyType, nftables.TypeIFName), DataType: nftables.TypeVerdict}
 	}
-	return nil
+	return &nftables.Set{Table: t, Name: f.upEg, IsMap: true, KeyType: f.keyType, DataType: nftables.TypeVerdict}
 }
 
-func (t *Table) buildUplinks(all, gone map[string]UplinkSlot, mask uint32) error {
-	reg := t.registry()
-	if err := t.c.AddSet(reg, nil); err != nil {
-		return err
+func (f family) version() int {
+	if f.addrLen == 16 {
+		return 6
 	}
-	ch := t.c.AddChain(t.uplinkChain())
-	t.c.FlushChain(ch)
-	for _, name := range slices.Sorted(maps.Keys(gone)) {
-		el := []nftables.SetElement{{Key: ifname(name), Val: slotData(gone[name].Slot)}}
-		// Added first so that the deletion finds it in any case.
-		if err := t.c.SetAddElements(reg, el); err != nil {
-			return err
-		}
-		if err := t.c.SetDeleteElements(reg, el); err != nil {
-			return err
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(all)) {
-		u := all[name]
-		for _, s := range slotSets(t.table, u.Slot) {
-			if err := t.c.AddSet(s, nil); err != nil {
-				return err
-			}
-		}
-		if err := t.c.SetAddElements(reg, []nftables.SetElement{{Key: ifname(name), Val: slotData(u.Slot)}}); err != nil {
-			return err
-		}
-	}
-	for _, e := range uplinkRules(all, mask) {
-		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e})
-	}
-	return t.dropSlots(ch, reg, all, gone)
+	return 4
 }
 
-// dropSlots deletes the sets of the slots gone once the rewritten chain no
-// longer reads them, and the chain and map when no slot is left.
-func (t *Table) dropSlots(ch *nftables.Chain, reg *nftables.Set, all, gone map[string]UplinkSlot) error {
-	for _, u := range gone {
-		for _, s := range slotSets(t.table, u.Slot) {
-			if err := t.c.AddSet(s, nil); err != nil {
-				return err
-			}
-			t.c.DelSet(s)
-		}
+// uplinkRules are the base chain's rules of family f (see above).
+func uplinkRules(mask uint32) func(family) [][]expr.Any {
+	return func(f family) [][]expr.Any {
+		restore := append(matchFamily(f),
+			&expr.Ct{Key: expr.CtKeyMARK, Register: reg1},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(mask), Xor: native32(0)},
+			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.upMarks})
+		in := append(ctNew(), matchFamily(f)...)
+		in = append(in, loadAddr(f, f.daddr, reg1), &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: f.second()},
+			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.upIn})
+		eg := append(ctNew(), matchFamily(f)...)
+		eg = append(eg, loadAddr(f, f.saddr, reg1),
+			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.upEg})
+		return [][]expr.Any{restore, in, eg}
 	}
-	if len(all) == 0 {
-		t.c.DelChain(ch)
-		t.c.DelSet(reg)
-	}
-	return nil
-}
-
-func (t *Table) uplinkChain() *nftables.Chain {
-	accept := nftables.ChainPolicyAccept
-	return &nftables.Chain{Name: chainUplinks, Table: t.table, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(priorityMangle), Policy: &accept}
-}
-
-// uplinkRules is the chain: each uplink's marking rules, then the copy
-// of each slot's conntrack mark to the packet mark, for the first packet
-// and every later one, in both directions.
-func uplinkRules(all map[string]UplinkSlot, mask uint32) [][]expr.Any {
-	var out, restore [][]expr.Any
-	for _, name := range slices.Sorted(maps.Keys(all)) {
-		u := all[name]
-		for _, f := range []family{ipv4, ipv6} {
-			out = append(out, markIngress(name, u, f, mask), markEgress(u, f, mask))
-		}
-		restore = append(restore, restoreMark(u.Mark, mask))
-	}
-	return append(out, restore...)
 }
 
 func ctNew() []expr.Any {
@@ -227,47 +187,140 @@ func ctNew() []expr.Any {
 	}
 }
 
-// setCtMark: ct mark set ct mark and ~mask or mark.
-func setCtMark(mark, mask uint32) []expr.Any {
-	return []expr.Any{
-		&expr.Ct{Key: expr.CtKeyMARK, Register: reg1},
-		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(^mask), Xor: native32(mark)},
-		&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true},
+// slotRules: ct mark set ct mark and ~M or m; meta mark set meta mark
+// and ~M or m.
+func slotRules(mark, mask uint32) [][]expr.Any {
+	set := func(load, store expr.Any) []expr.Any {
+		return []expr.Any{load,
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(^mask), Xor: native32(mark)},
+			store}
+	}
+	return [][]expr.Any{
+		set(&expr.Ct{Key: expr.CtKeyMARK, Register: reg1}, &expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true}),
+		set(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1, SourceRegister: true}),
 	}
 }
 
-// markIngress: iifname "U" ct state new ip daddr @up4-s ct mark set ...
-func markIngress(uplink string, u UplinkSlot, f family, mask uint32) []expr.Any {
-	e := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ifname(uplink)},
+func (t *Table) slotChainOf(c UplinkChain) *nftables.Chain {
+	return &nftables.Chain{Name: c.name(), Table: t.table}
+}
+
+func marksElement(c UplinkChain) []nftables.SetElement {
+	return []nftables.SetElement{{Key: native32(c.Mark), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: c.name()}}}
+}
+
+// stageChain stages c's chain, its rules and its element in
+// uplink-marksF; refill flushes a chain that may be there already (GC's
+// repair), where an ADD's new chain is not (the chain dump said so) and
+// a flush would make the commit destroy, which costs its socket's close.
+func (t *Table) stageChain(c UplinkChain, refill bool) error {
+	ch := t.c.AddChain(t.slotChainOf(c))
+	if refill {
+		t.c.FlushChain(ch)
 	}
-	e = append(e, ctNew()...)
-	e = append(e, matchFamily(f)...)
-	e = append(e, loadAddr(f, f.daddr, reg1), &expr.Lookup{SourceRegister: reg1, SetName: memberSet(u.Slot, f, false)})
-	return append(e, setCtMark(u.Mark, mask)...)
-}
-
-// markEgress: ct state new ip saddr @eg4-s ct mark set ...
-func markEgress(u UplinkSlot, f family, mask uint32) []expr.Any {
-	e := append(ctNew(), matchFamily(f)...)
-	e = append(e, loadAddr(f, f.saddr, reg1), &expr.Lookup{SourceRegister: reg1, SetName: memberSet(u.Slot, f, true)})
-	return append(e, setCtMark(u.Mark, mask)...)
-}
-
-// restoreMark: ct mark and M == m meta mark set meta mark and ~M or m.
-func restoreMark(mark, mask uint32) []expr.Any {
-	return []expr.Any{
-		&expr.Ct{Key: expr.CtKeyMARK, Register: reg1},
-		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(mask), Xor: native32(0)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(mark)},
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
-		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(^mask), Xor: native32(mark)},
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1, SourceRegister: true},
+	for _, e := range slotRules(c.Mark, t.mask()) {
+		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e})
 	}
+	return t.c.SetAddElements(c.family().marksSet(t.table), marksElement(c))
 }
 
-// SetUplinkMembers adds and removes set elements in one transaction. A
+// MarkUplinks makes each chain with its rules and element anew, in one
+// transaction: GC's and repair's, idempotent.
+func (t *Table) MarkUplinks(chains []UplinkChain) error {
+	if len(chains) == 0 {
+		return nil
+	}
+	err := t.flush(func() error {
+		for _, c := range chains {
+			if err := t.stageChain(c, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("marking uplinks %v in table inet %s: %w", chainNames(chains), TableName, err)
+	}
+	return nil
+}
+
+// UnmarkUplinks removes each chain and its element in one transaction;
+// one already gone is no error. The kernel refuses to delete a chain that
+// an element still goes to (EBUSY): a member added since the caller found
+// the chain empty keeps it, and the whole removal with it.
+func (t *Table) UnmarkUplinks(chains []UplinkChain) error {
+	if len(chains) == 0 {
+		return nil
+	}
+	for _, c := range chains {
+		// Added first, so that the deletions find them in any case.
+		ch := t.c.AddChain(t.slotChainOf(c))
+		s := c.family().marksSet(t.table)
+		if err := t.c.SetAddElements(s, marksElement(c)); err != nil {
+			return err
+		}
+		if err := t.c.SetDeleteElements(s, []nftables.SetElement{{Key: native32(c.Mark)}}); err != nil {
+			return err
+		}
+		t.c.DelChain(ch)
+	}
+	if err := t.c.Flush(); err != nil {
+		return fmt.Errorf("unmarking uplinks %v in table inet %s: %w", chainNames(chains), TableName, err)
+	}
+	return nil
+}
+
+func chainNames(cs []UplinkChain) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.name())
+	}
+	return out
+}
+
+// Uplinks reads which uplink has which slot, which families each routes
+// and how many members each family's chain has, from the dump of the
+// table's chains (chainUses), the one a steered ADD's base check reads
+// too; none when there is no table.
+func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
+	uses, err := t.chainUses()
+	if isNotFound(err) {
+		return map[string]UplinkSlot{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
+	}
+	t.uses, t.usesAt = uses, t.c.commits
+	return slotsOf(uses, t.mask()), nil
+}
+
+func slotsOf(uses map[string]uint32, mask uint32) map[string]UplinkSlot {
+	out := map[string]UplinkSlot{}
+	for name, use := range uses {
+		c, ok := parseSlotChain(name)
+		if !ok {
+			continue
+		}
+		u := out[c.Uplink]
+		u.Slot, u.Mark = c.Slot, markOf(c.Slot, mask)
+		f := fam(c.V6)
+		u.Routed[f], u.Members[f] = true, int(use)-slotChainRefs
+		if use < slotChainRefs {
+			u.Members[f] = -1
+		}
+		out[c.Uplink] = u
+	}
+	return out
+}
+
+func fam(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+// SetUplinkMembers adds and removes members in one transaction. A
 // removal of an element that is already gone is retried alone and
 // ignored, so that a replay finishes.
 func (t *Table) SetUplinkMembers(add, del []UplinkMember) error {
@@ -299,41 +352,24 @@ func wrapMembers(err error) error {
 	return fmt.Errorf("changing the marked addresses of table inet %s: %w", TableName, err)
 }
 
+// stageMembers stages the removals first: an egress address that moves
+// to another uplink is removed from one chain and added to the other.
 func (t *Table) stageMembers(add, del []UplinkMember) error {
-	for _, m := range add {
-		s := &nftables.Set{Table: t.table, Name: m.set(), KeyType: familyOf(m.Addr).keyType}
-		if err := t.c.SetAddElements(s, []nftables.SetElement{{Key: m.Addr.AsSlice()}}); err != nil {
+	for _, m := range del {
+		s, el := m.element()
+		s.Table, el.VerdictData = t.table, nil // removed by key, whichever chain it goes to
+		if err := t.c.SetDeleteElements(s, []nftables.SetElement{el}); err != nil {
 			return err
 		}
 	}
-	for _, m := range del {
-		s := &nftables.Set{Table: t.table, Name: m.set(), KeyType: familyOf(m.Addr).keyType}
-		if err := t.c.SetDeleteElements(s, []nftables.SetElement{{Key: m.Addr.AsSlice()}}); err != nil {
+	for _, m := range add {
+		s, el := m.element()
+		s.Table = t.table
+		if err := t.c.SetAddElements(s, []nftables.SetElement{el}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// SlotEmpty tells whether every set of slot is empty, asking for one set
-// after another until one has an element: a DEL's check whether its
-// uplink routes anything any more. It never fails.
-func (t *Table) SlotEmpty(slot int) (bool, error) {
-	for _, eg := range []bool{false, true} {
-		for _, f := range []family{ipv4, ipv6} {
-			s := &nftables.Set{Table: t.table, Name: memberSet(slot, f, eg), KeyType: f.keyType}
-			els, err := t.r.GetSetElements(s)
-			if err != nil {
-				// A set that cannot be listed (removed by hand) keeps the
-				// slot: a DEL must not fail on it, and GC mends the slot.
-				return false, nil
-			}
-			if len(els) > 0 {
-				return false, nil
-			}
-		}
-	}
-	return true, nil
 }
 
 // UplinkState is the marking as read back from the kernel.
@@ -341,60 +377,122 @@ type UplinkState struct {
 	Uplinks map[string]UplinkSlot
 	// Members lists each slot's addresses.
 	Members map[int][]UplinkMember
-	// Broken names what of the chain is not as SetUplinks makes it.
+	// Broken names what of the marking is not as MarkUplinks makes it.
 	Broken []string
 }
 
 // ReadUplinks lists the marking; for CHECK, GC, repair and status.
 func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
 	st := &UplinkState{Members: map[int][]UplinkMember{}}
-	var names map[string]bool
-	var err error
-	if st.Uplinks, names, err = t.uplinks(); err != nil || len(st.Uplinks) == 0 {
-		return st, err
-	}
-	for name, u := range st.Uplinks {
-		u.Mark = markOf(u.Slot, mask)
-		st.Uplinks[name] = u
-		if err := t.readMembers(st, u.Slot, names); err != nil {
-			return nil, err
-		}
-	}
-	rules, err := t.dumpRules(chainUplinks)
-	if err != nil {
-		st.Broken = append(st.Broken, "chain "+chainUplinks+" missing")
+	uses, err := t.chainUses()
+	if isNotFound(err) {
+		st.Uplinks = map[string]UplinkSlot{}
 		return st, nil
 	}
-	var got, want []string
-	for _, r := range rules {
-		got = append(got, ruleSignature(r))
+	if err != nil {
+		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
-	for _, e := range uplinkRules(st.Uplinks, mask) {
-		want = append(want, ruleSignature(marshalAll(e)))
-	}
-	if !slices.Equal(got, want) {
-		st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds %d rules, not the %d that mark %v", chainUplinks, len(got), len(want), slices.Sorted(maps.Keys(st.Uplinks))))
+	st.Uplinks = slotsOf(uses, mask)
+	st.Broken = twoSlots(uses)
+	for _, f := range []family{ipv4, ipv6} {
+		if err := t.readMembers(st, f); err != nil {
+			return nil, err
+		}
+		if err := t.readMarks(st, f, mask); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }
 
-func (t *Table) readMembers(st *UplinkState, slot int, names map[string]bool) error {
-	for _, f := range []family{ipv4, ipv6} {
-		for _, eg := range []bool{false, true} {
-			name := memberSet(slot, f, eg)
-			if !names[name] {
-				st.Broken = append(st.Broken, "set "+name+" missing")
+// twoSlots names an uplink whose families' chains have different slots.
+func twoSlots(uses map[string]uint32) []string {
+	var out []string
+	slots := map[string]int{}
+	for _, name := range slices.Sorted(maps.Keys(uses)) {
+		c, ok := parseSlotChain(name)
+		if !ok {
+			continue
+		}
+		if s, ok := slots[c.Uplink]; ok && s != c.Slot {
+			out = append(out, fmt.Sprintf("uplink %s has chains of slots %d and %d", c.Uplink, s, c.Slot))
+		}
+		slots[c.Uplink] = c.Slot
+	}
+	return out
+}
+
+// readMembers lists f's members from its two maps; an element that goes
+// to no chain of ours is broken.
+func (t *Table) readMembers(st *UplinkState, f family) error {
+	for _, ingress := range []bool{true, false} {
+		s := f.uplinkSet(t.table, ingress)
+		els, err := t.r.GetSetElements(s)
+		if err != nil {
+			st.Broken = append(st.Broken, "map "+s.Name+" missing")
+			continue
+		}
+		for _, el := range els {
+			m, ok := memberOf(el, f, ingress)
+			if !ok {
+				st.Broken = append(st.Broken, fmt.Sprintf("map %s holds an element of key %x that goes to no uplink chain", s.Name, el.Key))
 				continue
 			}
-			els, err := t.r.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
-			if err != nil {
-				return fmt.Errorf("listing set %s: %w", name, err)
-			}
-			for _, el := range els {
-				if a, ok := netip.AddrFromSlice(el.Key); ok {
-					st.Members[slot] = append(st.Members[slot], UplinkMember{Slot: slot, Addr: a, Egress: eg})
-				}
-			}
+			st.Members[m.Slot] = append(st.Members[m.Slot], m)
+		}
+	}
+	return nil
+}
+
+func memberOf(el nftables.SetElement, f family, ingress bool) (UplinkMember, bool) {
+	if len(el.Key) < int(f.addrLen) {
+		return UplinkMember{}, false
+	}
+	c, ok := parseSlotChain(verdictChain(el.Val))
+	addr, _ := netip.AddrFromSlice(el.Key[:f.addrLen])
+	if !ok || c.V6 != (f.addrLen == 16) || ingress && cstring(el.Key[f.addrLen:]) != c.Uplink {
+		return UplinkMember{}, false
+	}
+	return UplinkMember{Slot: c.Slot, Uplink: c.Uplink, Addr: addr, Egress: !ingress}, true
+}
+
+// readMarks checks each chain of family f: its element in uplink-marksF
+// and its two rules.
+func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
+	s := f.marksSet(t.table)
+	els, err := t.r.GetSetElements(s)
+	if err != nil {
+		st.Broken = append(st.Broken, "map "+s.Name+" missing")
+		return nil
+	}
+	goes := map[string]uint32{}
+	for _, el := range els {
+		if len(el.Key) == 4 {
+			goes[verdictChain(el.Val)] = binary.NativeEndian.Uint32(el.Key)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Uplinks)) {
+		u := st.Uplinks[name]
+		c := UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f.addrLen == 16}
+		if !u.Routed[fam(c.V6)] {
+			continue
+		}
+		if m, ok := goes[c.name()]; !ok || m != c.Mark {
+			st.Broken = append(st.Broken, fmt.Sprintf("map %s does not send mark %#x to chain %s", s.Name, c.Mark, c.name()))
+		}
+		rules, err := t.dumpRules(c.name())
+		if err != nil {
+			return fmt.Errorf("listing rules of chain %s: %w", c.name(), err)
+		}
+		var got, want []string
+		for _, r := range rules {
+			got = append(got, ruleSignature(r))
+		}
+		for _, e := range slotRules(c.Mark, mask) {
+			want = append(want, ruleSignature(marshalAll(e)))
+		}
+		if !slices.Equal(got, want) {
+			st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds %d rules, not the 2 that set mark %#x", c.name(), len(got), c.Mark))
 		}
 	}
 	return nil
@@ -404,6 +502,18 @@ func markOf(slot int, mask uint32) uint32 {
 	return uint32(slot) << bits.TrailingZeros32(mask) & mask
 }
 
-// slotData is a slot as the registry's integer data: big endian, as nft
-// prints an integer of a map that says no byte order.
-func slotData(s int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(s)) }
+// verdictChain is the chain a verdict map element's data goes to: the
+// library leaves the element's NFTA_DATA_VERDICT undecoded in Val.
+func verdictChain(val []byte) string {
+	ad, err := netlink.NewAttributeDecoder(val)
+	if err != nil {
+		return ""
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_VERDICT_CHAIN {
+			return ad.String()
+		}
+	}
+	return ""
+}

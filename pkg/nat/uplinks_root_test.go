@@ -1,79 +1,59 @@
 package nat
 
 import (
-	"maps"
+	"errors"
 	"net/netip"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 )
 
-// countingReader counts the round trips of each kind of read.
-type countingReader struct {
-	reader
-	sets, elements, tables int
-}
+var up1v4 = UplinkChain{Uplink: "uplink1", Slot: 2, Mark: 0x02000000}
 
-func (c *countingReader) ListTableOfFamily(name string, f nftables.TableFamily) (*nftables.Table, error) {
-	c.tables++
-	return c.reader.ListTableOfFamily(name, f)
-}
-
-func (c *countingReader) GetSets(t *nftables.Table) ([]*nftables.Set, error) {
-	c.sets++
-	return c.reader.GetSets(t)
-}
-
-func (c *countingReader) GetSetElements(s *nftables.Set) ([]nftables.SetElement, error) {
-	c.elements++
-	return c.reader.GetSetElements(s)
-}
-
-// Every steered DEL and routed ADD reads which uplink has which slot:
-// that is one read of the map (it was a listing of the table's sets, then
-// the map), also on a node with no map or no table yet, which reads as
-// none.
-func TestUplinksIsOneReadOfTheMap(t *testing.T) {
+// A steered ADD on a routed uplink reads which uplink has which slot from
+// the dump of the table's chains that its base check reads too: one dump
+// for both, and none at all for a table that is not there yet.
+func TestUplinksAndTheBaseCheckAreOneDumpOfTheChains(t *testing.T) {
 	inNetNS(t, func(_ string, tb *Table) {
-		c := &countingReader{reader: tb.r}
-		tb.r = c
-		for _, step := range []string{"no table", "marked"} {
-			if step == "marked" {
-				want := map[string]UplinkSlot{"uplink1": {Slot: 2}}
-				must(t, tb.SetUplinks(want, nil, 0xff00))
-				c.sets, c.elements, c.tables = 0, 0, 0
-				got, err := tb.Uplinks()
-				if err != nil || !maps.Equal(got, want) {
-					t.Fatalf("Uplinks = %v, %v; want %v", got, err, want)
-				}
-				if c.sets+c.elements+c.tables != 1 {
-					t.Errorf("Uplinks made %d set listings, %d element reads and %d table reads; want 1 read in all", c.sets, c.elements, c.tables)
-				}
-				// The last slot gone: the table stays, without the map.
-				must(t, tb.SetUplinks(nil, want, 0xff00))
-				step = "map gone"
-			}
-			c.sets, c.elements, c.tables = 0, 0, 0
-			got, err := tb.Uplinks()
-			if err != nil || len(got) != 0 {
-				t.Errorf("%s: Uplinks = %v, %v; want none", step, got, err)
-			}
-			if c.sets+c.elements+c.tables != 1 {
-				t.Errorf("%s: Uplinks made %d set listings, %d element reads and %d table reads; want 1 read in all", step, c.sets, c.elements, c.tables)
-			}
+		got, err := tb.Uplinks()
+		if err != nil || len(got) != 0 {
+			t.Fatalf("no table: Uplinks = %v, %v; want none", got, err)
+		}
+		in := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4}
+		must(t, tb.Ensure())
+		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{up1v4}, UplinkAdd: []UplinkMember{in}}))
+		before := tb.chainDumps
+		got, err = tb.Uplinks()
+		must(t, err)
+		want := UplinkSlot{Slot: 2, Mark: 0x02000000, Routed: [2]bool{true, false}, Members: [2]int{1, 0}}
+		if got["uplink1"] != want || len(got) != 1 {
+			t.Errorf("Uplinks = %+v, want uplink1: %+v", got, want)
+		}
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
+		if n := tb.chainDumps - before; n != 1 {
+			t.Errorf("Uplinks and the change's base check made %d dumps of the chains, want 1", n)
+		}
+		// After a commit of ours the dump is not taken for the kernel's.
+		before = tb.chainDumps
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4b: {ctrA}}, Fresh: map[netip.Addr]bool{ext4b: true}, EnsureBase: true}))
+		if n := tb.chainDumps - before; n != 1 {
+			t.Errorf("a later change's base check made %d dumps, want its own 1", n)
 		}
 	})
 }
 
-// A change's uplink members go in its own transaction, with its steering:
-// the sets hold them once Apply returns, and a removal of a member that
-// is not there (one that never was, or a replay's) still lets the change
-// through in one transaction.
-func TestApplyChangesTheUplinkSetsInTheSameTransaction(t *testing.T) {
+// A change makes a new uplink's chain and its members in its own
+// transaction, with its steering; a removal of a member that is not
+// there still lets the change through in one transaction; the kernel
+// refuses to take away a chain a member still goes to.
+func TestApplyChangesTheUplinkMarkingInTheSameTransaction(t *testing.T) {
 	inNetNS(t, func(_ string, tb *Table) {
-		must(t, tb.SetUplinks(map[string]UplinkSlot{"uplink1": {Slot: 1, Mark: 0x100}}, nil, 0xff00))
-		in, eg := UplinkMember{Slot: 1, Addr: ext4}, UplinkMember{Slot: 1, Addr: ctrA, Egress: true}
+		in := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4}
+		eg := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ctrA, Egress: true}
 		apply := func(what string, ch Change) {
 			t.Helper()
 			before := tb.c.commits
@@ -85,20 +65,110 @@ func TestApplyChangesTheUplinkSetsInTheSameTransaction(t *testing.T) {
 		must(t, tb.Ensure())
 		apply("the adding change", Change{
 			Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true},
-			UplinkAdd: []UplinkMember{in, eg}, EnsureBase: true,
+			UplinkMark: []UplinkChain{up1v4}, UplinkAdd: []UplinkMember{in, eg}, EnsureBase: true,
 		})
-		st, err := tb.ReadUplinks(0xff00)
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
 		must(t, err)
-		if got := st.Members[1]; !slices.Contains(got, in) || !slices.Contains(got, eg) || len(got) != 2 {
-			t.Errorf("after Apply slot 1 holds %v, want %v and %v", got, in, eg)
+		if got := st.Members[2]; !slices.Contains(got, in) || !slices.Contains(got, eg) || len(got) != 2 || len(st.Broken) != 0 {
+			t.Errorf("after Apply slot 2 holds %v (broken %v), want %v and %v", got, st.Broken, in, eg)
 		}
-		gone := UplinkMember{Slot: 1, Addr: ext4b}
+		if err := tb.UnmarkUplinks([]UplinkChain{up1v4}); !errors.Is(err, syscall.EBUSY) {
+			t.Errorf("unmarking a chain with members: %v, want EBUSY", err)
+		}
+		gone := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4b}
 		apply("the removing change", Change{Ingress: map[netip.Addr][]netip.Addr{ext4: nil}, UplinkDel: []UplinkMember{in, eg, gone}})
-		if st, err = tb.ReadUplinks(0xff00); err != nil || len(st.Members[1]) != 0 {
-			t.Errorf("after the removing Apply slot 1 holds %v (%v), want nothing", st.Members[1], err)
+		u, err := tb.Uplinks()
+		if err != nil || u["uplink1"].Members != [2]int{0, 0} {
+			t.Errorf("after the removing Apply uplink1 is %+v (%v), want no members", u["uplink1"], err)
 		}
-		if nst, err := tb.Read(); err != nil || len(nst.Ingress[ext4]) != 0 {
-			t.Errorf("after the removing Apply %s is steered to %v (%v), want nowhere", ext4, nst.Ingress[ext4], err)
+		must(t, tb.UnmarkUplinks([]UplinkChain{up1v4}))
+		must(t, tb.UnmarkUplinks([]UplinkChain{up1v4})) // already gone
+		if u, err := tb.Uplinks(); err != nil || len(u) != 0 {
+			t.Errorf("after Unmark: %v (%v), want no uplink", u, err)
+		}
+	})
+}
+
+// CHECK's reading finds a chain whose rule was taken away by hand and
+// one whose mark element is gone; MarkUplinks makes them anew.
+func TestReadUplinksFindsABrokenChainAndMarkUplinksMendsIt(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		must(t, tb.MarkUplinks([]UplinkChain{up1v4}))
+		nft(t, netns, "flush", "chain", "inet", TableName, up1v4.name())
+		nft(t, netns, "delete", "element", "inet", TableName, "uplink-marks4", "{", "0x02000000", "}")
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
+		must(t, err)
+		if len(st.Broken) != 2 {
+			t.Errorf("broken %q, want the chain's rules and its mark element", st.Broken)
+		}
+		must(t, tb.MarkUplinks([]UplinkChain{up1v4}))
+		if st, err = tb.ReadUplinks(DefaultUplinkMask); err != nil || len(st.Broken) != 0 {
+			t.Errorf("after MarkUplinks: broken %q (%v)", st.Broken, err)
+		}
+	})
+}
+
+// A table of layout 4 marked a routed uplink with sets of its slot and a
+// map of the slots: Ensure moves its members to this layout's chains in
+// the transaction that refills the base chains, and takes the old sets
+// and map away.
+func TestEnsureMovesLayout4sUplinkMarkingToChains(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		for _, c := range [][]string{
+			{"delete", "chain", "inet", TableName, tb.layoutChain()},
+			{"add", "chain", "inet", TableName, "layout-4"},
+			{"add", "set", "inet", TableName, "up4-2", "{", "type", "ipv4_addr;", "}"},
+			{"add", "set", "inet", TableName, "eg4-2", "{", "type", "ipv4_addr;", "}"},
+			{"add", "set", "inet", TableName, "up6-2", "{", "type", "ipv6_addr;", "}"},
+			{"add", "element", "inet", TableName, "up4-2", "{", ext4.String(), "}"},
+			{"add", "element", "inet", TableName, "eg4-2", "{", ctrA.String(), "}"},
+			{"flush", "chain", "inet", TableName, chainUplinks},
+			{"add", "rule", "inet", TableName, chainUplinks, "ip", "daddr", "@up4-2", "ct", "mark", "set", "0x02000000"},
+		} {
+			nft(t, netns, c...)
+		}
+		// The map as layout 4 made it: its integer data in network order.
+		m := &nftables.Set{Table: tb.table, Name: legacyMarks, IsMap: true,
+			KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger}
+		must(t, tb.c.AddSet(m, []nftables.SetElement{{Key: ifname("uplink1"), Val: []byte{0, 0, 0, 2}}}))
+		must(t, tb.c.Flush())
+		must(t, tb.Ensure())
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
+		must(t, err)
+		want := []UplinkMember{{Slot: 2, Uplink: "uplink1", Addr: ext4}, {Slot: 2, Uplink: "uplink1", Addr: ctrA, Egress: true}}
+		if got := st.Members[2]; len(got) != 2 || !slices.Contains(got, want[0]) || !slices.Contains(got, want[1]) || len(st.Broken) != 0 {
+			t.Errorf("after Ensure slot 2 holds %v (broken %v), want %v", got, st.Broken, want)
+		}
+		if st.Uplinks["uplink1"].Routed != [2]bool{true, false} {
+			t.Errorf("uplink1 = %+v, want its IPv4 chain only", st.Uplinks["uplink1"])
+		}
+		out := nft(t, netns, "list", "table", "inet", TableName)
+		for _, old := range []string{"up4-2", "eg4-2", "up6-2", "map uplink-marks {", "layout-4"} {
+			if strings.Contains(out, old) {
+				t.Errorf("after Ensure the table still has %s:\n%s", old, out)
+			}
+		}
+	})
+}
+
+// `nft flush table` empties the uplink chains with the base chains: the
+// next steered change's base check makes the table's fixed part anew,
+// and the uplink chains' rules with it.
+func TestAFlushedTablesUplinkChainsAreRefilledByTheNextSteeredChange(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Ensure())
+		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{up1v4}, UplinkAdd: []UplinkMember{{Slot: 2, Uplink: "uplink1", Addr: ext4}}}))
+		nft(t, netns, "flush", "table", "inet", TableName)
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
+		must(t, err)
+		if len(st.Broken) == 0 {
+			t.Fatalf("after nft flush table the uplink chain reads whole: the test models nothing")
+		}
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
+		if st, err = tb.ReadUplinks(DefaultUplinkMask); err != nil || len(st.Broken) != 0 || len(st.Members[2]) != 1 {
+			t.Errorf("after the steered change: broken %q, members %v (%v); want the chain whole and its member kept", st.Broken, st.Members[2], err)
 		}
 	})
 }

@@ -21,14 +21,14 @@ const (
 var driftKinds = []struct{ word, kind string }{
 	{"interrupted change", KindJournal},
 	// The uplink routing's lines (uplinks_sync.go) name a slot, a rule, a
-	// table's gateway, the marking or its chain and sets.
+	// table's gateway, the marking or its chains and maps (nat's
+	// uplinks.go).
 	{"slot", KindRouting},
 	{"rule pref", KindRouting},
 	{"routes by", KindRouting},
 	{"marked for routing", KindRouting},
-	{"chain uplinks", KindRouting},
-	{"set up", KindRouting},
-	{"set eg", KindRouting},
+	{"chain uplink", KindRouting},
+	{"map uplink-", KindRouting},
 	{"proxy neighbour", KindProxy},
 	{"nftables", KindNAT},
 	{"ingress", KindNAT},

@@ -193,23 +193,27 @@ func ruleText(ru netlink.Rule) string {
 	return fmt.Sprintf("pref %d (proto %d)", ru.Priority, ru.Protocol)
 }
 
+// readTable reads slot s's table of both families from one dump (family
+// unspecified: the kernel dumps each family's table in turn, with strict
+// checking only that table); it was one dump per family.
 func (r *Routes) readTable(h *netlinksafe.Handle, st *State, s int) error {
 	table := r.c.TableOf(s)
-	for i, f := range families {
-		routes, err := r.tableRoutes(f, table)
-		if err != nil {
-			return err
+	routes, err := r.tableRoutes(netlink.FAMILY_ALL, table)
+	if err != nil {
+		return err
+	}
+	for _, rt := range routes {
+		if rt.Table != table {
+			continue // a kernel that sent other tables too
 		}
-		for _, rt := range routes {
-			if int(rt.Protocol) != Protocol || rt.Dst != nil && !isDefault(rt.Dst) {
-				st.Foreign = append(st.Foreign, fmt.Sprintf("table %d holds route %s (proto %d)", table, rt.Dst, rt.Protocol))
-				continue
-			}
-			sl := st.slot(s)
-			sl.Uplink = linkName(h, rt.LinkIndex)
-			if gw, ok := netip.AddrFromSlice(rt.Gw); ok {
-				sl.Gateway[i] = gw.Unmap()
-			}
+		if int(rt.Protocol) != Protocol || rt.Dst != nil && !isDefault(rt.Dst) {
+			st.Foreign = append(st.Foreign, fmt.Sprintf("table %d holds route %s (proto %d)", table, rt.Dst, rt.Protocol))
+			continue
+		}
+		sl := st.slot(s)
+		sl.Uplink = linkName(h, rt.LinkIndex)
+		if gw, ok := netip.AddrFromSlice(rt.Gw); ok {
+			sl.Gateway[fam(rt.Family == netlink.FAMILY_V6)] = gw.Unmap()
 		}
 	}
 	return nil
@@ -371,22 +375,22 @@ func (r *Routes) slotRule(i, s int) *netlink.Rule {
 	return ru
 }
 
-// Remove takes slot s's rules and routes away, and the suppress rules
-// when no other slot is left (others lists the slots that stay); slot 0
-// is none, for suppress rules left alone. What is already gone is no
-// error.
-func (r *Routes) Remove(s int, others []int) error {
+// Remove takes slot s's rule and route of each family of fams away, and
+// the suppress rule of each family of last (the caller's last slot of
+// that family); slot 0 is none, for suppress rules alone. What is
+// already gone is no error.
+func (r *Routes) Remove(s int, fams, last [2]bool) error {
 	h, err := r.nl()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for i := range families {
-		if len(others) == 0 {
+		if last[i] {
 			errs = append(errs, ignoreGone(h.RuleDel(r.suppressRule(i))))
 		}
-		if s == 0 {
-			continue // the suppress rules only
+		if s == 0 || !fams[i] {
+			continue
 		}
 		errs = append(errs, ignoreGone(h.RuleDel(r.slotRule(i, s))))
 		// Our table holds one route of ours per family, the default one

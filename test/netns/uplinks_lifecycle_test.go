@@ -66,11 +66,11 @@ func (u *twoUplinks) noneOfOursLeft(when, before string) {
 	}
 }
 
-// An ADD of the uplink's first IPs killed in its routing step (a slot
-// marked but not routed, routed with no member, members in) is rolled
+// An ADD of the uplink's first IPs killed in its routing step (routed
+// with no chain, chains and members in) is rolled
 // back by the next invocation, which routes its own IP on the uplink.
 func TestAnAddKilledInTheUplinkRoutingIsRolledBackAndTheNextAddIsRouted(t *testing.T) {
-	for _, step := range []string{"uplink-marked", "uplink-routed", "uplink-members"} {
+	for _, step := range []string{"uplink-routed", "uplink-members"} {
 		t.Run(step, func(t *testing.T) {
 			u := newTwoUplinks(t, uplinkOpts{})
 			u.faultBuild()
@@ -99,7 +99,7 @@ func TestAnAddKilledInTheUplinkRoutingIsRolledBackAndTheNextAddIsRouted(t *testi
 // another IP is held on the uplink its routing stays whole, and after the
 // uplink's last DEL nothing of ours is left.
 func TestADelKilledInTheUplinkRoutingIsFinishedByTheRetriedDel(t *testing.T) {
-	for _, step := range []string{"uplink-routed", "uplink-members", "uplink-unrouted"} {
+	for _, step := range []string{"uplink-members", "uplink-unrouted"} {
 		t.Run(step, func(t *testing.T) {
 			u := newTwoUplinks(t, uplinkOpts{})
 			u.faultBuild()

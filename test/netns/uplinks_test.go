@@ -150,8 +150,14 @@ func (u *twoUplinks) ourObjects() []string {
 			}
 		}
 	}
-	if js, err := u.h.try("ip netns exec %s nft list chain inet external-ip uplinks", u.h.name); err == nil {
-		out = append(out, js)
+	// The table and its base chain uplinks stay with the node's other
+	// steering; an uplink's chain, or an element that goes to one, is ours.
+	if text, err := u.h.try("ip netns exec %s nft list table inet external-ip", u.h.name); err == nil {
+		for _, l := range strings.Split(text, "\n") {
+			if strings.Contains(l, "chain uplink4-") || strings.Contains(l, "chain uplink6-") || strings.Contains(l, "goto uplink") {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
 	}
 	return out
 }
@@ -190,12 +196,13 @@ func TestAClientBehindTheSecondUplinksRouterReachesTheContainerAndItsEgressLeave
 	// nft reads back what we built over netlink as the text docs/uplinks.md shows.
 	nft := u.h.inNode("nft list table inet external-ip")
 	for _, want := range []string{
-		`iifname "uplink1" ct state new ip daddr @up4-1 ct mark set ct mark & 0xf1ffffff | 0x01000000`,
-		`ct state new ip6 saddr @eg6-1 ct mark set ct mark & 0xf1ffffff | 0x01000000`,
-		`ct mark & 0x0f000000 == 0x01000000 meta mark set meta mark & 0xf1ffffff | 0x01000000`,
-		`elements = { "uplink1" : 1 }`,
-		`elements = { ` + eip4 + ` }`,
-		`elements = { ` + a.v6.String() + ` }`,
+		`meta nfproto ipv4 ct mark & 0x0f000000 vmap @uplink-marks4`,
+		`ct state new ip daddr . iifname vmap @uplink-in4`,
+		`ct state new ip6 saddr vmap @uplink-eg6`,
+		"chain uplink4-1-uplink1 {\n\t\tct mark set ct mark & 0xf1ffffff | 0x01000000\n\t\tmeta mark set meta mark & 0xf1ffffff | 0x01000000\n",
+		`elements = { 0x01000000 : goto uplink6-1-uplink1 }`,
+		`elements = { ` + eip4 + ` . "uplink1" : goto uplink4-1-uplink1 }`,
+		`elements = { ` + a.v6.String() + ` : goto uplink6-1-uplink1 }`,
 	} {
 		if !strings.Contains(nft, want) {
 			t.Errorf("nft list table inet external-ip lacks %q:\n%s", want, nft)

@@ -1,0 +1,116 @@
+package nat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+)
+
+// Layout 4 marked the flows of a routed uplink with rules of its own in
+// chain uplinks, reading sets up4-S, up6-S (external IPs) and eg4-S,
+// eg6-S (container addresses) of slot S, and kept which uplink had which
+// slot in map uplink-marks (ifname : slot). Ensure moves such a table's
+// marking to this layout in the transaction that refills the base chains,
+// so that no routed flow loses its uplink: each slot with members of a
+// family gets that family's chain, each member its element, and the old
+// sets and map go once the flushed chain no longer reads them.
+const legacyMarks = "uplink-marks"
+
+var legacySet = regexp.MustCompile(`^(up|eg)([46])-([0-9]+)$`)
+
+// legacyMarking is what a layout 4 table marked, and the names of its
+// sets and map to delete.
+type legacyMarking struct {
+	chains  []UplinkChain
+	members []UplinkMember
+	sets    []string
+}
+
+// legacyUplinks reads layout 4's marking when the table is of an earlier
+// layout (markers holds no marker of this one); one listing of the sets
+// when it has none.
+func (t *Table) legacyUplinks(markers []string) (*legacyMarking, error) {
+	if slices.Contains(markers, t.layoutChain()) {
+		return nil, nil
+	}
+	sets, err := t.r.GetSets(t.table)
+	if err != nil {
+		return nil, nil // no table: nothing to move
+	}
+	old := &legacyMarking{}
+	slots := map[int]string{}
+	for _, s := range sets {
+		if s.Name == legacyMarks {
+			old.sets = append(old.sets, s.Name)
+			els, err := t.r.GetSetElements(&nftables.Set{Table: t.table, Name: legacyMarks, IsMap: true,
+				KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger})
+			if err != nil {
+				return nil, fmt.Errorf("listing map %s: %w", legacyMarks, err)
+			}
+			for _, el := range els {
+				if len(el.Val) == 4 {
+					slots[int(binary.BigEndian.Uint32(el.Val))] = cstring(el.Key)
+				}
+			}
+		}
+	}
+	for _, s := range sets {
+		if legacySet.MatchString(s.Name) {
+			old.sets = append(old.sets, s.Name)
+		}
+	}
+	return old, t.readLegacyMembers(old, slots)
+}
+
+// readLegacyMembers reads the members of each slot that has an uplink.
+func (t *Table) readLegacyMembers(old *legacyMarking, slots map[int]string) error {
+	for _, name := range old.sets {
+		m := legacySet.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		var slot int
+		fmt.Sscan(m[3], &slot)
+		uplink, ok := slots[slot]
+		if !ok {
+			continue
+		}
+		f := famOf(m[2] == "6")
+		els, err := t.r.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
+		if err != nil {
+			return fmt.Errorf("listing set %s: %w", name, err)
+		}
+		c := UplinkChain{Uplink: uplink, Slot: slot, Mark: markOf(slot, t.mask()), V6: m[2] == "6"}
+		for _, el := range els {
+			if a, ok := netip.AddrFromSlice(el.Key); ok {
+				old.members = append(old.members, UplinkMember{Slot: slot, Uplink: uplink, Addr: a, Egress: m[1] == "eg"})
+				if !slices.Contains(old.chains, c) {
+					old.chains = append(old.chains, c)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// stageLegacy stages the move: after the base chains' refill, which
+// flushed layout 4's chain uplinks, so that its sets are free to go.
+func (t *Table) stageLegacy(old *legacyMarking) error {
+	if old == nil {
+		return nil
+	}
+	for _, name := range old.sets {
+		t.c.DelSet(&nftables.Set{Table: t.table, Name: name})
+	}
+	for _, c := range old.chains {
+		if err := t.stageChain(c, true); err != nil {
+			return err
+		}
+	}
+	return t.stageMembers(old.members, nil)
+}
