@@ -369,10 +369,13 @@ func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.Uplin
 // dropEmptyChains takes the routes, then the chain, away from each
 // (uplink, family) that dels took members from and that has none left:
 // nothing is routed by it any more. The count read before the change
-// tells when members are certainly left, without asking again; else the
-// chains are read anew.
+// tells, without asking again: a chain with more members than the change
+// removed keeps some. One that the count says is empty may still have a
+// member (one of dels was not there, or another state's ADD came since):
+// the kernel then refuses to delete it, and its routes are made again
+// (unmark).
 func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
-	maybe := false
+	var gone []nat.UplinkChain
 	for name, u := range marked {
 		for f := range 2 {
 			n := 0
@@ -381,27 +384,12 @@ func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.
 					n++
 				}
 			}
-			maybe = maybe || n > 0 && u.Members[f] >= 0 && u.Members[f] <= n
-		}
-	}
-	if !maybe {
-		return nil
-	}
-	now, err := a.opts.Routing.Marked()
-	if err != nil {
-		return kernelErr(err)
-	}
-	var gone []nat.UplinkChain
-	for name, u := range now {
-		for f := range 2 {
-			if u.Routed[f] && u.Members[f] == 0 && slices.ContainsFunc(dels, func(m nat.UplinkMember) bool {
-				return m.Uplink == name && fam(m.Addr.Is6()) == f
-			}) {
+			if n > 0 && u.Routed[f] && u.Members[f] >= 0 && u.Members[f] <= n {
 				gone = append(gone, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
 			}
 		}
 	}
-	return a.unmark(now, gone, dels)
+	return a.unmark(marked, gone, dels)
 }
 
 // unmark removes the routes, then the chains, of gone; a family's
@@ -438,7 +426,12 @@ func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkCha
 func (a *Assigner) reroute(gone []nat.UplinkChain, dels []nat.UplinkMember) error {
 	var errs []error
 	for _, c := range gone {
-		i := slices.IndexFunc(dels, func(m nat.UplinkMember) bool { return m.Uplink == c.Uplink && m.Addr.Is6() == c.V6 })
+		// An external IP (ingress) first: the gateway may be the route's
+		// to its network.
+		i := slices.IndexFunc(dels, func(m nat.UplinkMember) bool { return m.Uplink == c.Uplink && m.Addr.Is6() == c.V6 && !m.Egress })
+		if i < 0 {
+			i = slices.IndexFunc(dels, func(m nat.UplinkMember) bool { return m.Uplink == c.Uplink && m.Addr.Is6() == c.V6 })
+		}
 		if i < 0 {
 			continue
 		}

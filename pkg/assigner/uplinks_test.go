@@ -22,6 +22,9 @@ type fakeRouting struct {
 	routes  map[int][2]netip.Addr // slot -> its table's gateways (and rules)
 	index   map[int]int           // slot -> the uplink index EnsureRoutes was given
 	uplink  map[int]string        // slot -> the uplink EnsureRoutes was given
+	// unseen is a member Marked does not count: one another state's ADD
+	// adds after this change read the chains.
+	unseen nat.UplinkMember
 }
 
 var _ Routing = (*fakeRouting)(nil)
@@ -85,6 +88,9 @@ func (r *fakeRouting) RemoveRoutes(s int, fams, _ [2]bool) error {
 func (r *fakeRouting) Marked() (map[string]nat.UplinkSlot, error) {
 	out := maps.Clone(r.marked)
 	for m := range r.members {
+		if m == r.unseen {
+			continue
+		}
 		u := out[m.Uplink]
 		u.Members[fam(m.Addr.Is6())]++
 		out[m.Uplink] = u
@@ -228,5 +234,26 @@ func TestAnUplinkWithNoGatewayIsLeftToTheMainTable(t *testing.T) {
 	f.add(attA, onEth1V4)
 	if len(r.marked)+len(r.members)+len(r.routes) != 0 {
 		t.Errorf("an uplink with no gateway was routed: %v %v %v", r.marked, r.members, r.routes)
+	}
+}
+
+// A DEL that read the uplink's chain as left empty by its change, while
+// another state's ADD put a member there since, keeps the chain (the
+// kernel refuses to delete it) and makes the routes it had taken away
+// again: that member's flows stay routed, and the DEL, whose own part is
+// done, succeeds.
+func TestADelThatFindsTheChainInUseAfterAllRoutesItAgain(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	other := nat.UplinkMember{Slot: 1, Uplink: "eth1", Addr: netip.MustParseAddr("203.0.113.99")}
+	r.members[other], r.unseen = true, other
+	if err := f.assigner().Del(attA); err != nil {
+		t.Errorf("DEL: %v; its own part is done, and the chain it could not remove is another state's", err)
+	}
+	if u := r.marked["eth1"]; !u.Routed[0] || !r.members[other] {
+		t.Errorf("after the DEL: eth1 %+v, members %v; want the chain kept with %s", u, r.members, other.Addr)
+	}
+	if r.routes[1][0] != r.gw["eth1"] {
+		t.Errorf("after the DEL slot 1 routes by %v, want eth1's gateway %s again", r.routes[1], r.gw["eth1"])
 	}
 }

@@ -28,13 +28,12 @@ import (
 //	                   ct state new ip daddr . iifname vmap @uplink-in4
 //	                   ct state new ip saddr vmap @uplink-eg4      (and ip6)
 //	uplink4-S-U        per routed uplink U (slot S, mark m) and family:
-//	                   ct mark set ct mark and ~M or m
-//	                   meta mark set meta mark and ~M or m
+//	                   ct mark set ct mark and ~M or m meta mark set meta mark and ~M or m
 //	uplink-marks4      m : goto uplink4-S-U, every packet of a marked flow
 //	uplink-in4         EXTERNAL-IP . "U" : goto uplink4-S-U, new flows in
 //	uplink-eg4         CONTAINER-ADDRESS : goto uplink4-S-U, new flows out
 //
-// A new uplink costs a chain, its two rules and an element, staged in the
+// A new uplink costs a chain, its rule and an element, staged in the
 // ADD's own transaction; an address is one element. Which uplink has
 // which slot is read from the chains' names, in the dump of the table's
 // chains that a steered ADD makes anyway (baseIntact), and how many
@@ -54,8 +53,8 @@ const (
 	// opener names none: uplinkroute's default.
 	DefaultUplinkMask = 0x0f000000
 	// slotChainRefs is what a slot chain's use counts besides its
-	// members: its two rules and its element in uplink-marksF.
-	slotChainRefs = 3
+	// members: its rule and its element in uplink-marksF.
+	slotChainRefs = 2
 )
 
 // UplinkChain is one family's marking of one routed uplink.
@@ -187,18 +186,19 @@ func ctNew() []expr.Any {
 	}
 }
 
-// slotRules: ct mark set ct mark and ~M or m; meta mark set meta mark
-// and ~M or m.
+// slotRules is the chain's one rule: ct mark set ct mark and ~M or m
+// meta mark set meta mark and ~M or m. One rule, not one per statement:
+// each rule is a message and an acknowledgement of the ADD that makes
+// the chain.
 func slotRules(mark, mask uint32) [][]expr.Any {
 	set := func(load, store expr.Any) []expr.Any {
 		return []expr.Any{load,
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(^mask), Xor: native32(mark)},
 			store}
 	}
-	return [][]expr.Any{
+	return [][]expr.Any{append(
 		set(&expr.Ct{Key: expr.CtKeyMARK, Register: reg1}, &expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true}),
-		set(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1, SourceRegister: true}),
-	}
+		set(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1, SourceRegister: true})...)}
 }
 
 func (t *Table) slotChainOf(c UplinkChain) *nftables.Chain {
@@ -457,7 +457,7 @@ func memberOf(el nftables.SetElement, f family, ingress bool) (UplinkMember, boo
 }
 
 // readMarks checks each chain of family f: its element in uplink-marksF
-// and its two rules.
+// and its rule.
 func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 	s := f.marksSet(t.table)
 	els, err := t.r.GetSetElements(s)
@@ -492,7 +492,7 @@ func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 			want = append(want, ruleSignature(marshalAll(e)))
 		}
 		if !slices.Equal(got, want) {
-			st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds %d rules, not the 2 that set mark %#x", c.name(), len(got), c.Mark))
+			st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds %d rules, not the one that sets mark %#x", c.name(), len(got), c.Mark))
 		}
 	}
 	return nil
