@@ -25,6 +25,8 @@ type fakeRouting struct {
 	// unseen is a member Marked does not count: one another state's ADD
 	// adds after this change read the chains.
 	unseen nat.UplinkMember
+	// calls counts the calls of each method that reads or writes routes.
+	calls map[string]int
 }
 
 var _ Routing = (*fakeRouting)(nil)
@@ -34,6 +36,7 @@ func newFakeRouting() *fakeRouting {
 		gw:      map[string]netip.Addr{"eth1": netip.MustParseAddr("203.0.113.254")},
 		foreign: map[int]string{}, marked: map[string]nat.UplinkSlot{},
 		members: map[nat.UplinkMember]bool{}, routes: map[int][2]netip.Addr{}, index: map[int]int{}, uplink: map[int]string{},
+		calls: map[string]int{},
 	}
 }
 
@@ -41,12 +44,13 @@ func (r *fakeRouting) Config() uplinkroute.Config         { return uplinkroute.D
 func (r *fakeRouting) Off() bool                          { return false }
 func (r *fakeRouting) DefaultUplink(v6 bool) (int, error) { return ethIndex, nil }
 func (r *fakeRouting) Gateway(uplink string, _ int, ip netip.Addr) (netip.Addr, error) {
+	r.calls["Gateway"]++
 	if g := r.gw[uplink]; g.Is4() == ip.Is4() {
 		return g, nil
 	}
 	return netip.Addr{}, nil
 }
-func (r *fakeRouting) Collides(s int) (string, error) { return r.foreign[s], nil }
+func (r *fakeRouting) Collides(s int) (string, error) { r.calls["Collides"]++; return r.foreign[s], nil }
 
 func (r *fakeRouting) ReadRoutes() (*uplinkroute.State, error) {
 	st := &uplinkroute.State{Slots: map[int]*uplinkroute.Slot{}}
@@ -58,6 +62,7 @@ func (r *fakeRouting) ReadRoutes() (*uplinkroute.State, error) {
 }
 
 func (r *fakeRouting) EnsureRoutes(s int, uplink string, index int, gw [2]netip.Addr, _ bool) error {
+	r.calls["EnsureRoutes"]++
 	have := r.routes[s]
 	for f := range 2 {
 		if gw[f].IsValid() {
@@ -71,6 +76,7 @@ func (r *fakeRouting) EnsureRoutes(s int, uplink string, index int, gw [2]netip.
 }
 
 func (r *fakeRouting) RemoveRoutes(s int, fams, _ [2]bool) error {
+	r.calls["RemoveRoutes"]++
 	gw := r.routes[s]
 	for f := range 2 {
 		if fams[f] {
@@ -86,6 +92,7 @@ func (r *fakeRouting) RemoveRoutes(s int, fams, _ [2]bool) error {
 
 // Marked counts each chain's members, as the kernel's use count does.
 func (r *fakeRouting) Marked() (map[string]nat.UplinkSlot, error) {
+	r.calls["Marked"]++
 	out := maps.Clone(r.marked)
 	for m := range r.members {
 		if m == r.unseen {
@@ -110,6 +117,7 @@ func (r *fakeRouting) Mark(chains []nat.UplinkChain) error {
 
 // Unmark refuses, as the kernel does, while a member goes to a chain.
 func (r *fakeRouting) Unmark(chains []nat.UplinkChain) error {
+	r.calls["Unmark"]++
 	for m := range r.members {
 		if slices.ContainsFunc(chains, func(c nat.UplinkChain) bool { return c.Uplink == m.Uplink && c.V6 == m.Addr.Is6() }) {
 			return fmt.Errorf("chain of %s busy: %s goes to it", m.Uplink, m.Addr)
@@ -255,5 +263,40 @@ func TestADelThatFindsTheChainInUseAfterAllRoutesItAgain(t *testing.T) {
 	}
 	if r.routes[1][0] != r.gw["eth1"] {
 		t.Errorf("after the DEL slot 1 routes by %v, want eth1's gateway %s again", r.routes[1], r.gw["eth1"])
+	}
+}
+
+// An ADD on an uplink whose chain of the family is there trusts it: one
+// read of the marking (the dump the change's base check reuses), no
+// gateway read, no slot check, no route or rule made; its DEL, beside
+// another IP on the uplink, takes nothing but its members away, and the
+// uplink's last DEL decides on the count it read before its change.
+func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	// The first IP: the gateway, a free slot, its routes; the chain rides
+	// in the change.
+	if want := map[string]int{"Marked": 1, "Gateway": 1, "Collides": 1, "EnsureRoutes": 1}; !maps.Equal(r.calls, want) {
+		t.Errorf("the ADD of eth1's first IP called %v, want %v", r.calls, want)
+	}
+	f.steered(f.opts.NAT.(*fakeNAT), nat.TrafficBoth, ctrB4)
+	clear(r.calls)
+	f.add(attB, onEth1V4b)
+	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {
+		t.Errorf("the ADD of another IP on eth1 called %v, want %v", r.calls, want)
+	}
+	if !r.members[nat.UplinkMember{Slot: 1, Uplink: "eth1", Addr: onEth1V4b}] {
+		t.Errorf("members %v lack %s", r.members, onEth1V4b)
+	}
+	clear(r.calls)
+	f.del(attB)
+	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {
+		t.Errorf("the DEL beside another IP on eth1 called %v, want %v", r.calls, want)
+	}
+	// The last IP: no second read of the marking.
+	clear(r.calls)
+	f.del(attA)
+	if want := map[string]int{"Marked": 1, "RemoveRoutes": 1, "Unmark": 1}; !maps.Equal(r.calls, want) {
+		t.Errorf("the DEL of eth1's last IP called %v, want %v", r.calls, want)
 	}
 }
