@@ -50,7 +50,10 @@ func (r *fakeRouting) Gateway(uplink string, _ int, ip netip.Addr) (netip.Addr, 
 	}
 	return netip.Addr{}, nil
 }
-func (r *fakeRouting) Collides(s int) (string, error) { r.calls["Collides"]++; return r.foreign[s], nil }
+func (r *fakeRouting) Collides(s int) (string, error) {
+	r.calls["Collides"]++
+	return r.foreign[s], nil
+}
 
 func (r *fakeRouting) ReadRoutes() (*uplinkroute.State, error) {
 	st := &uplinkroute.State{Slots: map[int]*uplinkroute.Slot{}}
