@@ -86,10 +86,10 @@ type call struct {
 	// on the holder; undoing is set while an ADD is being undone.
 	fresh, put map[netip.Addr]bool
 	undoing    bool
-	// reverting is set while an ADD is undone or rolled back from its
-	// journal: only then are routes without a chain looked for
-	// (unrouteUnmarked).
-	reverting bool
+	// recovering is set while an ADD is undone, or a change's journal
+	// rolled back or finished: only then are routes without a chain
+	// looked for (unrouteUnmarked).
+	recovering bool
 	// queued says this call queued a conntrack clean-up (forget.go);
 	// Queued reads it once the call has returned.
 	queued bool
@@ -294,8 +294,8 @@ func (a *Assigner) remember(j *journal, old *record) error {
 // drops the ADD's journal. If it cannot, the journal stays and the next
 // invocation undoes the ADD.
 func (a *Assigner) undo(j *journal, cause error) error {
-	a.undoing, a.reverting = true, true
-	defer func() { a.undoing, a.reverting = false, false }()
+	a.undoing, a.recovering = true, true
+	defer func() { a.undoing, a.recovering = false, false }()
 	err := a.apply(reverse(j))
 	if err == nil {
 		err = a.st.Remove(store.JournalFile)
@@ -407,11 +407,11 @@ func (a *Assigner) recover() error {
 	if j.Op == store.OpAdd {
 		a.log.Warn("rolling back an interrupted ADD", "journal", a.st.Path(store.JournalFile), "key", j.Key)
 		j = reverse(j)
-		a.reverting = true
-		defer func() { a.reverting = false }()
 	} else {
 		a.log.Warn("finishing an interrupted release", "journal", a.st.Path(store.JournalFile), "key", j.Key)
 	}
+	a.recovering = true
+	defer func() { a.recovering = false }()
 	if err := a.apply(j); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package assigner
 
 import (
 	"errors"
+	"syscall"
 	"maps"
 	"net/netip"
 	"slices"
@@ -174,12 +175,12 @@ func (a *Assigner) gateways(uplink string) [2]netip.Addr {
 // steers it in: want lists each touched IP's targets after the change).
 // Which uplink has which slot is read from the dump of our table's chains
 // that the same transaction's base check then reads again without asking
-// (nat.Table.Uplinks). A chain left with no member loses its routes and
-// itself afterwards (dropEmptyChains). Each step is idempotent, so a
+// (nat.Table.Uplinks). A chain left with no member loses itself and then
+// its routes afterwards (dropEmptyChains). Each step is idempotent, so a
 // replay of the change finishes it; the steps named uplink-routed,
-// uplink-members and uplink-unrouted are where the crash tests kill it
+// uplink-members and uplink-unmarked are where the crash tests kill it
 // (routes made but no chain, chains and members and NAT changed, routes
-// gone but the chain kept).
+// left after the chain went).
 func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) (routePlan, error) {
 	if a.opts.Routing == nil {
 		return routePlan{}, nil
@@ -196,7 +197,7 @@ func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr,
 	if err != nil {
 		return routePlan{}, kernelErr(err)
 	}
-	if a.reverting {
+	if a.recovering {
 		if err := a.unrouteUnmarked(del, marked); err != nil {
 			return routePlan{}, err
 		}
@@ -366,41 +367,68 @@ func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.Uplin
 	return out
 }
 
-// dropEmptyChains takes the routes, then the chain, away from each
+// dropEmptyChains takes the chain, then the routes, away from each
 // (uplink, family) that dels took members from and that has none left:
 // nothing is routed by it any more. The count read before the change
-// tells, without asking again: a chain with more members than the change
-// removed keeps some. One that the count says is empty may still have a
-// member (one of dels was not there, or another state's ADD came since):
-// the kernel then refuses to delete it, and its routes are made again
-// (unmark).
+// tells when members are certainly left (more than the change removed),
+// without asking again; else the chains are read anew (a removal counted
+// may not have been there, as for an IP that had no ingress).
 func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
-	var gone []nat.UplinkChain
+	maybe := false
 	for name, u := range marked {
 		for f := range 2 {
-			n := 0
-			for _, m := range dels {
-				if m.Uplink == name && fam(m.Addr.Is6()) == f {
-					n++
-				}
-			}
-			if n > 0 && u.Routed[f] && u.Members[f] >= 0 && u.Members[f] <= n {
+			n := countChain(dels, name, f)
+			maybe = maybe || n > 0 && u.Routed[f] && u.Members[f] >= 0 && u.Members[f] <= n
+		}
+	}
+	if !maybe {
+		return nil
+	}
+	now, err := a.opts.Routing.Marked()
+	if err != nil {
+		return kernelErr(err)
+	}
+	var gone []nat.UplinkChain
+	for name, u := range now {
+		for f := range 2 {
+			if u.Routed[f] && u.Members[f] == 0 && countChain(dels, name, f) > 0 {
 				gone = append(gone, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
 			}
 		}
 	}
-	return a.unmark(marked, gone, dels)
+	return a.unmark(now, gone)
 }
 
-// unmark removes the routes, then the chains, of gone; a family's
-// suppress rule goes with its last chain. A chain that a member came to
-// meanwhile (another state's ADD, which trusted it) is kept, and its
-// routes are made again from the gateway toward one of dels, the members
-// that left it.
-func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain, dels []nat.UplinkMember) error {
+// countChain counts the members of ms that go to uplink's chain of f.
+func countChain(ms []nat.UplinkMember, uplink string, f int) int {
+	n := 0
+	for _, m := range ms {
+		if m.Uplink == uplink && fam(m.Addr.Is6()) == f {
+			n++
+		}
+	}
+	return n
+}
+
+// unmark removes the chains of gone, then their routes; a family's
+// suppress rule goes with its last chain. Chain first, so that a chain
+// never goes without its routes: an ADD that finds one trusts it. The
+// kernel refuses to delete a chain that an element still goes to
+// (EBUSY: another state's ADD came meanwhile): then nothing is removed.
+// Killed in between (uplink-unmarked), the routes without a chain are
+// found by the replay (unrouteUnmarked) or by GC.
+func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
 	if len(gone) == 0 {
 		return nil
 	}
+	if err := a.opts.Routing.Unmark(gone); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			a.log.Info("uplink chains kept: an address came to one", "chains", gone)
+			return nil
+		}
+		return kernelErr(err)
+	}
+	a.step("uplink-unmarked")
 	var errs []error
 	for _, c := range gone {
 		a.log.Info("uplink unmarked", "chain", c)
@@ -408,40 +436,6 @@ func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkCha
 		fams[fam(c.V6)] = true
 		last[fam(c.V6)] = !otherRoutes(marked, gone, fam(c.V6))
 		errs = append(errs, a.opts.Routing.RemoveRoutes(c.Slot, fams, last))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return kernelErr(err) // chains kept: the next change or GC retries
-	}
-	a.step("uplink-unrouted")
-	err := a.opts.Routing.Unmark(gone)
-	if err == nil {
-		return nil
-	}
-	a.log.Warn("uplink chains kept: a member came to one", "error", err)
-	return a.reroute(gone, dels)
-}
-
-// reroute makes gone's routes again, each from the gateway toward a
-// member that left its chain; with none known, GC does.
-func (a *Assigner) reroute(gone []nat.UplinkChain, dels []nat.UplinkMember) error {
-	var errs []error
-	for _, c := range gone {
-		// An external IP (ingress) first: the gateway may be the route's
-		// to its network.
-		i := slices.IndexFunc(dels, func(m nat.UplinkMember) bool { return m.Uplink == c.Uplink && m.Addr.Is6() == c.V6 && !m.Egress })
-		if i < 0 {
-			i = slices.IndexFunc(dels, func(m nat.UplinkMember) bool { return m.Uplink == c.Uplink && m.Addr.Is6() == c.V6 })
-		}
-		if i < 0 {
-			continue
-		}
-		if ok, err := a.routedNeed(uplinkNeed{uplink: c.Uplink, addr: dels[i].Addr, ip: dels[i].Addr}, nil); err != nil || !ok {
-			errs = append(errs, err)
-			continue
-		}
-		var gw [2]netip.Addr
-		gw[fam(c.V6)] = a.gateways(c.Uplink)[fam(c.V6)]
-		errs = append(errs, a.opts.Routing.EnsureRoutes(c.Slot, c.Uplink, a.uplinkIndex(c.Uplink), gw, true))
 	}
 	return kernelErr(errors.Join(errs...))
 }
@@ -456,10 +450,12 @@ func otherRoutes(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain, f int
 	return false
 }
 
-// unrouteUnmarked removes the routes an ADD being undone made for an
-// uplink before it could make its chain (killed at uplink-routed): the
-// routes of a slot that routes one of del's uplinks and that no chain
-// has. Only an undo reads every table of ours for it.
+// unrouteUnmarked removes the routes that a killed change left without a
+// chain: an ADD's made before its chain (killed at uplink-routed, then
+// undone), a DEL's left after its chain went (killed at
+// uplink-unmarked, then finished): the routes of a slot that routes one
+// of del's uplinks and that no chain has. Only a recovery reads every
+// table of ours for it.
 func (a *Assigner) unrouteUnmarked(del []uplinkNeed, marked map[string]nat.UplinkSlot) error {
 	var ups []string
 	for _, n := range del {

@@ -101,7 +101,7 @@ func TestAnUplinkChangeKilledAtAnyStepLeavesTheRoutingTheRecordsNeed(t *testing.
 			})
 		}
 	}
-	for _, step := range []string{"uplink-routed", "uplink-members", "uplink-unrouted"} {
+	for _, step := range []string{"uplink-routed", "uplink-members", "uplink-unmarked"} {
 		if !reached[step] {
 			t.Errorf("no change passes step %q, so a crash there is untested (steps reached: %v)", step, slices.Sorted(maps.Keys(reached)))
 		}

@@ -139,19 +139,15 @@ func familyName(f int) string {
 }
 
 // routingExtra names what of ours the kernel has that want does not
-// need: marked uplinks and set members no record routes, routes of ours
-// for no marked uplink.
+// need: uplink chains and members no record routes, routes of ours of a
+// family for which no chain of their slot is there.
 func routingExtra(want []uplinkNeed, v *routingView) []string {
 	var out []string
-	used := map[string]bool{}
-	for _, n := range want {
-		used[n.uplink] = true
-	}
-	slots := map[int]string{}
 	for name, u := range v.marked.Uplinks {
-		slots[u.Slot] = name
-		if !used[name] && !v.anyForeign(u.Slot) {
-			out = append(out, fmt.Sprintf("uplink %s: marked (slot %d) but routes no held IP", name, u.Slot))
+		for f := range 2 {
+			if u.Routed[f] && !wantsFamily(want, name, f) && !v.anyForeign(u.Slot, f) {
+				out = append(out, fmt.Sprintf("uplink %s: marked (slot %d, %s) but routes no held IP", name, u.Slot, familyName(f)))
+			}
 		}
 		for _, m := range v.marked.Members[u.Slot] {
 			if !v.foreign[m] && !slices.Contains(want, uplinkNeed{uplink: name, addr: m.Addr, egress: m.Egress, ip: wantIP(want, m)}) {
@@ -159,13 +155,30 @@ func routingExtra(want []uplinkNeed, v *routingView) []string {
 			}
 		}
 	}
-	for s := range v.routes.Slots {
-		if _, ok := slots[s]; !ok {
-			out = append(out, fmt.Sprintf("slot %d: rules or routes of ours for no marked uplink", s))
+	for s, sl := range v.routes.Slots {
+		for f := range 2 {
+			if (sl.Rule[f] || sl.Gateway[f].IsValid()) && !slotRoutes(v.marked.Uplinks, s, f) {
+				out = append(out, fmt.Sprintf("slot %d: rules or routes of ours (%s) for no marked uplink", s, familyName(f)))
+			}
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// wantsFamily tells whether want routes an address of family f by uplink.
+func wantsFamily(want []uplinkNeed, uplink string, f int) bool {
+	return slices.ContainsFunc(want, func(n uplinkNeed) bool { return n.uplink == uplink && fam(n.ip.Is6()) == f })
+}
+
+// slotRoutes tells whether an uplink of slot s has its chain of family f.
+func slotRoutes(marked map[string]nat.UplinkSlot, s, f int) bool {
+	for _, u := range marked {
+		if u.Slot == s && u.Routed[f] {
+			return true
+		}
+	}
+	return false
 }
 
 // wantIP is the external IP that want pairs with m's address, for an
@@ -213,13 +226,18 @@ func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 	// Members first: a chain goes only once nothing goes to it.
 	errs := []error{kernelErr(a.opts.Routing.SetMembers(nil, extraMembers(want, v, marked)))}
 	var gone []nat.UplinkChain
-	for name, u := range marked {
-		if !slices.ContainsFunc(want, func(n uplinkNeed) bool { return n.uplink == name }) && !v.anyForeign(u.Slot) {
-			gone = append(gone, chainsOf(name, u)...)
+	for name, u := range v.marked.Uplinks {
+		for _, c := range chainsOf(name, u) {
+			if f := fam(c.V6); !wantsFamily(want, name, f) && !v.anyForeign(u.Slot, f) {
+				gone = append(gone, c)
+				u.Routed[f] = false
+			}
+		}
+		if marked[name] = u; u.Routed == ([2]bool{}) {
 			delete(marked, name)
 		}
 	}
-	errs = append(errs, a.unmark(v.marked.Uplinks, gone, nil), a.dropStrayRoutes(v, marked))
+	errs = append(errs, a.unmark(v.marked.Uplinks, gone), a.dropStrayRoutes(v, marked))
 	chains, err := a.wantChains(want, marked)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -268,9 +286,10 @@ func (a *Assigner) wantChains(want []uplinkNeed, marked map[string]nat.UplinkSlo
 	return out, nil
 }
 
-// anyForeign tells whether slot s has a member of another state.
-func (v *routingView) anyForeign(s int) bool {
-	return slices.ContainsFunc(v.marked.Members[s], func(m nat.UplinkMember) bool { return v.foreign[m] })
+// anyForeign tells whether slot s has a member of family f of another
+// state.
+func (v *routingView) anyForeign(s, f int) bool {
+	return slices.ContainsFunc(v.marked.Members[s], func(m nat.UplinkMember) bool { return v.foreign[m] && fam(m.Addr.Is6()) == f })
 }
 
 // extraMembers lists the members of the uplinks kept that no need has and
@@ -288,26 +307,28 @@ func extraMembers(want []uplinkNeed, v *routingView, marked map[string]nat.Uplin
 	return out
 }
 
-// dropStrayRoutes removes the rules and routes of ours whose slot no
-// uplink is marked with (a crash between the two, a mark removed by hand),
-// and the suppress rule of a family no uplink routes.
+// dropStrayRoutes removes the rules and routes of ours of a family for
+// which no chain of their slot is there (a crash between the two, a chain
+// removed by hand), and the suppress rule of a family no chain routes.
 func (a *Assigner) dropStrayRoutes(v *routingView, marked map[string]nat.UplinkSlot) error {
-	used := map[int]bool{}
 	var last [2]bool
 	for f := range 2 {
 		last[f] = !otherRoutes(marked, nil, f)
 	}
-	for _, u := range marked {
-		used[u.Slot] = true
-	}
 	var errs []error
-	for s := range v.routes.Slots {
-		if !used[s] {
-			a.log.Info("stray uplink routes removed", "slot", s)
-			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, [2]bool{true, true}, last)))
+	stray := false
+	for s, sl := range v.routes.Slots {
+		var fams [2]bool
+		for f := range 2 {
+			fams[f] = (sl.Rule[f] || sl.Gateway[f].IsValid()) && !slotRoutes(marked, s, f)
+		}
+		if fams != ([2]bool{}) {
+			a.log.Info("stray uplink routes removed", "slot", s, "families", fams)
+			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, fams, last)))
+			stray = true
 		}
 	}
-	if (last[0] && v.routes.Suppress[0] || last[1] && v.routes.Suppress[1]) && len(v.routes.Slots) == 0 {
+	if !stray && (last[0] && v.routes.Suppress[0] || last[1] && v.routes.Suppress[1]) {
 		errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(0, [2]bool{}, last)))
 	}
 	return errors.Join(errs...)

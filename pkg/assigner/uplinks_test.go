@@ -3,6 +3,7 @@ package assigner
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"maps"
 	"net/netip"
 	"slices"
@@ -123,7 +124,7 @@ func (r *fakeRouting) Unmark(chains []nat.UplinkChain) error {
 	r.calls["Unmark"]++
 	for m := range r.members {
 		if slices.ContainsFunc(chains, func(c nat.UplinkChain) bool { return c.Uplink == m.Uplink && c.V6 == m.Addr.Is6() }) {
-			return fmt.Errorf("chain of %s busy: %s goes to it", m.Uplink, m.Addr)
+			return fmt.Errorf("chain of %s: %s goes to it: %w", m.Uplink, m.Addr, syscall.EBUSY)
 		}
 	}
 	for _, c := range chains {
@@ -248,12 +249,11 @@ func TestAnUplinkWithNoGatewayIsLeftToTheMainTable(t *testing.T) {
 	}
 }
 
-// A DEL that read the uplink's chain as left empty by its change, while
-// another state's ADD put a member there since, keeps the chain (the
-// kernel refuses to delete it) and makes the routes it had taken away
-// again: that member's flows stay routed, and the DEL, whose own part is
-// done, succeeds.
-func TestADelThatFindsTheChainInUseAfterAllRoutesItAgain(t *testing.T) {
+// A DEL that reads the uplink's chain as left empty by its change, while
+// another state's ADD put a member there, keeps the chain (the kernel
+// refuses to delete it) and its routes: that member's flows stay routed,
+// and the DEL, whose own part is done, succeeds.
+func TestADelThatFindsTheChainInUseAfterAllKeepsItAndItsRoutes(t *testing.T) {
 	f, r := routedFixture(t)
 	f.add(attA, onEth1V4)
 	other := nat.UplinkMember{Slot: 1, Uplink: "eth1", Addr: netip.MustParseAddr("203.0.113.99")}
@@ -264,16 +264,17 @@ func TestADelThatFindsTheChainInUseAfterAllRoutesItAgain(t *testing.T) {
 	if u := r.marked["eth1"]; !u.Routed[0] || !r.members[other] {
 		t.Errorf("after the DEL: eth1 %+v, members %v; want the chain kept with %s", u, r.members, other.Addr)
 	}
-	if r.routes[1][0] != r.gw["eth1"] {
-		t.Errorf("after the DEL slot 1 routes by %v, want eth1's gateway %s again", r.routes[1], r.gw["eth1"])
+	if r.routes[1][0] != r.gw["eth1"] || r.calls["RemoveRoutes"] != 0 {
+		t.Errorf("after the DEL slot 1 routes by %v (%d removals), want eth1's gateway %s, never removed", r.routes[1], r.calls["RemoveRoutes"], r.gw["eth1"])
 	}
 }
 
 // An ADD on an uplink whose chain of the family is there trusts it: one
 // read of the marking (the dump the change's base check reuses), no
 // gateway read, no slot check, no route or rule made; its DEL, beside
-// another IP on the uplink, takes nothing but its members away, and the
-// uplink's last DEL decides on the count it read before its change.
+// another IP on the uplink, takes nothing but its members away (the count
+// read before its change says members are left), and the uplink's last
+// DEL reads the chains again before it removes one.
 func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	f, r := routedFixture(t)
 	f.add(attA, onEth1V4)
@@ -296,10 +297,31 @@ func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL beside another IP on eth1 called %v, want %v", r.calls, want)
 	}
-	// The last IP: no second read of the marking.
+	// The last IP: the marking read again once the change is made.
 	clear(r.calls)
 	f.del(attA)
-	if want := map[string]int{"Marked": 1, "RemoveRoutes": 1, "Unmark": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"Marked": 2, "RemoveRoutes": 1, "Unmark": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL of eth1's last IP called %v, want %v", r.calls, want)
+	}
+}
+
+// GC takes away an uplink's chain and routes of a family that no record
+// routes by it, and keeps the other family's.
+func TestGCTakesAwayTheFamilyOfAnUplinkNoRecordNeeds(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	u := r.marked["eth1"]
+	u.Routed[1] = true
+	r.marked["eth1"] = u
+	v6gw := netip.MustParseAddr("2001:db8:5::fe")
+	r.routes[1] = [2]netip.Addr{r.routes[1][0], v6gw}
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.marked["eth1"].Routed; got != [2]bool{true, false} {
+		t.Errorf("after GC eth1 routes %v, want IPv4 only", got)
+	}
+	if r.routes[1] != [2]netip.Addr{r.gw["eth1"]} {
+		t.Errorf("after GC slot 1 routes by %v, want eth1's IPv4 gateway only", r.routes[1])
 	}
 }

@@ -34,8 +34,10 @@ type Change struct {
 	// in UplinkMark.
 	UplinkAdd, UplinkDel []UplinkMember
 	// anyMembersGone stages each of UplinkDel as an addition then its
-	// removal, which holds whether or not the set has it: Apply's retry
-	// once a removal was refused.
+	// removal, which holds whether or not the map has it, unless it has
+	// the key going to another chain (the kernel refuses the addition:
+	// Apply then goes step by step): Apply's retry once a removal was
+	// refused.
 	anyMembersGone bool
 	// EnsureBase asks for the base chains and their rules to be checked
 	// (one dump of the chains' use counts, baseIntact) and restored before

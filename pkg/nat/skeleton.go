@@ -182,6 +182,11 @@ func (t *Table) Ensure() error {
 			}
 		}
 	}
+	// The marks are made anew with the chains: a table of another mask
+	// keeps no element of its marks, which would count as a member.
+	for _, f := range []family{ipv4, ipv6} {
+		t.c.FlushSet(f.marksSet(t.table))
+	}
 	for _, c := range slots {
 		if err := t.stageChain(c, true); err != nil {
 			return err

@@ -282,10 +282,21 @@ func chainNames(cs []UplinkChain) []string {
 // and how many members each family's chain has, from the dump of the
 // table's chains (chainUses), the one a steered ADD's base check reads
 // too; none when there is no table.
+//
+// A table of another layout or mask (an upgrade) is made this layout's
+// first (Ensure, which moves layout 4's marking): a change planned on the
+// old marking would find none of its uplinks marked.
 func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
 	uses, err := t.chainUses()
 	if isNotFound(err) {
 		return map[string]UplinkSlot{}, nil
+	}
+	if err == nil {
+		if _, ok := uses[t.layoutChain()]; !ok {
+			if err = t.Ensure(); err == nil {
+				uses, err = t.chainUses()
+			}
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
@@ -294,12 +305,21 @@ func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
 	return slotsOf(uses, t.mask()), nil
 }
 
+// slotsOf reads the uplinks' chains; an uplink whose chains have two
+// slots (ReadUplinks calls that broken) reads as its lowest, whatever
+// the order of the dump.
 func slotsOf(uses map[string]uint32, mask uint32) map[string]UplinkSlot {
 	out := map[string]UplinkSlot{}
 	for name, use := range uses {
 		c, ok := parseSlotChain(name)
 		if !ok {
 			continue
+		}
+		if u, ok := out[c.Uplink]; ok && u.Slot != c.Slot {
+			if u.Slot < c.Slot {
+				continue
+			}
+			delete(out, c.Uplink)
 		}
 		u := out[c.Uplink]
 		u.Slot, u.Mark = c.Slot, markOf(c.Slot, mask)

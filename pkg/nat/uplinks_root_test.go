@@ -110,9 +110,9 @@ func TestReadUplinksFindsABrokenChainAndMarkUplinksMendsIt(t *testing.T) {
 }
 
 // A table of layout 4 marked a routed uplink with sets of its slot and a
-// map of the slots: Ensure moves its members to this layout's chains in
-// the transaction that refills the base chains, and takes the old sets
-// and map away.
+// map of the slots: the first read of the marking has Ensure move its
+// members to this layout's chains, in the transaction that refills the
+// base chains, and take the old sets and map away.
 func TestEnsureMovesLayout4sUplinkMarkingToChains(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.Ensure())
@@ -134,7 +134,12 @@ func TestEnsureMovesLayout4sUplinkMarkingToChains(t *testing.T) {
 			KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger}
 		must(t, tb.c.AddSet(m, []nftables.SetElement{{Key: ifname("uplink1"), Val: []byte{0, 0, 0, 2}}}))
 		must(t, tb.c.Flush())
-		must(t, tb.Ensure())
+		// The first change's read of the marking moves it (Ensure) first.
+		u, err := tb.Uplinks()
+		must(t, err)
+		if got := u["uplink1"]; got.Slot != 2 || got.Members != [2]int{2, 0} {
+			t.Errorf("Uplinks on the table of layout 4 = %+v, want uplink1 in slot 2 with its 2 IPv4 members", got)
+		}
 		st, err := tb.ReadUplinks(DefaultUplinkMask)
 		must(t, err)
 		want := []UplinkMember{{Slot: 2, Uplink: "uplink1", Addr: ext4}, {Slot: 2, Uplink: "uplink1", Addr: ctrA, Egress: true}}
@@ -169,6 +174,28 @@ func TestAFlushedTablesUplinkChainsAreRefilledByTheNextSteeredChange(t *testing.
 		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
 		if st, err = tb.ReadUplinks(DefaultUplinkMask); err != nil || len(st.Broken) != 0 || len(st.Members[2]) != 1 {
 			t.Errorf("after the steered change: broken %q, members %v (%v); want the chain whole and its member kept", st.Broken, st.Members[2], err)
+		}
+	})
+}
+
+// A table made with another mask is made anew with this one, its uplink
+// chains and their marks too: no mark element of the old mask is left to
+// count as a member.
+func TestATableOfAnotherMaskIsMarkedAnewWithItsChains(t *testing.T) {
+	inNetNS(t, func(_ string, tb *Table) {
+		tb.UplinkMask = 0x00f00000
+		must(t, tb.Ensure())
+		old := UplinkChain{Uplink: "uplink1", Slot: 2, Mark: 0x00200000}
+		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{old}, UplinkAdd: []UplinkMember{{Slot: 2, Uplink: "uplink1", Addr: ext4}}}))
+		tb.UplinkMask = 0
+		u, err := tb.Uplinks() // finds no marker of this mask: Ensure first
+		must(t, err)
+		if got := u["uplink1"]; got.Mark != 0x02000000 || got.Members != [2]int{1, 0} {
+			t.Errorf("uplink1 after the mask changed = %+v; want mark 0x02000000 and its one member", got)
+		}
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
+		if err != nil || len(st.Broken) != 0 {
+			t.Errorf("after the mask changed: broken %q (%v)", st.Broken, err)
 		}
 	})
 }

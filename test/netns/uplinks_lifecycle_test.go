@@ -99,7 +99,7 @@ func TestAnAddKilledInTheUplinkRoutingIsRolledBackAndTheNextAddIsRouted(t *testi
 // another IP is held on the uplink its routing stays whole, and after the
 // uplink's last DEL nothing of ours is left.
 func TestADelKilledInTheUplinkRoutingIsFinishedByTheRetriedDel(t *testing.T) {
-	for _, step := range []string{"uplink-members", "uplink-unrouted"} {
+	for _, step := range []string{"uplink-members", "uplink-unmarked"} {
 		t.Run(step, func(t *testing.T) {
 			u := newTwoUplinks(t, uplinkOpts{})
 			u.faultBuild()
@@ -107,7 +107,7 @@ func TestADelKilledInTheUplinkRoutingIsFinishedByTheRetriedDel(t *testing.T) {
 			a := u.add("a", eip4, eip6)
 			b := u.add("b", eip4b)
 			serve(t, a.netns, "a", svPort)
-			if step == "uplink-unrouted" {
+			if step == "uplink-unmarked" {
 				u.del(b) // only the uplink's last DEL takes its routes away
 			} else {
 				u.killedAt(step, "DEL b", func() error { return u.tryDel(b) })
