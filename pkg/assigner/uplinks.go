@@ -2,10 +2,10 @@ package assigner
 
 import (
 	"errors"
-	"syscall"
 	"maps"
 	"net/netip"
 	"slices"
+	"syscall"
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"

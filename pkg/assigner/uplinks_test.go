@@ -3,10 +3,10 @@ package assigner
 import (
 	"errors"
 	"fmt"
-	"syscall"
 	"maps"
 	"net/netip"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
