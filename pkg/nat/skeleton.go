@@ -27,7 +27,7 @@ func (t *Table) sets() []*nftables.Set {
 			&nftables.Set{Table: t.table, Name: f.seen, KeyType: f.keyType, Dynamic: true, Size: seenSize},
 		)
 	}
-	return append(out, uplinkSets(t.table)...)
+	return out
 }
 
 // set is one of sets by name. The list is made once per Table: an ADD
@@ -159,7 +159,9 @@ func (t *Table) Ensure() error {
 		return err
 	}
 	t.c.AddTable(t.table)
-	for _, s := range t.sets() {
+	// The uplink marking's maps are not in sets(): set() is for the
+	// steering's, and a change reads none of these by name.
+	for _, s := range append(t.sets(), uplinkSets(t.table)...) {
 		if err := t.c.AddSet(s, nil); err != nil {
 			return fmt.Errorf("building set %s: %w", s.Name, err)
 		}
