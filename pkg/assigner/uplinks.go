@@ -2,7 +2,6 @@ package assigner
 
 import (
 	"errors"
-	"maps"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -453,9 +452,9 @@ func otherRoutes(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain, f int
 // unrouteUnmarked removes the routes that a killed change left without a
 // chain: an ADD's made before its chain (killed at uplink-routed, then
 // undone), a DEL's left after its chain went (killed at
-// uplink-unmarked, then finished): the routes of a slot that routes one
-// of del's uplinks and that no chain has. Only a recovery reads every
-// table of ours for it.
+// uplink-unmarked, then finished): of a slot that routes one of del's
+// uplinks, the families it routes with no chain (removeStray, as GC
+// does). Only a recovery reads every table of ours for it.
 func (a *Assigner) unrouteUnmarked(del []uplinkNeed, marked map[string]nat.UplinkSlot) error {
 	var ups []string
 	for _, n := range del {
@@ -470,14 +469,6 @@ func (a *Assigner) unrouteUnmarked(del []uplinkNeed, marked map[string]nat.Uplin
 	if err != nil {
 		return kernelErr(err)
 	}
-	var errs []error
-	for s, sl := range st.Slots {
-		if !slices.Contains(ups, sl.Uplink) || slices.ContainsFunc(slices.Collect(maps.Values(marked)), func(u nat.UplinkSlot) bool { return u.Slot == s && u.Routed != [2]bool{} }) {
-			continue
-		}
-		last := [2]bool{!otherRoutes(marked, nil, 0), !otherRoutes(marked, nil, 1)}
-		a.log.Info("routes of an undone uplink removed", "uplink", sl.Uplink, "slot", s)
-		errs = append(errs, a.opts.Routing.RemoveRoutes(s, [2]bool{true, true}, last))
-	}
-	return kernelErr(errors.Join(errs...))
+	_, err = a.removeStray(st.Slots, marked, func(sl *uplinkroute.Slot) bool { return slices.Contains(ups, sl.Uplink) })
+	return err
 }

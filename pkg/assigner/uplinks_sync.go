@@ -156,8 +156,8 @@ func routingExtra(want []uplinkNeed, v *routingView) []string {
 		}
 	}
 	for s, sl := range v.routes.Slots {
-		for f := range 2 {
-			if (sl.Rule[f] || sl.Gateway[f].IsValid()) && !slotRoutes(v.marked.Uplinks, s, f) {
+		for f, stray := range strayFamilies(s, sl, v.marked.Uplinks) {
+			if stray {
 				out = append(out, fmt.Sprintf("slot %d: rules or routes of ours (%s) for no marked uplink", s, familyName(f)))
 			}
 		}
@@ -311,27 +311,44 @@ func extraMembers(want []uplinkNeed, v *routingView, marked map[string]nat.Uplin
 // which no chain of their slot is there (a crash between the two, a chain
 // removed by hand), and the suppress rule of a family no chain routes.
 func (a *Assigner) dropStrayRoutes(v *routingView, marked map[string]nat.UplinkSlot) error {
-	var last [2]bool
-	for f := range 2 {
-		last[f] = !otherRoutes(marked, nil, f)
-	}
-	var errs []error
-	stray := false
-	for s, sl := range v.routes.Slots {
-		var fams [2]bool
-		for f := range 2 {
-			fams[f] = (sl.Rule[f] || sl.Gateway[f].IsValid()) && !slotRoutes(marked, s, f)
-		}
-		if fams != ([2]bool{}) {
-			a.log.Info("stray uplink routes removed", "slot", s, "families", fams)
-			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, fams, last)))
-			stray = true
-		}
-	}
+	stray, err := a.removeStray(v.routes.Slots, marked, func(*uplinkroute.Slot) bool { return true })
+	last := lastFamilies(marked)
 	if !stray && (last[0] && v.routes.Suppress[0] || last[1] && v.routes.Suppress[1]) {
-		errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(0, [2]bool{}, last)))
+		err = errors.Join(err, kernelErr(a.opts.Routing.RemoveRoutes(0, [2]bool{}, last)))
 	}
-	return errors.Join(errs...)
+	return err
+}
+
+// removeStray removes, from each slot of slots that pick takes, the rules
+// and routes of ours of the families with no chain of that slot, and the
+// suppress rule of a family no chain routes; it says whether it found any.
+func (a *Assigner) removeStray(slots map[int]*uplinkroute.Slot, marked map[string]nat.UplinkSlot, pick func(*uplinkroute.Slot) bool) (bool, error) {
+	last := lastFamilies(marked)
+	var errs []error
+	found := false
+	for s, sl := range slots {
+		if fams := strayFamilies(s, sl, marked); fams != ([2]bool{}) && pick(sl) {
+			a.log.Info("stray uplink routes removed", "slot", s, "uplink", sl.Uplink, "families", fams)
+			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, fams, last)))
+			found = true
+		}
+	}
+	return found, errors.Join(errs...)
+}
+
+// strayFamilies are the families of which slot s has rules or routes of
+// ours but no chain.
+func strayFamilies(s int, sl *uplinkroute.Slot, marked map[string]nat.UplinkSlot) [2]bool {
+	var fams [2]bool
+	for f := range 2 {
+		fams[f] = (sl.Rule[f] || sl.Gateway[f].IsValid()) && !slotRoutes(marked, s, f)
+	}
+	return fams
+}
+
+// lastFamilies says of each family whether no chain routes it.
+func lastFamilies(marked map[string]nat.UplinkSlot) [2]bool {
+	return [2]bool{!otherRoutes(marked, nil, 0), !otherRoutes(marked, nil, 1)}
 }
 
 // checkRouting fails CHECK when rec's flows would not leave by their
