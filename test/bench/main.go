@@ -31,6 +31,7 @@ type options struct {
 	n, warmup, fillWorkers int
 	held4, held6           []int
 	conntrack, concurrent  int
+	uplinkRounds           int
 	out, src               string
 	seed                   uint64
 	// Profiling hooks: each runs profileRuns ADDs of the profiled
@@ -77,6 +78,7 @@ func parseFlags() options {
 	flag.StringVar(&held6, "held6", "1000,10000", "IPv6 attachments held, as -held")
 	flag.IntVar(&o.conntrack, "conntrack", 100_000, "unrelated conntrack entries of each family on a node of their own, whose steered DEL queues a clean-up that walks them (0: no such node)")
 	flag.IntVar(&o.concurrent, "concurrent", 64, "largest batch of concurrent ADDs and DELs against serial on the conntrack node, after the iterations (0: none)")
+	flag.IntVar(&o.uplinkRounds, "uplink-rounds", 5, "rounds per iteration of the uplink rows, each with its baseline (their paired difference needs more samples)")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
@@ -90,8 +92,8 @@ func parseFlags() options {
 		o.n, o.warmup, held4, held6, o.profileRuns, o.conntrack, o.concurrent = 10, 1, "100", "100", 3, 200, 8
 	}
 	o.held4, o.held6 = parseCounts(held4), parseCounts(held6)
-	if o.n < 1 {
-		fatalf("-n must be at least 1")
+	if o.n < 1 || o.uplinkRounds < 1 {
+		fatalf("-n and -uplink-rounds must be at least 1")
 	}
 	return o
 }

@@ -275,11 +275,16 @@ func (b *bench) eipPair(res *results, add, group string, n *node, bin string, s 
 	b.pair(res, add, group, n, func(it int) call { return b.eipCall(b.bins[bin], "ADD", n, k, traffic, scenarioIP(s, it, v6)) }, a4)
 }
 
-// pair adds the ADD row named add, its DEL row and their unit: mk's ADD,
-// which must print want, then the same call as DEL.
+// pair adds the ADD row named add, its DEL row and their unit (pairUnit).
 func (b *bench) pair(res *results, add, group string, n *node, mk func(it int) call, want string) {
+	res.units = append(res.units, b.pairUnit(res, add, group, n, mk, want))
+}
+
+// pairUnit adds the ADD row named add and its DEL row, and returns their
+// unit: mk's ADD, which must print want, then the same call as DEL.
+func (b *bench) pairUnit(res *results, add, group string, n *node, mk func(it int) call, want string) unit {
 	a, d := res.add(add, "ADD", group), res.add(strings.Replace(add, "ADD", "DEL", 1), "DEL", group)
-	res.units = append(res.units, func(it int) {
+	return func(it int) {
 		c := mk(it)
 		x := b.execIn(n, c)
 		if x.err == nil && !bytes.Contains(x.stdout, []byte(want)) {
@@ -288,5 +293,5 @@ func (b *bench) pair(res *results, add, group string, n *node, mk func(it int) c
 		a.record(x, it)
 		c.command = "DEL"
 		d.record(b.execIn(n, c), it)
-	})
+	}
 }

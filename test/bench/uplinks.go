@@ -21,7 +21,8 @@ const (
 // node; on the second uplink once as its first IP (the ADD makes the
 // uplink's mark, rule and table, the DEL removes them) and once, on a
 // second node, beside an IP held there by another attachment (only set
-// elements change), with its own default-route row.
+// elements change), with its own default-route row. Each second-uplink
+// pair is one unit with its default-route pair (adjacent).
 func (b *bench) uplinkUnits(res *results) error {
 	if b.defaultTraffic() == trafficNone {
 		return nil
@@ -35,8 +36,9 @@ func (b *bench) uplinkUnits(res *results) error {
 	}
 	for i, v6 := range []bool{false, true} {
 		fam := famName(v6)
-		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstDefault), n, 300+i, func(it int) string { return scenarioIP(250+i, it, v6) })
-		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstSecond), n, 310+i, func(it int) string { return up1IP(1, it, v6) })
+		res.units = append(res.units, b.adjacent(
+			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstDefault), n, 300+i, func(it int) string { return scenarioIP(250+i, it, v6) }),
+			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstSecond), n, 310+i, func(it int) string { return up1IP(1, it, v6) })))
 	}
 	m, err := b.newNode("up2")
 	if err != nil {
@@ -52,17 +54,19 @@ func (b *bench) uplinkUnits(res *results) error {
 	}
 	for i, v6 := range []bool{false, true} {
 		fam := famName(v6)
-		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, besideDefault), m, 340+i, func(it int) string { return scenarioIP(252+i, it, v6) })
-		b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, besideSecond), m, 320+i, func(it int) string { return up1IP(2, it, v6) })
+		res.units = append(res.units, b.adjacent(
+			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, besideDefault), m, 340+i, func(it int) string { return scenarioIP(252+i, it, v6) }),
+			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, besideSecond), m, 320+i, func(it int) string { return up1IP(2, it, v6) })))
 	}
 	return nil
 }
 
 // The uplink rows' names end in these. Each row on the second uplink is
 // compared with the row on the default route's uplink of the same node,
-// verb and family, measured interleaved with it (uplinkBaseline): the
-// first IP's on node up, another IP's on node up2, where an IP held on the
-// second uplink keeps it routed and makes every DEL read its marks.
+// verb and family (uplinkBaseline), run adjacent to it (adjacent) and
+// stated as their paired difference (pairedDiff): the first IP's on node
+// up, another IP's on node up2, where an IP held on the second uplink
+// keeps it routed and makes every DEL read its marks.
 const (
 	firstDefault  = ", default route's uplink"
 	firstSecond   = ", second uplink, first IP on it"
@@ -95,10 +99,37 @@ func up1IP(s, it int, v6 bool) string {
 	return fmt.Sprintf("203.0.113.%d", s*60+(it+1000)%60+1)
 }
 
-func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int) string) {
+func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int) string) unit {
 	k := 1_000_000 + s
 	a4, _ := containerAddrs(k)
-	b.pair(res, add, "held", n, func(it int) call { return b.uplinkCall("ADD", n, k, ip(it)) }, a4)
+	return b.pairUnit(res, add, "held", n, func(it int) call { return b.uplinkCall("ADD", n, k, ip(it)) }, a4)
+}
+
+// adjacent is one unit of a row's pair and its baseline's, run one after
+// the other, the baseline first on even rounds: the machine's state is
+// then much the same for both (one invocation here varies by 2-3 ms
+// between quartiles, far more than the 0.3 ms goal), their difference per
+// round is the estimate (pairedDiff), and the order's effect cancels.
+// Each iteration runs -uplink-rounds rounds, numbered it*rounds+r in the
+// samples: differences this small need more samples than the other rows.
+func (b *bench) adjacent(base, row unit) unit {
+	rounds := b.opts.uplinkRounds
+	return func(it int) {
+		if it < 0 { // warm-up
+			base(it)
+			row(it)
+			return
+		}
+		for r := it * rounds; r < (it+1)*rounds; r++ {
+			if r%2 == 0 {
+				base(r)
+				row(r)
+				continue
+			}
+			row(r)
+			base(r)
+		}
+	}
 }
 
 // uplinkCall is eipCall with both uplinks' ranges allowed.
