@@ -133,8 +133,10 @@ func prefixOf(s *steering, a netip.Addr) netip.Prefix {
 // steer is the journal's "nat" step: it reads what planSteer needs (the
 // touched IPs' holders and their steering), makes sure of the uplinks'
 // marks and routes the change needs (routeChange), applies the plan and
-// the uplink sets' members in one transaction, then takes away the
-// uplinks left empty and queues the conntrack clean-up of the flows that
+// the uplink sets' members in one transaction, with the uplink chains it
+// may empty (the kernel refuses it while one still has a member, and the
+// chains are then read again: dropEmptyChains), then takes away the
+// routes of the chains gone and queues the conntrack clean-up of the flows that
 // left.
 func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
@@ -163,14 +165,20 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if err != nil {
 		return err
 	}
+	var unmarked bool
 	p.change.UplinkMark, p.change.UplinkAdd, p.change.UplinkDel = r.fresh, r.add, r.del
+	p.change.UplinkUnmark, p.change.Unmarked = maybeEmptied(r.marked, r.del), &unmarked
 	if err := a.opts.NAT.Apply(p.change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
 	if len(r.add)+len(r.del) > 0 {
 		a.step("uplink-members")
 	}
-	err = a.dropEmptyChains(r.marked, r.del)
+	if unmarked {
+		err = a.unroute(r.marked, p.change.UplinkUnmark)
+	} else {
+		err = a.dropEmptyChains(r.marked, r.del)
+	}
 	a.forgetLeaving(p.leaving, p.change.DelEgress)
 	return err
 }

@@ -104,7 +104,14 @@ func (n *fakeNAT) Apply(ch nat.Change) error {
 		if err := n.routing.Mark(ch.UplinkMark); err != nil {
 			return err
 		}
-		return n.routing.SetMembers(ch.UplinkAdd, ch.UplinkDel)
+		if err := n.routing.SetMembers(ch.UplinkAdd, ch.UplinkDel); err != nil {
+			return err
+		}
+	}
+	// The chains go in the same transaction unless one still has a
+	// member: the kernel then refuses it, and Apply makes it without them.
+	if ch.Unmarked != nil {
+		*ch.Unmarked = len(ch.UplinkUnmark) > 0 && n.routing.unmark(ch.UplinkUnmark) == nil
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package assigner
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -366,21 +367,32 @@ func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.Uplin
 	return out
 }
 
-// dropEmptyChains takes the chain, then the routes, away from each
-// (uplink, family) that dels took members from and that has none left:
-// nothing is routed by it any more. The count read before the change
-// tells when members are certainly left (more than the change removed),
-// without asking again; else the chains are read anew (a removal counted
-// may not have been there, as for an IP that had no ingress).
-func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
-	maybe := false
-	for name, u := range marked {
+// maybeEmptied lists the chains that dels take members from and that the
+// count read before the change says may have none left (no more than the
+// change removes): the change's transaction removes them, unless the
+// kernel finds one still in use.
+func maybeEmptied(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) []nat.UplinkChain {
+	var out []nat.UplinkChain
+	for _, name := range slices.Sorted(maps.Keys(marked)) {
+		u := marked[name]
 		for f := range 2 {
 			n := countChain(dels, name, f)
-			maybe = maybe || n > 0 && u.Routed[f] && u.Members[f] >= 0 && u.Members[f] <= n
+			if n > 0 && u.Routed[f] && u.Members[f] >= 0 && u.Members[f] <= n {
+				out = append(out, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
+			}
 		}
 	}
-	if !maybe {
+	return out
+}
+
+// dropEmptyChains takes the chain, then the routes, away from each
+// (uplink, family) that dels took members from and that has none left,
+// when the change's transaction could not (a chain the count said may be
+// empty was not: a removal counted may not have been there, as for an IP
+// that had no ingress): the chains are read anew. When the count says
+// members are certainly left, nothing is asked.
+func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
+	if len(maybeEmptied(marked, dels)) == 0 {
 		return nil
 	}
 	now, err := a.opts.Routing.Marked()
@@ -427,6 +439,12 @@ func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkCha
 		}
 		return kernelErr(err)
 	}
+	return a.unroute(marked, gone)
+}
+
+// unroute removes the routes of the chains gone (removed already), and
+// a family's suppress rule with its last chain.
+func (a *Assigner) unroute(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
 	a.step("uplink-unmarked")
 	var errs []error
 	for _, c := range gone {

@@ -122,6 +122,11 @@ func (r *fakeRouting) Mark(chains []nat.UplinkChain) error {
 // Unmark refuses, as the kernel does, while a member goes to a chain.
 func (r *fakeRouting) Unmark(chains []nat.UplinkChain) error {
 	r.calls["Unmark"]++
+	return r.unmark(chains)
+}
+
+// unmark is Unmark as a change's transaction makes it (fakeNAT.Apply).
+func (r *fakeRouting) unmark(chains []nat.UplinkChain) error {
 	for m := range r.members {
 		if slices.ContainsFunc(chains, func(c nat.UplinkChain) bool { return c.Uplink == m.Uplink && c.V6 == m.Addr.Is6() }) {
 			return fmt.Errorf("chain of %s: %s goes to it: %w", m.Uplink, m.Addr, syscall.EBUSY)
@@ -274,7 +279,8 @@ func TestADelThatFindsTheChainInUseAfterAllKeepsItAndItsRoutes(t *testing.T) {
 // gateway read, no slot check, no route or rule made; its DEL, beside
 // another IP on the uplink, takes nothing but its members away (the count
 // read before its change says members are left), and the uplink's last
-// DEL reads the chains again before it removes one.
+// DEL removes the chain in its change's transaction, then the routes,
+// with no read more.
 func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	f, r := routedFixture(t)
 	f.add(attA, onEth1V4)
@@ -297,10 +303,11 @@ func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL beside another IP on eth1 called %v, want %v", r.calls, want)
 	}
-	// The last IP: the marking read again once the change is made.
+	// The last IP: its chain goes in the change's transaction, then its
+	// routes.
 	clear(r.calls)
 	f.del(attA)
-	if want := map[string]int{"Marked": 2, "RemoveRoutes": 1, "Unmark": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"Marked": 1, "RemoveRoutes": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL of eth1's last IP called %v, want %v", r.calls, want)
 	}
 }

@@ -33,6 +33,14 @@ type Change struct {
 	// marking's maps (see SetUplinkMembers); their chains exist or are
 	// in UplinkMark.
 	UplinkAdd, UplinkDel []UplinkMember
+	// UplinkUnmark are chains the change may leave with no member: each
+	// goes, with its element in uplink-marksF, after the removals, in the
+	// same transaction (the kernel counts what still goes to a chain, so
+	// nothing is read first). A chain that still has a member makes the
+	// kernel refuse the whole transaction (EBUSY): Apply then makes the
+	// change without them. Unmarked, when set, tells which happened.
+	UplinkUnmark []UplinkChain
+	Unmarked     *bool
 	// anyMembersGone stages each of UplinkDel as an addition then its
 	// removal, which holds whether or not the map has it, unless it has
 	// the key going to another chain (the kernel refuses the addition:
@@ -59,9 +67,16 @@ func (t *Table) Apply(ch Change) error {
 	if err := t.stage(ch); err != nil {
 		return err
 	}
-	if err := t.c.Flush(); err == nil {
+	err := t.c.Flush()
+	if ch.Unmarked != nil {
+		*ch.Unmarked = err == nil && len(ch.UplinkUnmark) > 0
+	}
+	if err == nil {
 		return nil
 	}
+	// A chain kept by a member, or any other refusal: the retries leave
+	// the chains to the caller, which reads them again.
+	ch.UplinkUnmark = nil
 	// An uplink member to remove may not be there (an IP that never
 	// steered in, a family the uplink does not route): the same change
 	// with each removal made sure of, in one transaction still.
@@ -120,7 +135,15 @@ func (t *Table) stage(ch Change) error {
 			return err
 		}
 	}
-	return t.stageMembers(ch.UplinkAdd, ch.UplinkDel)
+	if err := t.stageMembers(ch.UplinkAdd, ch.UplinkDel); err != nil {
+		return err
+	}
+	for _, c := range ch.UplinkUnmark {
+		if err := t.stageUnmark(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *Table) stageIngress(ip netip.Addr, targets []netip.Addr, fresh bool) error {

@@ -253,20 +253,29 @@ func (t *Table) UnmarkUplinks(chains []UplinkChain) error {
 		return nil
 	}
 	for _, c := range chains {
-		// Added first, so that the deletions find them in any case.
-		ch := t.c.AddChain(t.slotChainOf(c))
-		s := c.family().marksSet(t.table)
-		if err := t.c.SetAddElements(s, marksElement(c)); err != nil {
+		if err := t.stageUnmark(c); err != nil {
 			return err
 		}
-		if err := t.c.SetDeleteElements(s, []nftables.SetElement{{Key: native32(c.Mark)}}); err != nil {
-			return err
-		}
-		t.c.DelChain(ch)
 	}
 	if err := t.c.Flush(); err != nil {
 		return fmt.Errorf("unmarking uplinks %v in table inet %s: %w", chainNames(chains), TableName, err)
 	}
+	return nil
+}
+
+// stageUnmark stages the removal of c's chain (its rule with it) and of
+// its element in uplink-marksF, each added first so that the deletions
+// find them whether or not they are there.
+func (t *Table) stageUnmark(c UplinkChain) error {
+	ch := t.c.AddChain(t.slotChainOf(c))
+	s := c.family().marksSet(t.table)
+	if err := t.c.SetAddElements(s, marksElement(c)); err != nil {
+		return err
+	}
+	if err := t.c.SetDeleteElements(s, []nftables.SetElement{{Key: native32(c.Mark)}}); err != nil {
+		return err
+	}
+	t.c.DelChain(ch)
 	return nil
 }
 

@@ -89,6 +89,36 @@ func TestApplyChangesTheUplinkMarkingInTheSameTransaction(t *testing.T) {
 	})
 }
 
+// A change that may empty an uplink's chain removes it in its own
+// transaction when it does; when a member still goes to the chain the
+// kernel refuses that, and the change is made all the same, without the
+// chain's removal, which Unmarked says.
+func TestApplyRemovesAChainItEmptiesInTheSameTransaction(t *testing.T) {
+	inNetNS(t, func(_ string, tb *Table) {
+		in := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4}
+		other := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4b}
+		must(t, tb.Ensure())
+		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{up1v4}, UplinkAdd: []UplinkMember{in, other}}))
+		var unmarked bool
+		must(t, tb.Apply(Change{UplinkDel: []UplinkMember{in}, UplinkUnmark: []UplinkChain{up1v4}, Unmarked: &unmarked}))
+		u, err := tb.Uplinks()
+		must(t, err)
+		if unmarked || u["uplink1"].Members != [2]int{1, 0} || !u["uplink1"].Routed[0] {
+			t.Errorf("a change leaving %s in the chain: unmarked %v, uplink1 %+v; want the chain kept with 1 member", other.Addr, unmarked, u["uplink1"])
+		}
+		before := tb.c.commits
+		must(t, tb.Apply(Change{UplinkDel: []UplinkMember{other}, UplinkUnmark: []UplinkChain{up1v4}, Unmarked: &unmarked}))
+		if n := tb.c.commits - before; !unmarked || n != 1 {
+			t.Errorf("the change emptying the chain: unmarked %v in %d transactions, want true in 1", unmarked, n)
+		}
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
+		must(t, err)
+		if len(st.Uplinks) != 0 || len(st.Members) != 0 || len(st.Broken) != 0 {
+			t.Errorf("after it: %+v, want no uplink, member or mark element", st)
+		}
+	})
+}
+
 // CHECK's reading finds a chain whose rule was taken away by hand and
 // one whose mark element is gone; MarkUplinks makes them anew.
 func TestReadUplinksFindsABrokenChainAndMarkUplinksMendsIt(t *testing.T) {
