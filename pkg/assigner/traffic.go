@@ -177,7 +177,7 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if unmarked {
 		err = a.unroute(r.marked, p.change.UplinkUnmark)
 	} else {
-		err = a.dropEmptyChains(r.marked, r.del)
+		err = a.dropEmptyChains(p.change.UplinkUnmark)
 	}
 	a.forgetLeaving(p.leaving, p.change.DelEgress)
 	return err

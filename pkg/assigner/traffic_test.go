@@ -36,6 +36,9 @@ type fakeNAT struct {
 	// routing keeps the uplink sets' members an Apply changes, as the
 	// kernel's table keeps them beside the rest (routedFixture sets it).
 	routing *fakeRouting
+	// keepChains makes Apply's transaction leave the chains it was to
+	// remove, as when a member of another chain was refused with them.
+	keepChains bool
 }
 
 func (n *fakeNAT) Tracked() (bool, error) { return !n.untracked, nil }
@@ -111,7 +114,7 @@ func (n *fakeNAT) Apply(ch nat.Change) error {
 	// The chains go in the same transaction unless one still has a
 	// member: the kernel then refuses it, and Apply makes it without them.
 	if ch.Unmarked != nil {
-		*ch.Unmarked = len(ch.UplinkUnmark) > 0 && n.routing.unmark(ch.UplinkUnmark) == nil
+		*ch.Unmarked = len(ch.UplinkUnmark) > 0 && !n.keepChains && n.routing.unmark(ch.UplinkUnmark) == nil
 	}
 	return nil
 }

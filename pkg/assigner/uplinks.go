@@ -175,11 +175,12 @@ func (a *Assigner) gateways(uplink string) [2]netip.Addr {
 // steers it in: want lists each touched IP's targets after the change).
 // Which uplink has which slot is read from the dump of our table's chains
 // that the same transaction's base check then reads again without asking
-// (nat.Table.Uplinks). A chain left with no member loses itself and then
-// its routes afterwards (dropEmptyChains). Each step is idempotent, so a
-// replay of the change finishes it; the steps named uplink-routed,
-// uplink-members and uplink-unmarked are where the crash tests kill it
-// (routes made but no chain, chains and members and NAT changed, routes
+// (nat.Table.Uplinks). A chain the change may leave with no member goes
+// in that transaction (maybeEmptied), its routes after it (unroute). Each
+// step is idempotent, so a replay of the change finishes it; the steps
+// named uplink-routed, uplink-members and uplink-unmarked are where the
+// crash tests kill it (routes made but no chain; chains and members and
+// NAT changed, and a chain emptied gone with its routes left; routes
 // left after the chain went).
 func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) (routePlan, error) {
 	if a.opts.Routing == nil {
@@ -218,8 +219,8 @@ func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr,
 }
 
 // routePlan is what routeChange leaves to the NAT step's transaction and
-// to dropEmptyChains: the marked uplinks as read, the chains to make, and
-// the members to add and remove.
+// to what follows it (unroute, dropEmptyChains): the marked uplinks as
+// read, the chains to make, and the members to add and remove.
 type routePlan struct {
 	marked   map[string]nat.UplinkSlot
 	fresh    []nat.UplinkChain
@@ -378,21 +379,24 @@ func maybeEmptied(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) []n
 		for f := range 2 {
 			n := countChain(dels, name, f)
 			if n > 0 && u.Routed[f] && u.Members[f] >= 0 && u.Members[f] <= n {
-				out = append(out, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
+				out = append(out, chainOf(name, u, f))
 			}
 		}
 	}
 	return out
 }
 
-// dropEmptyChains takes the chain, then the routes, away from each
-// (uplink, family) that dels took members from and that has none left,
-// when the change's transaction could not (a chain the count said may be
-// empty was not: a removal counted may not have been there, as for an IP
-// that had no ingress): the chains are read anew. When the count says
-// members are certainly left, nothing is asked.
-func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.UplinkMember) error {
-	if len(maybeEmptied(marked, dels)) == 0 {
+func chainOf(uplink string, u nat.UplinkSlot, f int) nat.UplinkChain {
+	return nat.UplinkChain{Uplink: uplink, Slot: u.Slot, Mark: u.Mark, V6: f == 1}
+}
+
+// dropEmptyChains takes the chain, then the routes, away from each of
+// maybe (maybeEmptied's) that the chains, read anew, show with no member,
+// when the change's transaction could not remove them: one was still in
+// use (a removal counted was not there, or another state's ADD came),
+// which kept the others too.
+func (a *Assigner) dropEmptyChains(maybe []nat.UplinkChain) error {
+	if len(maybe) == 0 {
 		return nil
 	}
 	now, err := a.opts.Routing.Marked()
@@ -400,11 +404,10 @@ func (a *Assigner) dropEmptyChains(marked map[string]nat.UplinkSlot, dels []nat.
 		return kernelErr(err)
 	}
 	var gone []nat.UplinkChain
-	for name, u := range now {
-		for f := range 2 {
-			if u.Routed[f] && u.Members[f] == 0 && countChain(dels, name, f) > 0 {
-				gone = append(gone, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
-			}
+	for _, c := range maybe {
+		f := fam(c.V6)
+		if u, ok := now[c.Uplink]; ok && u.Routed[f] && u.Members[f] == 0 {
+			gone = append(gone, chainOf(c.Uplink, u, f))
 		}
 	}
 	return a.unmark(now, gone)
@@ -443,7 +446,10 @@ func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkCha
 }
 
 // unroute removes the routes of the chains gone (removed already), and
-// a family's suppress rule with its last chain.
+// a family's suppress rule with its last chain, as marked says: after the
+// change's own transaction, that is the count read before it, so a chain
+// another state made since may lose the suppress rule until CHECK, GC or
+// repair puts it back (docs/uplinks.md, "Known").
 func (a *Assigner) unroute(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
 	a.step("uplink-unmarked")
 	var errs []error

@@ -312,6 +312,23 @@ func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	}
 }
 
+// When the change's transaction could not take the emptied chain away,
+// the DEL reads the chains again and removes it, then its routes:
+// nothing of the uplink's routing is left.
+func TestALastDelWhoseTransactionKeptTheChainRemovesItAfter(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	f.opts.NAT.(*fakeNAT).keepChains = true
+	clear(r.calls)
+	f.del(attA)
+	if want := map[string]int{"Marked": 2, "Unmark": 1, "RemoveRoutes": 1}; !maps.Equal(r.calls, want) {
+		t.Errorf("the DEL called %v, want %v", r.calls, want)
+	}
+	if len(r.marked)+len(r.members)+len(r.routes) != 0 {
+		t.Errorf("after the DEL: marked %v, members %v, routes %v; want nothing", r.marked, r.members, r.routes)
+	}
+}
+
 // GC takes away an uplink's chain and routes of a family that no record
 // routes by it, and keeps the other family's.
 func TestGCTakesAwayTheFamilyOfAnUplinkNoRecordNeeds(t *testing.T) {

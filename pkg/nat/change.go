@@ -64,29 +64,27 @@ func (t *Table) Apply(ch Change) error {
 			return err
 		}
 	}
-	if err := t.stage(ch); err != nil {
+	if ch.Unmarked != nil {
+		*ch.Unmarked = false
+	}
+	if ok, err := t.commit(ch); ok || err != nil {
 		return err
 	}
-	err := t.c.Flush()
-	if ch.Unmarked != nil {
-		*ch.Unmarked = err == nil && len(ch.UplinkUnmark) > 0
-	}
-	if err == nil {
-		return nil
-	}
-	// A chain kept by a member, or any other refusal: the retries leave
-	// the chains to the caller, which reads them again.
-	ch.UplinkUnmark = nil
 	// An uplink member to remove may not be there (an IP that never
 	// steered in, a family the uplink does not route): the same change
 	// with each removal made sure of, in one transaction still.
-	if len(ch.UplinkDel) > 0 && !ch.anyMembersGone {
+	if len(ch.UplinkDel) > 0 {
 		ch.anyMembersGone = true
-		if err := t.stage(ch); err != nil {
+		if ok, err := t.commit(ch); ok || err != nil {
 			return err
 		}
-		if t.c.Flush() == nil {
-			return nil
+	}
+	// A chain that a member still goes to: the change without the
+	// chains, which the caller then reads again.
+	if len(ch.UplinkUnmark) > 0 {
+		ch.UplinkUnmark = nil
+		if ok, err := t.commit(ch); ok || err != nil {
+			return err
 		}
 	}
 	// A refused hairpin subnet overlaps one the set holds: the same change
@@ -95,6 +93,20 @@ func (t *Table) Apply(ch Change) error {
 		return nil
 	}
 	return t.applyEach(ch)
+}
+
+// commit stages ch and commits it: ok when the kernel took it, err only
+// when staging failed (a bug, not a refusal to retry). Unmarked says
+// whether UplinkUnmark's chains went with it.
+func (t *Table) commit(ch Change) (ok bool, err error) {
+	if err := t.stage(ch); err != nil {
+		return false, err
+	}
+	ok = t.c.Flush() == nil
+	if ok && ch.Unmarked != nil {
+		*ch.Unmarked = len(ch.UplinkUnmark) > 0
+	}
+	return ok, nil
 }
 
 func (t *Table) stage(ch Change) error {

@@ -119,6 +119,27 @@ func TestApplyRemovesAChainItEmptiesInTheSameTransaction(t *testing.T) {
 	})
 }
 
+// A removal of a member that is not there (refused on its own) still lets
+// the emptied chain go in the retried transaction; another uplink's chain,
+// its mark element and its member stay.
+func TestApplyRemovesAnEmptiedChainDespiteAMemberThatWasNotThere(t *testing.T) {
+	inNetNS(t, func(_ string, tb *Table) {
+		in := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4}
+		up3 := UplinkChain{Uplink: "uplink3", Slot: 3, Mark: 0x03000000}
+		keep := UplinkMember{Slot: 3, Uplink: "uplink3", Addr: ext4b}
+		must(t, tb.Ensure())
+		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{up1v4, up3}, UplinkAdd: []UplinkMember{in, keep}}))
+		never := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ctrA, Egress: true}
+		var unmarked bool
+		must(t, tb.Apply(Change{UplinkDel: []UplinkMember{in, never}, UplinkUnmark: []UplinkChain{up1v4}, Unmarked: &unmarked}))
+		st, err := tb.ReadUplinks(DefaultUplinkMask)
+		must(t, err)
+		if !unmarked || len(st.Uplinks) != 1 || !st.Uplinks["uplink3"].Routed[0] || !slices.Equal(st.Members[3], []UplinkMember{keep}) || len(st.Broken) != 0 {
+			t.Errorf("unmarked %v, then %+v; want uplink1 gone, uplink3 kept with %v, nothing broken", unmarked, st, keep.Addr)
+		}
+	})
+}
+
 // CHECK's reading finds a chain whose rule was taken away by hand and
 // one whose mark element is gone; MarkUplinks makes them anew.
 func TestReadUplinksFindsABrokenChainAndMarkUplinksMendsIt(t *testing.T) {

@@ -95,6 +95,10 @@ func parseFlags() options {
 	if o.n < 1 || o.uplinkRounds < 1 {
 		fatalf("-n and -uplink-rounds must be at least 1")
 	}
+	// An IPv6 scenario IP holds a round's number+1000 in one 16-bit group.
+	if o.n*o.uplinkRounds+1000 > 0xffff {
+		fatalf("-n times -uplink-rounds must stay under %d", 0xffff-1000)
+	}
 	return o
 }
 

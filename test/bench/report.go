@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -162,8 +163,10 @@ func (r *results) comparisonTable(b *bench) string {
 			v = fmt.Sprintf("%+.2f ms", float64(p(o, 50)-p(t, 50))/1e6)
 		}
 		if c.paired {
-			d, lo, hi := pairedDiff(o, t)
-			v = fmt.Sprintf("paired %+.2f ms (95%% CI %+.2f to %+.2f)", msOf(d), msOf(lo), msOf(hi))
+			v = "paired: no round has both"
+			if d, lo, hi, ok := pairedDiff(o, t, b.opts.uplinkRounds); ok {
+				v = fmt.Sprintf("paired %+.2f ms (95%% CI %+.2f to %+.2f)", msOf(d), msOf(lo), msOf(hi))
+			}
 		}
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", c.ours, c.ref, ms(p(o, 50)), ms(p(t, 50)), v, c.goal)
 	}
@@ -194,34 +197,40 @@ func (r *results) writeCSV(path string) error {
 
 func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// pairedDiff is the median over iterations of o's wall time less t's in
-// the same iteration, and a 95% percentile-bootstrap interval of that
-// median (2000 resamples, a fixed seed: the same samples give the same
+// pairedDiff is the median over rounds of o's wall time less t's in the
+// same round (the samples' it), and a 95% percentile-bootstrap interval
+// of that median: 2000 resamples of whole iterations (a round's it over
+// rounds), whose rounds ran one after another and may share the
+// machine's state, with a fixed seed (the same samples give the same
 // figures). Rows run adjacent (uplinks.go) share the machine's state, so
-// this difference is far steadier than that of two p50s.
-func pairedDiff(o, t *series) (med, lo, hi time.Duration) {
-	byIt := map[int]time.Duration{}
+// this difference is far steadier than that of two p50s. ok is false
+// when no round has both.
+func pairedDiff(o, t *series, rounds int) (med, lo, hi time.Duration, ok bool) {
+	byRound := map[int]time.Duration{}
 	for _, x := range t.samples {
-		byIt[x.it] = x.wall
+		byRound[x.it] = x.wall
 	}
+	byIt := map[int][]time.Duration{}
 	var ds []time.Duration
 	for _, x := range o.samples {
-		if w, ok := byIt[x.it]; ok {
+		if w, ok := byRound[x.it]; ok {
+			byIt[x.it/rounds] = append(byIt[x.it/rounds], x.wall-w)
 			ds = append(ds, x.wall-w)
 		}
 	}
 	if len(ds) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, false
 	}
+	its := slices.Sorted(maps.Keys(byIt))
 	rng := rand.New(rand.NewPCG(1, 2))
 	meds := make([]time.Duration, 2000)
-	re := make([]time.Duration, len(ds))
 	for i := range meds {
-		for j := range re {
-			re[j] = ds[rng.IntN(len(ds))]
+		var re []time.Duration
+		for range its {
+			re = append(re, byIt[its[rng.IntN(len(its))]]...)
 		}
 		meds[i] = median(re)
 	}
 	slices.Sort(meds)
-	return median(ds), meds[len(meds)*25/1000], meds[len(meds)*975/1000]
+	return median(ds), meds[len(meds)*25/1000], meds[len(meds)*975/1000], true
 }

@@ -106,12 +106,14 @@ func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int
 }
 
 // adjacent is one unit of a row's pair and its baseline's, run one after
-// the other, the baseline first on even rounds: the machine's state is
-// then much the same for both (one invocation here varies by 2-3 ms
-// between quartiles, far more than the 0.3 ms goal), their difference per
-// round is the estimate (pairedDiff), and the order's effect cancels.
-// Each iteration runs -uplink-rounds rounds, numbered it*rounds+r in the
-// samples: differences this small need more samples than the other rows.
+// the other: the machine's state is then much the same for both (one
+// invocation here varies by 2-3 ms between quartiles, far more than the
+// 0.3 ms goal), and their difference per round is the estimate
+// (pairedDiff). Each iteration runs -uplink-rounds rounds, numbered
+// it*rounds+k in the samples (differences this small need more samples
+// than the other rows); which of the two goes first alternates with
+// it+k, so that each is as often the unit's first, coming after another
+// scenario, as its second, whatever the number of rounds.
 func (b *bench) adjacent(base, row unit) unit {
 	rounds := b.opts.uplinkRounds
 	return func(it int) {
@@ -120,8 +122,9 @@ func (b *bench) adjacent(base, row unit) unit {
 			row(it)
 			return
 		}
-		for r := it * rounds; r < (it+1)*rounds; r++ {
-			if r%2 == 0 {
+		for k := range rounds {
+			r := it*rounds + k
+			if (it+k)%2 == 0 {
 				base(r)
 				row(r)
 				continue
