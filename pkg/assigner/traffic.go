@@ -136,8 +136,8 @@ func prefixOf(s *steering, a netip.Addr) netip.Prefix {
 // the uplink sets' members in one transaction, with the uplink chains it
 // may empty (the kernel refuses it while one still has a member, and the
 // chains are then read again: dropEmptyChains), then takes away the
-// routes of the chains gone and queues the conntrack clean-up of the flows that
-// left.
+// routes of the chains gone and queues the conntrack clean-up of the
+// flows that left.
 func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil

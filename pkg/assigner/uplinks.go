@@ -253,27 +253,19 @@ func leavingNeeds(touch []netip.Addr, was []*steering, want [][]netip.Addr, now 
 // is to make for them: a chain comes after its routes, so that an ADD
 // that finds one may trust it. It refuses when every slot is taken.
 func (a *Assigner) chainsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) ([]nat.UplinkChain, error) {
-	cfg := a.opts.Routing.Config()
 	var fresh []nat.UplinkChain
 	for _, n := range add {
-		f := fam(n.ip.Is6())
-		u, ok := marked[n.uplink]
-		if ok && u.Routed[f] {
+		if marked[n.uplink].Routed[fam(n.ip.Is6())] {
 			continue
 		}
-		if !ok {
-			s, err := a.freeSlot(cfg, marked)
-			if err != nil {
-				return nil, err
-			}
-			u = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
+		c, err := a.routeFamily(n, marked)
+		if err != nil {
+			return nil, err
 		}
-		u.Routed[f] = true
-		marked[n.uplink] = u
-		fresh = append(fresh, nat.UplinkChain{Uplink: n.uplink, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
+		fresh = append(fresh, c)
 	}
 	var errs []error
-	for _, up := range chainUplinks(fresh) {
+	for _, up := range distinct(fresh, func(c nat.UplinkChain) string { return c.Uplink }) {
 		// A fresh family's rules and route are made without first asking
 		// for them: its slot's table holds nothing of another program's
 		// (freeSlot), and what of ours is there is put in place.
@@ -288,11 +280,30 @@ func (a *Assigner) chainsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot)
 	return fresh, kernelErr(errors.Join(errs...))
 }
 
-func chainUplinks(cs []nat.UplinkChain) []string {
+// routeFamily marks n's uplink in marked as routing n's family, with the
+// lowest free slot when it has none yet, and gives that family's chain.
+func (a *Assigner) routeFamily(n uplinkNeed, marked map[string]nat.UplinkSlot) (nat.UplinkChain, error) {
+	f := fam(n.ip.Is6())
+	u, ok := marked[n.uplink]
+	if !ok {
+		cfg := a.opts.Routing.Config()
+		s, err := a.freeSlot(cfg, marked)
+		if err != nil {
+			return nat.UplinkChain{}, err
+		}
+		u = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
+	}
+	u.Routed[f] = true
+	marked[n.uplink] = u
+	return chainOf(n.uplink, u, f), nil
+}
+
+// distinct lists the keys of xs once each, in their first order.
+func distinct[T any](xs []T, key func(T) string) []string {
 	var out []string
-	for _, c := range cs {
-		if !slices.Contains(out, c.Uplink) {
-			out = append(out, c.Uplink)
+	for _, x := range xs {
+		if k := key(x); !slices.Contains(out, k) {
+			out = append(out, k)
 		}
 	}
 	return out
@@ -329,16 +340,6 @@ func (a *Assigner) freeSlot(cfg uplinkroute.Config, marked map[string]nat.Uplink
 		why = append(why, c)
 	}
 	return 0, Errorf(ErrRefused, "uplinkRouting: no free slot of %d for another uplink (%v); set uplinkRouting's mark or table to free ones", cfg.Slots(), why)
-}
-
-func uniqueUplinks(ns []uplinkNeed) []string {
-	var out []string
-	for _, n := range ns {
-		if !slices.Contains(out, n.uplink) {
-			out = append(out, n.uplink)
-		}
-	}
-	return out
 }
 
 func members(ns []uplinkNeed, marked map[string]nat.UplinkSlot) []nat.UplinkMember {

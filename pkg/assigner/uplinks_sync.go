@@ -242,7 +242,7 @@ func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for _, up := range uniqueUplinks(want) {
+	for _, up := range distinct(want, func(n uplinkNeed) string { return n.uplink }) {
 		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), true)))
 	}
 	errs = append(errs, kernelErr(a.opts.Routing.Mark(chains)))
@@ -256,7 +256,7 @@ func chainsOf(name string, u nat.UplinkSlot) []nat.UplinkChain {
 	var out []nat.UplinkChain
 	for f := range 2 {
 		if u.Routed[f] {
-			out = append(out, nat.UplinkChain{Uplink: name, Slot: u.Slot, Mark: u.Mark, V6: f == 1})
+			out = append(out, chainOf(name, u, f))
 		}
 	}
 	return out
@@ -265,20 +265,12 @@ func chainsOf(name string, u nat.UplinkSlot) []nat.UplinkChain {
 // wantChains gives each uplink of want without a slot a free one, and
 // lists the chain of every (uplink, family) of want, which GC makes anew.
 func (a *Assigner) wantChains(want []uplinkNeed, marked map[string]nat.UplinkSlot) ([]nat.UplinkChain, error) {
-	cfg := a.opts.Routing.Config()
 	var out []nat.UplinkChain
 	for _, n := range want {
-		u, ok := marked[n.uplink]
-		if !ok {
-			s, err := a.freeSlot(cfg, marked)
-			if err != nil {
-				return nil, err
-			}
-			u = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
+		c, err := a.routeFamily(n, marked)
+		if err != nil {
+			return nil, err
 		}
-		u.Routed[fam(n.ip.Is6())] = true
-		marked[n.uplink] = u
-		c := nat.UplinkChain{Uplink: n.uplink, Slot: u.Slot, Mark: u.Mark, V6: n.ip.Is6()}
 		if !slices.Contains(out, c) {
 			out = append(out, c)
 		}
