@@ -137,7 +137,7 @@ func failsWith(t *testing.T, what string, code int, stderr string, parts ...stri
 
 const podsList = `{"cniVersion": "1.0.0", "name": "pods", "plugins": [{"type": "bridge"}]}`
 
-// Item 5 of issue 22: an entry that makes libcni refuse the whole list, or
+// An entry that makes libcni refuse the whole list, or
 // whose dataDir every verb refuses, is refused before anything is written,
 // naming the key and the value.
 func TestInstallRefusesAnEntryThatWouldBreakTheNodeAndWritesNothing(t *testing.T) {
@@ -156,7 +156,7 @@ func TestInstallRefusesAnEntryThatWouldBreakTheNodeAndWritesNothing(t *testing.T
 	}
 }
 
-// Item 6 of issue 22: when the file the runtime loads first is a symlink or
+// When the file the runtime loads first is a symlink or
 // keeps its plugins in a CNI 1.1 subdirectory, install and --check refuse
 // naming it, instead of chaining into the next file and saying yes.
 func TestInstallAndCheckNeverChainPastThePrimaryTheRuntimeLoads(t *testing.T) {
@@ -188,7 +188,7 @@ func TestInstallAndCheckNeverChainPastThePrimaryTheRuntimeLoads(t *testing.T) {
 
 const okEntry = `{"type": "external-ip", "allowedRanges": ["192.0.2.0/24"]}`
 
-// Item 7 of issue 22: turning 10-x.conf into 10-x.conflist must not replace
+// Turning 10-x.conf into 10-x.conflist must not replace
 // another network's 10-x.conflist: install refuses, naming both files.
 func TestConvertingAConfNeverReplacesAnotherNetworksConflist(t *testing.T) {
 	n := newConfNode(t, okEntry)
@@ -200,7 +200,7 @@ func TestConvertingAConfNeverReplacesAnotherNetworksConflist(t *testing.T) {
 	sameTree(t, "conf dir after the refusal", before, tree(t, n.conf))
 }
 
-// Item 8 of issue 22: a primary that had an external-ip entry, written by
+// A primary that had an external-ip entry, written by
 // hand before the first install, gets its bytes back from uninstall.
 func TestUninstallRestoresAHandWrittenEntryByteForByte(t *testing.T) {
 	n := newConfNode(t, okEntry)
@@ -295,7 +295,7 @@ func chained(path string) bool {
 	return err == nil && strings.Contains(string(b), `"external-ip"`)
 }
 
-// Item 10 of issue 22: `install --watch` started before the conf dir exists
+// `install --watch` started before the conf dir exists
 // waits for it, says so, and chains once the primary CNI writes its file.
 func TestWatchStartedBeforeTheConfDirExistsWaitsForIt(t *testing.T) {
 	n := newConfNode(t, okEntry)
@@ -319,7 +319,7 @@ func TestWatchStartedBeforeTheConfDirExistsWaitsForIt(t *testing.T) {
 	}
 }
 
-// Item 11 of issue 22: uninstall wins against an `install --watch` still
+// Uninstall wins against an `install --watch` still
 // running (a DaemonSet pod terminating after `kubectl delete` returned),
 // also while the primary CNI keeps rewriting its file: once uninstall has
 // returned, nothing is chained again and the binary stays gone. The
@@ -383,7 +383,7 @@ func rewriteEvery(path, data string, d time.Duration) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// Item 9 of issue 22: with the undo file gone, uninstall removes what is
+// With the undo file gone, uninstall removes what is
 // provably ours (our entry; a binary identical to itself) and otherwise
 // fails with one line naming what it left; never exit 0 with our entry in.
 func TestUninstallWithoutItsUndoFileRemovesWhatIsProvablyOurs(t *testing.T) {

@@ -115,22 +115,22 @@ type comparison struct {
 func (b *bench) comparisons(r *results) []comparison {
 	var cs []comparison
 	for _, fam := range []string{"IPv4", "IPv6"} {
-		cs = append(cs, comparison{eipRow("ADD", fam, trafficNone), "host-local ADD", false, false, "<= 1.3 (issue 12)"})
-		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), "host-local ADD", false, false, "<= 1.3 (issue 12), <= 1.2 (issue 23)"})
-		cs = append(cs, comparison{eipRow("DEL", fam, trafficBoth), "host-local DEL", false, false, "<= 1.5 (issue 23)"})
-		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), eipRow("ADD", fam, trafficNone), true, false, "<= +0.5 ms (issue 9)"})
+		cs = append(cs, comparison{eipRow("ADD", fam, trafficNone), "host-local ADD", false, false, "<= 1.3"})
+		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), "host-local ADD", false, false, "<= 1.3 (unsteered), <= 1.2"})
+		cs = append(cs, comparison{eipRow("DEL", fam, trafficBoth), "host-local DEL", false, false, "<= 1.5"})
+		cs = append(cs, comparison{eipRow("ADD", fam, trafficBoth), eipRow("ADD", fam, trafficNone), true, false, "<= +0.5 ms"})
 		// Route mode (the default when steered) against hold address.
 		for _, verb := range []string{"ADD", "DEL"} {
-			cs = append(cs, comparison{eipRow(verb, fam, trafficBoth), eipRow(verb, fam, trafficBothAddress), true, false, "<= +0.2 ms (issue 24)"})
+			cs = append(cs, comparison{eipRow(verb, fam, trafficBoth), eipRow(verb, fam, trafficBothAddress), true, false, "<= +0.2 ms"})
 		}
 	}
 	for _, row := range r.rows {
 		if goal := ""; row.group == "held" {
 			if strings.HasSuffix(row.name, " 1000 held") && row.verb == "ADD" {
-				goal = "<= +0.5 ms (issue 9)"
+				goal = "<= +0.5 ms"
 			}
 			if strings.HasSuffix(row.name, " conntrack entries") && row.verb == "DEL" {
-				goal = "<= +1 ms (issue 23)"
+				goal = "<= +1 ms"
 			}
 			ref := eipRow(row.verb, strings.Fields(row.name)[2][:4], b.defaultTraffic())
 			base, g, paired := uplinkBaseline(row.name)
@@ -142,7 +142,7 @@ func (b *bench) comparisons(r *results) []comparison {
 	}
 	for _, pm := range []string{"portmap iptables ", "portmap nftables "} {
 		for _, verb := range []string{"ADD", "DEL"} {
-			cs = append(cs, comparison{eipRow(verb, "IPv4", trafficBoth), pm + verb, false, false, "<= 0.25 (issue 9)"})
+			cs = append(cs, comparison{eipRow(verb, "IPv4", trafficBoth), pm + verb, false, false, "<= 0.25"})
 		}
 	}
 	return cs

@@ -75,15 +75,15 @@ const (
 )
 
 // uplinkBaseline is the row a second-uplink row is compared with, and
-// the goal it is held to: issue 25's +0.3 ms is the cost of an IP on a
-// second uplink, the row of another IP held there; the uplink's first IP
+// the goal it is held to: +0.3 ms is the most an IP on a
+// second uplink may cost (the row of another IP held there); the uplink's first IP
 // of a family also makes its routes and chain (and its DEL removes them),
 // once per uplink and family as the first steered ADD makes the table,
 // and is shown against no goal (docs/uplinks.md, "Cost"). False for any
 // other row.
 func uplinkBaseline(name string) (base, goal string, ok bool) {
 	if base, ok := strings.CutSuffix(name, besideSecond); ok {
-		return base + besideDefault, "<= +0.3 ms (issue 25)", true
+		return base + besideDefault, "<= +0.3 ms", true
 	}
 	if base, ok := strings.CutSuffix(name, firstSecond); ok {
 		return base + firstDefault, "none: once per uplink and family", true

@@ -29,7 +29,7 @@ const (
 	asNode     = 64512
 	asRouter   = 64513
 	frrDir     = "/usr/lib/frr"
-	learnBound = time.Second // issue 24's goal, with the timers of docs/routed-fabrics.md
+	learnBound = time.Second // a held IP reaches the fabric's router within 1 s, with the timers of docs/routed-fabrics.md
 )
 
 type fabric struct {

@@ -31,7 +31,7 @@ func (h *host) hasTable() bool {
 	return strings.Contains(out, "table inet external-ip")
 }
 
-// Item 12 of issue 22: uninstall removes our holder device and table inet
+// Uninstall removes our holder device and table inet
 // external-ip once no pod holds an external IP; while one does, it keeps
 // both and says so in one line.
 func TestUninstallRemovesOurHolderAndTableOnceEmptyAndSaysWhatItKeeps(t *testing.T) {
