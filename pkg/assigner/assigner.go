@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // Options configure an Assigner for one holder device.
@@ -28,7 +28,7 @@ type Options struct {
 	NAT NAT
 	// Traffic is the ADD's mode; Container the container's own
 	// addresses from prevResult.
-	Traffic   nat.Traffic
+	Traffic   traffic.Mode
 	Container []netip.Prefix
 	// Routing sends the flows of external IPs on uplinks other than the
 	// default route's out of their own uplink (uplinks.go); nil never does.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 func (f *fixture) queue(t *testing.T) []forgetEntry {
@@ -89,7 +89,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(rep.Drift, func(d string) bool { return strings.Contains(d, "not permitted") }) {
 		t.Errorf("status drift %v (%v), want the failed clean-up with its error", rep.Drift, err)
 	}
-	f.steered(n, nat.TrafficBoth, ctrC4)
+	f.steered(n, traffic.Both, ctrC4)
 	f.add(attC, v4a) // the next changes go through
 	f.del(attC)
 	n.forgetErr = nil
@@ -118,7 +118,7 @@ func TestACleanUpLeavesAPairQueuedAgainMeanwhile(t *testing.T) {
 	if err != nil || len(read) != 1 {
 		t.Fatalf("queue %+v, %v", read, err)
 	}
-	f.steered(f.opts.NAT.(*fakeNAT), nat.TrafficBoth, ctrB4)
+	f.steered(f.opts.NAT.(*fakeNAT), traffic.Both, ctrB4)
 	f.add(attB, v4a)
 	f.del(attB)
 	if err := a.settleForgets(read, []error{nil}); err != nil {

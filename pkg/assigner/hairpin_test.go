@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // GC makes the hairpin sets hold the widest subnets the records need: a
@@ -13,9 +13,9 @@ import (
 // holder leaves, the narrower subnets come back in the same change.
 func TestGCKeepsTheWidestHairpinSubnetsTheRecordsNeed(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, netip.MustParsePrefix("10.88.0.5/24"))
+	f.steered(n, traffic.Both, netip.MustParsePrefix("10.88.0.5/24"))
 	f.add(attA, v4a)
-	f.steered(n, nat.TrafficBoth, netip.MustParsePrefix("10.88.0.6/16"))
+	f.steered(n, traffic.Both, netip.MustParsePrefix("10.88.0.6/16"))
 	f.add(attB, v4a)
 	// Stray beside them: a subnet inside the /16, one no record has.
 	n.st.Hairpin = append(n.st.Hairpin, netip.MustParsePrefix("10.88.1.0/25"), netip.MustParsePrefix("10.99.0.0/24"))

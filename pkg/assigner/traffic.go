@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // NAT is what the assigner asks of the host's nftables table and
@@ -37,7 +38,7 @@ type NAT interface {
 
 // steersIngress says whether s steers the flows to its IPs.
 func steersIngress(s *steering) bool {
-	return s != nil && nat.Traffic(s.Traffic).Ingress()
+	return s != nil && traffic.Mode(s.Traffic).Ingress()
 }
 
 // egressOf is s's egress rules; none for no steering.
@@ -50,7 +51,7 @@ func egressOf(s *steering) []egressRule {
 
 // steersEgress says whether s steers the flows its holder sends.
 func steersEgress(s *steering) bool {
-	return s != nil && nat.Traffic(s.Traffic).Egress()
+	return s != nil && traffic.Mode(s.Traffic).Egress()
 }
 
 // targetOf is the container address that flows to ip go to: the first of

@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // decideSteering is what an ADD's record keeps so that its rules can be
@@ -20,7 +21,7 @@ import (
 // each uplink of its family's IPs, from the first such IP in request
 // order; and a hairpin rule per target, from its own subnet. It is nil
 // when traffic steers nothing.
-func decideSteering(traffic nat.Traffic, container []netip.Prefix, ips []netip.Addr, placed []Placed) *steering {
+func decideSteering(traffic traffic.Mode, container []netip.Prefix, ips []netip.Addr, placed []Placed) *steering {
 	if !traffic.Steers() {
 		return nil
 	}

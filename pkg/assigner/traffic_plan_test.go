@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // The steering decisions are pure: these tables give them records and a
@@ -27,30 +28,30 @@ func TestDecideSteeringGivesEachModeItsRules(t *testing.T) {
 	hp6 := hairpinRule{Source: ctrA6.Masked(), Target: ctrA6.Addr()}
 	for _, tt := range []struct {
 		name      string
-		traffic   nat.Traffic
+		traffic   traffic.Mode
 		container []netip.Prefix
 		ips       []netip.Addr
 		placed    []Placed
 		want      *steering
 	}{
-		{"none steers nothing", nat.TrafficNone, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"), nil},
+		{"none steers nothing", traffic.None, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"), nil},
 		{"an empty mode steers nothing", "", []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"), nil},
 		{"both: egress from the first IP of the family per uplink, a hairpin per target",
-			nat.TrafficBoth, []netip.Prefix{ctrA4, ctrA6}, []netip.Addr{v4a, v4b, v6a},
+			traffic.Both, []netip.Prefix{ctrA4, ctrA6}, []netip.Addr{v4a, v4b, v6a},
 			placedOn(v4a, "eth0", v4b, "eth0", v6a, "eth0"),
-			&steering{Traffic: string(nat.TrafficBoth), Container: []netip.Prefix{ctrA4, ctrA6},
+			&steering{Traffic: string(traffic.Both), Container: []netip.Prefix{ctrA4, ctrA6},
 				Egress:  []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}, {Source: ctrA6.Addr(), Uplink: "eth0", IP: v6a}},
 				Hairpin: []hairpinRule{hpA, hp6}}},
 		{"both: a second uplink gets its own egress, from its own IP",
-			nat.TrafficBoth, []netip.Prefix{ctrA4}, []netip.Addr{v4a, v4b},
+			traffic.Both, []netip.Prefix{ctrA4}, []netip.Addr{v4a, v4b},
 			placedOn(v4a, "eth0", v4b, "eth1"),
-			&steering{Traffic: string(nat.TrafficBoth), Container: []netip.Prefix{ctrA4},
+			&steering{Traffic: string(traffic.Both), Container: []netip.Prefix{ctrA4},
 				Egress:  []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}, {Source: ctrA4.Addr(), Uplink: "eth1", IP: v4b}},
 				Hairpin: []hairpinRule{hpA}}},
-		{"ingress: no egress", nat.TrafficIngress, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"),
-			&steering{Traffic: string(nat.TrafficIngress), Container: []netip.Prefix{ctrA4}, Hairpin: []hairpinRule{hpA}}},
-		{"egress: no hairpin", nat.TrafficEgress, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"),
-			&steering{Traffic: string(nat.TrafficEgress), Container: []netip.Prefix{ctrA4}, Egress: []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}}}},
+		{"ingress: no egress", traffic.Ingress, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"),
+			&steering{Traffic: string(traffic.Ingress), Container: []netip.Prefix{ctrA4}, Hairpin: []hairpinRule{hpA}}},
+		{"egress: no hairpin", traffic.Egress, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"),
+			&steering{Traffic: string(traffic.Egress), Container: []netip.Prefix{ctrA4}, Egress: []egressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := decideSteering(tt.traffic, tt.container, tt.ips, tt.placed)
@@ -61,14 +62,14 @@ func TestDecideSteeringGivesEachModeItsRules(t *testing.T) {
 	}
 }
 
-func steerOf(traffic nat.Traffic, c netip.Prefix, ip netip.Addr, uplink string) *steering {
+func steerOf(traffic traffic.Mode, c netip.Prefix, ip netip.Addr, uplink string) *steering {
 	return decideSteering(traffic, []netip.Prefix{c}, []netip.Addr{ip}, placedOn(ip, uplink))
 }
 
 func TestPlanSteerDecidesTheTableChangeAndTheFlowsThatLeave(t *testing.T) {
-	a := steerOf(nat.TrafficBoth, ctrA4, v4a, "eth0")
-	b := steerOf(nat.TrafficBoth, ctrB4, v4a, "eth0")
-	a2 := steerOf(nat.TrafficBoth, netip.MustParsePrefix("10.89.0.5/24"), v4a, "eth0") // a re-ADDed with a new address
+	a := steerOf(traffic.Both, ctrA4, v4a, "eth0")
+	b := steerOf(traffic.Both, ctrB4, v4a, "eth0")
+	a2 := steerOf(traffic.Both, netip.MustParsePrefix("10.89.0.5/24"), v4a, "eth0") // a re-ADDed with a new address
 	keyA := nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}
 	keyB := nat.EgressKey{Source: ctrB4.Addr(), Uplink: "eth0"}
 	subnet := ctrA4.Masked()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 var ctrC4 = netip.MustParsePrefix("10.88.0.7/24")
@@ -19,9 +20,9 @@ var ctrC4 = netip.MustParsePrefix("10.88.0.7/24")
 // v4other through eth1, which then vanishes, v4other's route moving to eth0.
 func twoHoldersOnEth1(t *testing.T) (*fixture, *fakeNAT) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4other)
-	f.steered(n, nat.TrafficBoth, ctrB4)
+	f.steered(n, traffic.Both, ctrB4)
 	f.add(attB, v4other)
 	f.k.dropUplink("eth1")
 	viaEth0(f)
@@ -33,7 +34,7 @@ func twoHoldersOnEth1(t *testing.T) (*fixture, *fakeNAT) {
 // the next GC leaves their flows leaving by eth0 unmatched, masqueraded.
 func TestAnAddThatReHomesAnIPMovesTheOtherHoldersEgressWithoutAGC(t *testing.T) {
 	f, n := twoHoldersOnEth1(t)
-	f.steered(n, nat.TrafficBoth, ctrC4)
+	f.steered(n, traffic.Both, ctrC4)
 	f.add(attC, v4other)
 	want := map[nat.EgressKey]netip.Addr{}
 	for _, c := range []netip.Prefix{ctrA4, ctrB4, ctrC4} {
@@ -59,7 +60,7 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersEgressWithoutAGC(t *testing.T) 
 // even though the table still has the rule: no flow leaves by that uplink.
 func TestCheckFailsWhenAnEgressRuleNamesAnUplinkTheIPNoLongerLeavesBy(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4other) // via eth1
 	index := filepath.Join(f.stateDir(), "ip", v4other.String()+".json")
 	var e ipEntry

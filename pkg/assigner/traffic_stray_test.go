@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // A stray ingress rule of an IP a record still holds for egress alone
@@ -13,7 +13,7 @@ import (
 // from the IP live on. An IP no record holds loses every flow.
 func TestGCForgetsOnlyTheFlowsAStrayIngressRuleDNATedWhileTheIPIsHeld(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficEgress, ctrA4)
+	f.steered(n, traffic.Egress, ctrA4)
 	f.add(attA, v4a)
 	n.st.Ingress[v4a] = []netip.Addr{ctrB4.Addr(), ctrC4.Addr()} // a gone attachment's
 	n.st.Ingress[v4b] = []netip.Addr{ctrB4.Addr()}               // held by no record

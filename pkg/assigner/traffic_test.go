@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // fakeNAT is the table as a map, and the conntrack deletions asked for.
@@ -139,16 +140,16 @@ var (
 	ctrB4 = netip.MustParsePrefix("10.88.0.6/24")
 )
 
-func (f *fixture) steered(n *fakeNAT, traffic nat.Traffic, container ...netip.Prefix) {
+func (f *fixture) steered(n *fakeNAT, traffic traffic.Mode, container ...netip.Prefix) {
 	f.opts.NAT, f.opts.Traffic, f.opts.Container = n, traffic, container
 }
 
 // twoHolders is a fixture whose a (ctrA4) and b (ctrB4) both hold v4a.
 func twoHolders(t *testing.T) (*fixture, *fakeNAT) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4a)
-	f.steered(n, nat.TrafficBoth, ctrB4)
+	f.steered(n, traffic.Both, ctrB4)
 	f.add(attB, v4a)
 	return f, n
 }
@@ -187,7 +188,7 @@ func TestSharedIPSteersToEveryHolderAndForgetsTheOneThatLeaves(t *testing.T) {
 
 func TestEgressComesFromTheFirstIPOfTheFamilyInRequestOrder(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficEgress, ctrA4)
+	f.steered(n, traffic.Egress, ctrA4)
 	f.add(attA, v4b, v4a)
 	if got := n.st.Egress[nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}]; got != v4b {
 		t.Errorf("egress from %v, want %s, the first requested", got, v4b)
@@ -199,9 +200,9 @@ func TestEgressComesFromTheFirstIPOfTheFamilyInRequestOrder(t *testing.T) {
 
 func TestAReAddWithTrafficNoneRemovesTheEarlierRules(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4a)
-	f.steered(n, nat.TrafficNone, ctrA4)
+	f.steered(n, traffic.None, ctrA4)
 	f.add(attA, v4a)
 	if len(n.st.Ingress)+len(n.st.Egress) != 0 {
 		t.Errorf("re-ADD with traffic none left %+v", n.st)
@@ -232,7 +233,7 @@ func TestAttachmentsOnOneSubnetShareItsHairpinElement(t *testing.T) {
 
 func TestAFailedAddTakesItsRulesBackOut(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{Announce: func([]Placed) error { return errors.New("no uplink") }})
 	if err == nil {
 		t.Fatal("ADD with a failing announcement succeeded")
@@ -245,12 +246,12 @@ func TestAFailedAddTakesItsRulesBackOut(t *testing.T) {
 func TestReadyFailsWhenNftablesCannotBeUsed(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
 	n.probeErr = errors.New("nf_tables nat chains cannot be used: operation not supported")
-	f.steered(n, nat.TrafficBoth)
+	f.steered(n, traffic.Both)
 	err := f.assigner().Ready(true, false)
 	if err == nil || !strings.Contains(err.Error(), "nf_tables") {
 		t.Fatalf("Ready with nf_tables unusable: %v, want an error naming nf_tables", err)
 	}
-	f.steered(n, nat.TrafficNone)
+	f.steered(n, traffic.None)
 	if err := f.assigner().Ready(true, false); err != nil {
 		t.Errorf("Ready with traffic none asked nf_tables: %v", err)
 	}
@@ -258,7 +259,7 @@ func TestReadyFailsWhenNftablesCannotBeUsed(t *testing.T) {
 
 func TestCheckFailsWhenTheTableLostARule(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4a)
 	if _, err := f.assigner().Check(attA); err != nil {
 		t.Fatalf("CHECK right after ADD: %v", err)
@@ -279,7 +280,7 @@ func TestCheckFailsWhenTheTableLostARule(t *testing.T) {
 // holder has sends a share of new flows elsewhere: that too is drift.
 func TestCheckFailsWhenTheSpreadAlsoPointsAtATargetNoHolderHas(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4a)
 	n.st.Ingress[v4a] = []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}
 	_, err := f.assigner().Check(attA)
@@ -314,7 +315,7 @@ func TestALeavingTargetIsForgottenOnlyOnceTheTableNoLongerSteersToIt(t *testing.
 // own flows from that address: ADD refuses it and changes nothing.
 func TestAContainerAddressTheNodeHoldsIsRefusedAndNothingChanges(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, netip.PrefixFrom(nodeIP, 24))
+	f.steered(n, traffic.Both, netip.PrefixFrom(nodeIP, 24))
 	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), nodeIP.String()) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("ADD with the node's address as the container's: %v, want one line refusing %s", err, nodeIP)
@@ -330,7 +331,7 @@ func TestAContainerAddressTheNodeHoldsIsRefusedAndNothingChanges(t *testing.T) {
 // the IP through the uplink it now leaves by, and CHECK agrees.
 func TestGCMovesTheEgressOfAReHomedIPToItsNewUplink(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4other) // via eth1
 	if n.st.Egress[nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth1"}] != v4other {
 		t.Fatalf("setup: egress %v, want via eth1", n.st.Egress)
@@ -357,7 +358,7 @@ func TestGCMovesTheEgressOfAReHomedIPToItsNewUplink(t *testing.T) {
 // only: a second holder's, or a re-ADD, rewrites a chain that exists.
 func TestOnlyTheFirstHoldersAddOfAnIPIsFresh(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4a)
 	if !n.fresh[v4a] {
 		t.Errorf("the first ADD of %s was not fresh: %v", v4a, n.fresh)
@@ -366,7 +367,7 @@ func TestOnlyTheFirstHoldersAddOfAnIPIsFresh(t *testing.T) {
 	if n.fresh[v4a] {
 		t.Errorf("a re-ADD of %s was fresh", v4a)
 	}
-	f.steered(n, nat.TrafficBoth, ctrB4)
+	f.steered(n, traffic.Both, ctrB4)
 	f.add(attB, v4a)
 	if n.fresh[v4a] {
 		t.Errorf("the second holder's ADD of %s was fresh", v4a)
@@ -398,7 +399,7 @@ func (f *fixture) addGarbling(att Attachment, ip netip.Addr) error {
 
 func TestSteeringTakesTheChangesOwnWritesFromMemoryAndTheOtherHoldersFromTheirFiles(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	if err := f.addGarbling(attA, v4a); err != nil {
 		t.Fatalf("a new IP's steered ADD read back what it had just written: %v", err)
 	}
@@ -408,9 +409,9 @@ func TestSteeringTakesTheChangesOwnWritesFromMemoryAndTheOtherHoldersFromTheirFi
 	// A second holder, added the same way: a's target can only come from
 	// a's record on disk.
 	f, n = newFixture(t), newFakeNAT()
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.add(attA, v4a)
-	f.steered(n, nat.TrafficBoth, ctrB4)
+	f.steered(n, traffic.Both, ctrB4)
 	if err := f.addGarbling(attB, v4a); err != nil {
 		t.Fatalf("a second holder's steered ADD: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // Routing is what the assigner asks of the host to send an external IP's
@@ -17,7 +18,7 @@ import (
 // slot, and which addresses are marked for it, is decided here, from the
 // records: nothing of it is stored but in the kernel.
 type Routing interface {
-	Config() uplinkroute.Config
+	Config() slots.Config
 	// Off routes nothing new (config uplinkRouting.mode off); what was
 	// routed is still taken away.
 	Off() bool
@@ -320,7 +321,7 @@ func (a *Assigner) uplinkIndex(name string) int {
 	return up.Index
 }
 
-func (a *Assigner) freeSlot(cfg uplinkroute.Config, marked map[string]nat.UplinkSlot) (int, error) {
+func (a *Assigner) freeSlot(cfg slots.Config, marked map[string]nat.UplinkSlot) (int, error) {
 	used := map[int]bool{}
 	for _, u := range marked {
 		used[u.Slot] = true

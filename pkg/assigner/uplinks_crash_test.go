@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 var onEth1V4b = netip.MustParseAddr("203.0.113.11")
@@ -33,9 +34,9 @@ func (c uplinkCrash) prepare(t *testing.T) (*fixture, *fakeRouting) {
 	f, r := routedFixture(t)
 	n := f.opts.NAT.(*fakeNAT)
 	if c.besideB {
-		f.steered(n, nat.TrafficBoth, ctrB4)
+		f.steered(n, traffic.Both, ctrB4)
 		f.add(attB, onEth1V4b)
-		f.steered(n, nat.TrafficBoth, ctrA4)
+		f.steered(n, traffic.Both, ctrA4)
 	}
 	if c.del {
 		f.add(attA, onEth1V4)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // HostRouting is the Routing of the host: the marks in table inet
@@ -13,7 +14,7 @@ import (
 type HostRouting struct {
 	nat      *HostTable
 	r        *uplinkroute.Routes
-	c        uplinkroute.Config
+	c        slots.Config
 	gateways map[string][]netip.Addr
 	off      bool
 	now      *uplinkroute.State // our tables as first read, for routedBy
@@ -24,7 +25,7 @@ var _ Routing = (*HostRouting)(nil)
 // NewHostRouting routes with c, taking an uplink's gateway from gateways
 // (uplink name -> at most one per family) before the main table. Off
 // routes nothing new, but still takes away what was routed.
-func NewHostRouting(nat *HostTable, c uplinkroute.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
+func NewHostRouting(nat *HostTable, c slots.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
 	nat.mask = c.Mask // the table's base rules keep the same bits
 	return &HostRouting{nat: nat, r: uplinkroute.Open(c), c: c, gateways: gateways, off: off}
 }
@@ -34,7 +35,7 @@ func (h *HostRouting) Off() bool { return h.off }
 // Close releases the routing socket (the NAT's is its owner's).
 func (h *HostRouting) Close() { h.r.Close() }
 
-func (h *HostRouting) Config() uplinkroute.Config { return h.c }
+func (h *HostRouting) Config() slots.Config { return h.c }
 
 func (h *HostRouting) DefaultUplink(v6 bool) (int, error) { return h.r.DefaultUplink(v6) }
 

@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // fakeRouting is the node's marks, rules and tables as maps: eth0 carries
@@ -41,7 +43,7 @@ func newFakeRouting() *fakeRouting {
 	}
 }
 
-func (r *fakeRouting) Config() uplinkroute.Config         { return uplinkroute.Default() }
+func (r *fakeRouting) Config() slots.Config               { return slots.Default() }
 func (r *fakeRouting) Off() bool                          { return false }
 func (r *fakeRouting) DefaultUplink(v6 bool) (int, error) { return ethIndex, nil }
 func (r *fakeRouting) Gateway(uplink string, _ int, ip netip.Addr) (netip.Addr, error) {
@@ -167,7 +169,7 @@ func routedFixture(t *testing.T) (*fixture, *fakeRouting) {
 	f, r := newFixture(t), newFakeRouting()
 	n := newFakeNAT()
 	n.routing = r
-	f.steered(n, nat.TrafficBoth, ctrA4)
+	f.steered(n, traffic.Both, ctrA4)
 	f.opts.Routing = r
 	return f, r
 }
@@ -194,7 +196,7 @@ func TestAnIPOnASecondUplinkIsRoutedByItAndTheLastDelTakesTheRoutingAway(t *test
 	if _, err := f.assigner().Check(attA); err != nil {
 		t.Errorf("CHECK: %v", err)
 	}
-	f.steered(f.opts.NAT.(*fakeNAT), nat.TrafficBoth, ctrB4)
+	f.steered(f.opts.NAT.(*fakeNAT), traffic.Both, ctrB4)
 	f.add(attB, v4a) // on the default route's uplink: nothing of ours
 	if len(r.marked) != 1 || len(r.members) != 2 {
 		t.Errorf("an IP on the default route's uplink changed the routing: %v %v", r.marked, r.members)
@@ -289,7 +291,7 @@ func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	if want := map[string]int{"Marked": 1, "Gateway": 1, "Collides": 1, "EnsureRoutes": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the ADD of eth1's first IP called %v, want %v", r.calls, want)
 	}
-	f.steered(f.opts.NAT.(*fakeNAT), nat.TrafficBoth, ctrB4)
+	f.steered(f.opts.NAT.(*fakeNAT), traffic.Both, ctrB4)
 	clear(r.calls)
 	f.add(attB, onEth1V4b)
 	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {

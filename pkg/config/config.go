@@ -16,7 +16,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // Defaults from the README's table of config keys.
@@ -58,8 +58,9 @@ type Config struct {
 	LogFile     string
 	LogLevel    string
 	LockTimeout time.Duration
-	// Traffic says which flows of the external IPs are steered (pkg/nat).
-	Traffic nat.Traffic
+	// Traffic says which flows of the external IPs are steered (package nat
+	// makes the rules).
+	Traffic traffic.Mode
 	// UplinkRouting routes replies and egress out of an external IP's own
 	// uplink (uplinks.go).
 	UplinkRouting UplinkRouting

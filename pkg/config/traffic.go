@@ -6,11 +6,11 @@ import (
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 func (c *Config) setTraffic(raw *netConf) error {
-	c.Traffic = nat.TrafficBoth
+	c.Traffic = traffic.Both
 	if len(raw.Traffic) == 0 || string(raw.Traffic) == "null" {
 		return nil
 	}
@@ -18,8 +18,8 @@ func (c *Config) setTraffic(raw *netConf) error {
 	if err := json.Unmarshal(raw.Traffic, &s); err != nil {
 		return decodef("traffic: want a string, got %s", truncate(raw.Traffic, 64))
 	}
-	switch t := nat.Traffic(s); t {
-	case nat.TrafficBoth, nat.TrafficIngress, nat.TrafficEgress, nat.TrafficNone:
+	switch t := traffic.Mode(s); t {
+	case traffic.Both, traffic.Ingress, traffic.Egress, traffic.None:
 		c.Traffic = t
 		return nil
 	}
@@ -61,7 +61,7 @@ func (c *Config) ContainerAddrs() []netip.Prefix {
 // CheckFamilies refuses steering an external IP of a family for which the
 // container has no address: nothing could be DNATed to it or SNATed from it.
 func (c *Config) CheckFamilies(ips []IP, container []netip.Prefix) error {
-	if c.Traffic == nat.TrafficNone {
+	if c.Traffic == traffic.None {
 		return nil
 	}
 	for _, ip := range ips {

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/config"
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 func TestTrafficDefaultsToBothAndTakesEachMode(t *testing.T) {
-	if got := mustLoad(t, netConf(t, nil)).Traffic; got != nat.TrafficBoth {
+	if got := mustLoad(t, netConf(t, nil)).Traffic; got != traffic.Both {
 		t.Errorf("traffic defaults to %q, want both", got)
 	}
-	for _, m := range []nat.Traffic{nat.TrafficBoth, nat.TrafficIngress, nat.TrafficEgress, nat.TrafficNone} {
+	for _, m := range []traffic.Mode{traffic.Both, traffic.Ingress, traffic.Egress, traffic.None} {
 		c := mustLoad(t, netConf(t, map[string]any{"traffic": string(m)}))
 		if c.Traffic != m {
 			t.Errorf("traffic %q loaded as %q", m, c.Traffic)

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // UplinkRouting is the `uplinkRouting` key: how the flows of external
@@ -15,7 +15,7 @@ type UplinkRouting struct {
 	// Off turns it off: replies and egress follow the main table.
 	Off bool
 	// Route names our mark bits, tables and rule priorities.
-	Route uplinkroute.Config
+	Route slots.Config
 	// Gateways names an uplink's gateway of each family where the main
 	// table has none for it.
 	Gateways map[string][]netip.Addr
@@ -30,7 +30,7 @@ type uplinkRoutingRaw struct {
 }
 
 func (c *Config) setUplinkRouting(raw *netConf) error {
-	c.UplinkRouting = UplinkRouting{Route: uplinkroute.Default()}
+	c.UplinkRouting = UplinkRouting{Route: slots.Default()}
 	if len(raw.UplinkRouting) == 0 || string(raw.UplinkRouting) == "null" {
 		return nil
 	}

@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/config"
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 func TestUplinkRoutingDefaultsToOnWithTheDocumentedMarkTablesAndPriorities(t *testing.T) {
 	u := mustLoad(t, netConf(t, nil)).UplinkRouting
-	if u.Off || u.Route != uplinkroute.Default() || len(u.Gateways) != 0 {
-		t.Errorf("uplinkRouting by default is %+v, want on with %+v and no gateways", u, uplinkroute.Default())
+	if u.Off || u.Route != slots.Default() || len(u.Gateways) != 0 {
+		t.Errorf("uplinkRouting by default is %+v, want on with %+v and no gateways", u, slots.Default())
 	}
 }
 
@@ -21,7 +21,7 @@ func TestUplinkRoutingTakesItsKeys(t *testing.T) {
 		"mode": "off", "mark": "0x00f00000", "table": 7000, "priority": 7000,
 		"gateways": map[string]any{"eth1": []string{"192.0.2.254", "fe80::1"}},
 	}})).UplinkRouting
-	if !u.Off || u.Route != (uplinkroute.Config{Mask: 0x00f00000, Table: 7000, Priority: 7000}) {
+	if !u.Off || u.Route != (slots.Config{Mask: 0x00f00000, Table: 7000, Priority: 7000}) {
 		t.Errorf("uplinkRouting loaded as %+v", u)
 	}
 	want := []netip.Addr{netip.MustParseAddr("192.0.2.254"), netip.MustParseAddr("fe80::1")}

@@ -16,7 +16,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/store"
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // Upkeep is the node's optional periodic work, done beside the CNI path and
@@ -108,7 +108,7 @@ func (u *Upkeep) assigner(dev string, nat *assigner.HostTable) (as *assigner.Ass
 	}
 	r := u.UplinkRouting
 	if r.Route.Mask == 0 {
-		r.Route = uplinkroute.Default()
+		r.Route = slots.Default()
 	}
 	routing := assigner.NewHostRouting(nat, r.Route, r.Gateways, r.Off)
 	o.NAT, o.Routing = nat, routing

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // upkeepNode is a node namespace holding one external IP on eip0, its
@@ -273,7 +273,7 @@ func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
 	ip := netip.MustParseAddr("192.0.2.51")
 	u.do(t, func() error {
 		_, err := assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second,
-			NAT: assigner.HostNAT(), Traffic: nat.TrafficBoth, Container: []netip.Prefix{netip.MustParsePrefix("10.88.0.2/32")}}).
+			NAT: assigner.HostNAT(), Traffic: traffic.Both, Container: []netip.Prefix{netip.MustParsePrefix("10.88.0.2/32")}}).
 			Add(att, []netip.Addr{ip}, assigner.Hooks{})
 		return err
 	})

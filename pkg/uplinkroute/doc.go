@@ -2,7 +2,7 @@
 // flows out of the IP's own uplink when that uplink is not the one the
 // main table's default route uses.
 //
-// It owns, per uplink it is asked to route (a "slot" s, 1 to Config.Slots):
+// It owns, per uplink it is asked to route (a "slot" s, 1 to slots.Config.Slots):
 //
 //	ip rule  pref P    not fwmark 0/M lookup main suppress_prefixlength 0   (one per family)
 //	ip rule  pref P+1  fwmark s<<shift(M)/M lookup T+s                     (per slot and family)

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // mainNode is a namespace with two uplinks, up0 (default routes of
@@ -73,7 +75,7 @@ func (n *mainNode) in(f func(r *Routes, up0, up1 int)) {
 		if err != nil {
 			return err
 		}
-		r := Open(Default())
+		r := Open(slots.Default())
 		defer r.Close()
 		f(r, i0.Index, i1.Index)
 		return nil
@@ -181,7 +183,7 @@ func TestRemoveTakesTheSlotAwayWithoutADump(t *testing.T) {
 		if err := r.Ensure(1, "up1", 0, gw, true); err != nil {
 			t.Fatal(err)
 		}
-		table := Default().TableOf(1)
+		table := slots.Default().TableOf(1)
 		n.sh("ip netns exec " + n.name + " ip route add 203.0.113.0/24 via 198.51.100.254 dev up1 table " + itoa(table))
 		before := r.dumps
 		if err := r.Remove(1, [2]bool{true, true}, [2]bool{true, true}); err != nil {
@@ -215,7 +217,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestRulesOfBothFamiliesAreOneDump(t *testing.T) {
 	n := newMainNode(t)
 	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
-	n.sh("ip netns exec " + n.name + " ip -6 rule add pref 500 fwmark 0x1 table " + itoa(Default().TableOf(2)))
+	n.sh("ip netns exec " + n.name + " ip -6 rule add pref 500 fwmark 0x1 table " + itoa(slots.Default().TableOf(2)))
 	n.in(func(r *Routes, up0, up1 int) {
 		if err := r.Ensure(1, "up1", 0, gw, true); err != nil {
 			t.Fatal(err)
@@ -225,7 +227,7 @@ func TestRulesOfBothFamiliesAreOneDump(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, want := r.dumps-before, 1+Default().Slots(); d != want {
+		if d, want := r.dumps-before, 1+slots.Default().Slots(); d != want {
 			t.Errorf("Read asked for %d dumps; want %d (one of rules, one per slot for both families)", d, want)
 		}
 		if sl := st.Slots[1]; sl == nil || sl.Rule != [2]bool{true, true} || st.Suppress != [2]bool{true, true} {

@@ -12,7 +12,13 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
+
+// Protocol tags every rule and route of ours (`ip rule` and `ip route`
+// print it as "proto 225"): an object without it is never ours.
+const Protocol = 225
 
 // Slot is one routed uplink as the kernel has it.
 type Slot struct {
@@ -44,7 +50,7 @@ var families = [2]int{netlink.FAMILY_V4, netlink.FAMILY_V6}
 
 // Routes changes and reads our rules and tables over one netlink socket.
 type Routes struct {
-	c      Config
+	c      slots.Config
 	h      *netlinksafe.Handle
 	strict *netlinksafe.Handle
 	// main caches the main table of each family (true: IPv6), via its
@@ -59,7 +65,7 @@ type Routes struct {
 }
 
 // Open makes no change; the socket is opened on first use.
-func Open(c Config) *Routes { return &Routes{c: c} }
+func Open(c slots.Config) *Routes { return &Routes{c: c} }
 
 func (r *Routes) nl() (*netlinksafe.Handle, error) {
 	if r.h == nil {
@@ -248,7 +254,7 @@ func (r *Routes) Collides(s int) (string, error) {
 }
 
 // Collides is Routes.Collides from a State already read.
-func (st *State) Collides(c Config, s int) string {
+func (st *State) Collides(c slots.Config, s int) string {
 	t := "table " + strconv.Itoa(c.TableOf(s))
 	for _, f := range st.Foreign {
 		if strings.HasSuffix(f, t) || strings.HasPrefix(f, t+" ") {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 const usage = `usage: external-ip status [--json] [--data-dir DIR] [--device NAME]
@@ -81,7 +81,7 @@ func devices(dataDir, device string) ([]string, error) {
 func cliAssigner(dataDir, device string) *assigner.Assigner {
 	nat := assigner.HostNAT()
 	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: nat,
-		Routing: assigner.NewHostRouting(nat, uplinkroute.Default(), nil, false)})
+		Routing: assigner.NewHostRouting(nat, slots.Default(), nil, false)})
 }
 
 func repair(dataDir, device string, stdout, stderr io.Writer) int {

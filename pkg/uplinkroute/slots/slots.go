@@ -1,13 +1,9 @@
-package uplinkroute
+package slots
 
 import (
 	"fmt"
 	"math/bits"
 )
-
-// Protocol tags every rule and route of ours (`ip rule` and `ip route`
-// print it as "proto 225"): an object without it is never ours.
-const Protocol = 225
 
 // Config names the mark bits, tables and rule priorities that are ours.
 type Config struct {

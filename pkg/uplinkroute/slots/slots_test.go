@@ -1,4 +1,4 @@
-package uplinkroute
+package slots
 
 import "testing"
 
