@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/host"
 )
 
 func TestAddPutsIPsOnTheHolderAndRecordsThem(t *testing.T) {
@@ -213,10 +215,10 @@ func TestAddRefusesWhatTheHostCannotServeAndChangesNothing(t *testing.T) {
 		{"network address of a connected /24", nil, "", netip.MustParseAddr("192.0.2.0"), ErrRefused, "network"},
 		{"broadcast address of a connected /24", nil, "", netip.MustParseAddr("192.0.2.255"), ErrRefused, "broadcast"},
 		{"broadcast address as the FIB answers for it", func(k *fakeKernel) {
-			k.setRoute(bcast, route{dev: ethIndex, prefix: netip.PrefixFrom(bcast, 32), special: true})
+			k.setRoute(bcast, host.Route{Dev: ethIndex, Prefix: netip.PrefixFrom(bcast, 32), Special: true})
 		}, "", bcast, ErrRefused, "broadcast address of uplink subnet 192.0.2.0/24"},
 		{"IPv6 subnet-router anycast address", func(k *fakeKernel) {
-			k.setRoute(anycast, route{dev: ethIndex, prefix: netip.PrefixFrom(anycast, 128), special: true})
+			k.setRoute(anycast, host.Route{Dev: ethIndex, Prefix: netip.PrefixFrom(anycast, 128), Special: true})
 		}, "", anycast, ErrRefused, "network address of uplink subnet 2001:db8::/64"},
 		{"no route and no uplink", nil, "", unrouted, ErrRefused, "uplink"},
 		{"configured uplink missing", nil, "eth9", v4a, ErrRefused, "eth9"},
@@ -262,7 +264,7 @@ func TestAddRefusesAForeignHolderAndLeavesItAlone(t *testing.T) {
 		{"dummy marked by someone else", func(t *testing.T, k *fakeKernel) { k.addLink(t, testDevice, "dummy", "uplink to lab", true) }},
 		{"real NIC", func(t *testing.T, k *fakeKernel) { k.addLink(t, testDevice, "device", "", true) }},
 		{"marked bridge with ports", func(t *testing.T, k *fakeKernel) {
-			k.addLink(t, testDevice, "bridge", legacyAlias, true)
+			k.addLink(t, testDevice, "bridge", testLegacyAlias, true)
 			k.changeLink(t, testDevice, func(l *fakeLink) { l.Ports = 2 })
 		}},
 	}

@@ -16,14 +16,14 @@ func (a *Assigner) apply(j *journal) error {
 		for _, ip := range j.Record.IPs {
 			hold[ip] = true
 		}
-		if dev, err = a.ensureHolder(); err != nil {
+		if dev, err = a.holder.Ensure(); err != nil {
 			return err
 		}
 		err = a.st.WriteRecord(j.Key, j.Record)
 	} else {
 		// A release never creates the device, and never touches a device
 		// that has stopped being ours: it only forgets.
-		if dev, err = a.releaseHolder(); err == nil {
+		if dev, err = a.holder.ForRelease(); err == nil {
 			err = a.st.RemoveRecord(j.Key)
 		}
 	}
@@ -112,43 +112,18 @@ func (a *Assigner) holdAs(dev int, ip netip.Addr, e *ipEntry, key string, want h
 	return false, nil
 }
 
-// hold puts ip on the holder, as an address or a route as e says, and its
-// proxy entry on the uplink where the LAN needs one: every IP held as a
-// route, and IPv6 addresses (Linux answers solicitations only for
-// addresses of the receiving interface).
+// hold puts ip on the holder as e says (host.Holder.Hold), keeping what
+// this call put there: an ADD undone takes away only that.
 func (a *Assigner) hold(dev int, ip netip.Addr, e ipEntry) error {
-	var added bool
-	var err error
-	if e.Route.Route() {
-		added, err = a.k.addRoute(dev, ip, int(e.Route))
-	} else {
-		added, err = a.k.addAddr(dev, ip)
-	}
-	if err != nil {
-		return err
-	}
+	added, err := a.holder.Hold(dev, ip, e.Route, e.Uplink)
 	if added {
-		a.log.Info(e.Route.String()+" added", "ip", ip)
 		if a.put == nil {
 			a.put = map[netip.Addr]bool{}
 		}
 		a.put[ip] = true
 	}
-	a.step("address")
-	if needsProxy(ip, e.Route) && e.Uplink != "" {
-		err := a.k.addProxy(e.Uplink, ip)
-		if errors.Is(err, errNoLink) {
-			// The uplink went, and no entry can be on it: the next ADD or
-			// GC re-homes the IP. Failing here would wedge every replay.
-			a.log.Warn("uplink gone; no proxy entry until the IP is re-homed", "ip", ip, "uplink", e.Uplink)
-			return nil
-		}
-		return err
-	}
-	return nil
+	return err
 }
-
-func needsProxy(ip netip.Addr, h heldAs) bool { return ip.Is6() || h.Route() }
 
 // release takes an IP nobody holds off the holder and out of the index.
 func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
@@ -163,29 +138,10 @@ func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 	return a.st.WriteIP(ip, ipEntry{})
 }
 
-// unhold takes ip's address or route off the holder and its proxy entry
-// off the uplink, as e says it is held.
+// unhold takes ip off the holder and its proxy entry off the uplink, as e
+// says it is held.
 func (a *Assigner) unhold(dev int, ip netip.Addr, e ipEntry) error {
-	if dev != 0 {
-		var removed bool
-		var err error
-		if e.Route.Route() {
-			removed, err = a.k.delRoute(dev, ip)
-		} else {
-			removed, err = a.k.delAddr(dev, ip)
-		}
-		if err != nil {
-			return err
-		}
-		if removed {
-			a.log.Info(e.Route.String()+" removed", "ip", ip)
-		}
-	}
-	a.step("address")
-	if needsProxy(ip, e.Route) && e.Uplink != "" {
-		return a.k.delProxy(e.Uplink, ip)
-	}
-	return nil
+	return a.holder.Unhold(dev, ip, e.Route, e.Uplink)
 }
 
 // withHolder returns holders with key added or removed, sorted, and whether

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
@@ -42,7 +43,7 @@ type Options struct {
 // whether this ADD gave it its first holder.
 type Placed struct {
 	Addr   netip.Addr
-	Uplink Uplink
+	Uplink host.Uplink
 	First  bool
 }
 
@@ -61,7 +62,7 @@ type Hooks struct {
 // each starts afresh (startCall).
 type Assigner struct {
 	opts Options
-	k    kernel
+	k    host.Kernel
 	st   *store.Store
 	log  *slog.Logger
 	// step is called at each named step of a change: atStep, a no-op
@@ -74,14 +75,10 @@ type Assigner struct {
 // call is what one call learns and must not hand to the next: between two
 // calls the kernel, or another invocation, may change anything.
 type call struct {
-	// dev is the holder once made or checked under the lock; holder is what
-	// the kernel said about it, asked once per call (see lookHolder);
-	// ownAlias is this dataDir's alias, its symlinks resolved.
-	dev      int
-	holder   *holderLink
-	ownAlias string
-	// ups resolves each uplink once per call.
-	ups uplinkCache
+	// holder is the holder device as the call finds it; ups resolves each
+	// uplink once per call.
+	holder *host.Holder
+	ups    *host.Uplinks
 	// fresh are the IPs this ADD takes first (see fresh), put those it put
 	// on the holder; undoing is set while an ADD is being undone.
 	fresh, put map[netip.Addr]bool
@@ -106,16 +103,22 @@ type call struct {
 // (TestEveryCallStartsKnowingNothing checks that they do).
 func (a *Assigner) startCall() {
 	a.dropRunner()
-	a.call = call{ups: uplinkCache{k: a.k}}
+	a.call = call{
+		holder: host.NewHolder(a.k, host.Device{Name: a.opts.Device, DataDir: a.opts.DataDir, State: a.st, Log: a.log, Step: a.at}),
+		ups:    host.NewUplinks(a.k, a.opts.Uplink),
+	}
 }
 
+// at is a.step, looked up when the step comes: a test sets its own.
+func (a *Assigner) at(step string) { a.step(step) }
+
 // New returns an Assigner working on the host's kernel.
-func New(o Options) *Assigner { return newAssigner(o, &hostKernel{}) }
+func New(o Options) *Assigner { return newAssigner(o, &host.Netlink{}) }
 
 // heldAs is how this invocation's config holds an IP.
 func (a *Assigner) holding() heldAs { return heldAs(a.opts.RouteProtocol) }
 
-func newAssigner(o Options, k kernel) *Assigner {
+func newAssigner(o Options, k host.Kernel) *Assigner {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -140,7 +143,7 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	if len(ips) == 0 {
 		return nil, nil
 	}
-	routes, err := a.screen(ips)
+	routes, err := a.holder.Screen(a.ups, a.holding(), ips)
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +167,10 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	return placed, oneLine(err)
 }
 
-func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]route, h Hooks) ([]Placed, error) {
+func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]host.Route, h Hooks) ([]Placed, error) {
 	// Under the lock: the holder screening saw missing may have been made
 	// by another invocation meanwhile.
-	if _, err := a.ensureHolder(); err != nil {
+	if _, err := a.holder.Ensure(); err != nil {
 		return nil, err
 	}
 	key := att.Key()
@@ -226,10 +229,10 @@ func (a *Assigner) addJournaled(j *journal, placed []Placed, h Hooks) error {
 // this ADD gives their first holder: until this invocation puts one on the
 // holder, undoing the ADD has nothing to take off the kernel for it, which
 // matters when the kernel refuses every change (no CAP_NET_ADMIN).
-func fresh(placed []Placed, routes map[netip.Addr]route) map[netip.Addr]bool {
+func fresh(placed []Placed, routes map[netip.Addr]host.Route) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	for _, p := range placed {
-		if p.First && routes[p.Addr].on(p.Addr) == 0 {
+		if p.First && routes[p.Addr].On(p.Addr) == 0 {
 			out[p.Addr] = true
 		}
 	}
@@ -238,15 +241,15 @@ func fresh(placed []Placed, routes map[netip.Addr]route) map[netip.Addr]bool {
 
 // probe asks the LAN, all at once, about every IP that is not yet on the
 // holder: only those could be taking an address another host uses.
-func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]route, probe func(Placed) error) error {
+func (a *Assigner) probe(ips []netip.Addr, routes map[netip.Addr]host.Route, probe func(Placed) error) error {
 	if probe == nil {
 		return nil
 	}
 	// Every uplink first, so that no probe is left running on an early return.
 	var todo []Placed
 	for _, ip := range ips {
-		if r := routes[ip]; r.on(ip) == 0 {
-			up, err := a.uplinkFor(ip, r)
+		if r := routes[ip]; r.On(ip) == 0 {
+			up, err := a.ups.For(ip, r)
 			if err != nil {
 				return err
 			}
@@ -397,7 +400,7 @@ func (a *Assigner) recover() error {
 	if err := a.st.SweepTmp(); err != nil {
 		return err
 	}
-	if err := a.recoverHolder(); err != nil {
+	if err := a.holder.Recover(); err != nil {
 		return err
 	}
 	j, err := a.st.ReadJournal()

@@ -1,10 +1,10 @@
 package assigner
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -55,11 +55,11 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 }
 
 func (a *Assigner) checkHolder() (int, error) {
-	l, err := a.lookHolder()
+	l, err := a.holder.Look()
 	if err != nil {
 		return 0, err
 	}
-	dev, err := a.judge(l)
+	dev, err := a.holder.Judge(l)
 	if err != nil {
 		return 0, err
 	}
@@ -80,13 +80,13 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 	if !slices.Contains(e.Holders, key) {
 		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.IPPath(ip))
 	}
-	if err := a.checkOnHolder(dev, ip, e); err != nil {
+	if err := a.holder.CheckOn(dev, ip, e.Route); err != nil {
 		return err
 	}
-	if !needsProxy(ip, e.Route) {
+	if !host.NeedsProxy(ip, e.Route) {
 		return nil
 	}
-	ok, err := a.k.hasProxy(e.Uplink, ip)
+	ok, err := a.k.HasProxy(e.Uplink, ip)
 	if err != nil {
 		return err
 	}
@@ -94,33 +94,4 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 		return Errorf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
 	}
 	return nil
-}
-
-// checkOnHolder fails when ip is not on the holder the way e says: its
-// address, or its host route of e's protocol number.
-func (a *Assigner) checkOnHolder(dev int, ip netip.Addr, e ipEntry) error {
-	r, err := a.k.lookup(ip)
-	if err != nil {
-		return err
-	}
-	if e.Route.Route() {
-		if r.local != 0 || r.on(ip) != dev || r.proto != int(e.Route) {
-			return Errorf(ErrDrift, "%s: has no route through holder device %s with protocol %d", ip, a.opts.Device, e.Route)
-		}
-		return nil
-	}
-	if r.local != dev {
-		if on, err := a.onHolder(dev, ip); err != nil || !on {
-			return cmp.Or(err, Errorf(ErrDrift, "%s: is not on holder device %s", ip, a.opts.Device))
-		}
-	}
-	return nil
-}
-
-// onHolder asks the holder's address list, only when the FIB said no: the
-// kernel puts an IPv6 address's local route in place from a work queue,
-// a moment after the address, so a CHECK right after ADD can ask too soon.
-func (a *Assigner) onHolder(dev int, ip netip.Addr) (bool, error) {
-	addrs, err := a.k.holderAddrs(dev)
-	return slices.Contains(addrs, ip), err
 }

@@ -1,11 +1,8 @@
 package assigner
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -19,28 +16,19 @@ var (
 	// the store's kind.
 	ErrState = store.ErrState
 	// ErrRefused: the request cannot be served on this host (CNI 7); the
-	// store's kind, which it returns for a dataDir it refuses.
-	ErrRefused = store.ErrRefused
+	// kind every floor shares.
+	ErrRefused = errkind.Refused
 	// ErrHost: the kernel refused a change (plugin code 100).
-	ErrHost = errors.New("host error")
-	// ErrUnreachable: a sysctl keeps the LAN from reaching the IP (plugin code 102).
-	ErrUnreachable = errors.New("unreachable")
+	ErrHost = errkind.Host
+	// ErrUnreachable: a sysctl keeps the LAN from reaching the IP (plugin
+	// code 102); the host adapter's kind.
+	ErrUnreachable = host.ErrUnreachable
 	// ErrDrift: CHECK found the host or the state not as recorded (plugin code 104).
-	ErrDrift = errors.New("drift")
+	ErrDrift = errkind.Drift
 )
 
 // Errorf returns an error of kind (one of the Err values) whose message is
 // the formatted one alone; a %w argument stays in the chain.
 func Errorf(kind error, format string, args ...any) error {
 	return errkind.Errorf(kind, format, args...)
-}
-
-// aboutIP prefixes err's message with the IP it concerns, keeping its kind,
-// so that the plugin can say which request the IP came from.
-func aboutIP(ip fmt.Stringer, err error) error {
-	// An error already about ip (an uplink chosen for it) keeps one prefix.
-	if err == nil || strings.HasPrefix(err.Error(), ip.String()+": ") {
-		return err
-	}
-	return errkind.Prefix(ip.String(), err)
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/host"
 )
 
 // fakeLink is one interface of the fake host. Kind is "dummy" or "bridge"
@@ -73,8 +75,8 @@ type fakeKernel struct {
 	mu      sync.Mutex
 	host    fakeHost
 	path    string
-	routes  map[netip.Addr]route
-	nets    []route
+	routes  map[netip.Addr]host.Route
+	nets    []host.Route
 	uplinks map[string]fakeUplink
 	sysctls map[string]int
 	fail    map[string]error
@@ -87,7 +89,7 @@ type fakeKernel struct {
 	routeLag bool
 }
 
-var _ kernel = (*fakeKernel)(nil)
+var _ host.Kernel = (*fakeKernel)(nil)
 
 // The fake host's fixed interfaces and subnets.
 const (
@@ -110,7 +112,7 @@ var (
 func newFakeKernel(t testing.TB) *fakeKernel {
 	k := &fakeKernel{
 		host:    fakeHost{Links: map[int]*fakeLink{}, Proxies: map[string]map[netip.Addr]bool{}},
-		routes:  map[netip.Addr]route{},
+		routes:  map[netip.Addr]host.Route{},
 		uplinks: map[string]fakeUplink{},
 		sysctls: map[string]int{},
 		fail:    map[string]error{},
@@ -131,7 +133,7 @@ func newFakeKernel(t testing.TB) *fakeKernel {
 	k.addNet("198.51.100.0/24", ethIndex, true)
 	k.addNet("2001:db8::/64", ethIndex, true)
 	k.addNet("203.0.113.0/24", eth1Index, true)
-	k.setRoute(nodeIP, route{local: ethIndex, dev: ethIndex, prefix: netip.PrefixFrom(nodeIP, 32)})
+	k.setRoute(nodeIP, host.Route{Local: ethIndex, Dev: ethIndex, Prefix: netip.PrefixFrom(nodeIP, 32)})
 	t.Cleanup(func() {
 		if v := k.violations(); len(v) > 0 {
 			t.Errorf("the assigner changed interfaces it does not own: %q", v)
@@ -241,11 +243,11 @@ func (k *fakeKernel) request(method string, ip netip.Addr, f func(h *fakeHost) e
 	return k.with(f)
 }
 
-func (k *fakeKernel) lookupHolder(name string) (holderLink, error) {
-	var out holderLink
+func (k *fakeKernel) LookupHolder(name string) (host.Link, error) {
+	var out host.Link
 	err := k.call("lookupHolder", netip.Addr{}, func(h *fakeHost) error {
 		if l := h.byName(name); l != nil {
-			out = holderLink{Index: l.Index, Kind: l.Kind, Alias: l.Alias, Up: l.Up, Ports: l.Ports}
+			out = host.Link{Index: l.Index, Kind: l.Kind, Alias: l.Alias, Up: l.Up, Ports: l.Ports}
 		}
 		return nil
 	})
@@ -253,7 +255,7 @@ func (k *fakeKernel) lookupHolder(name string) (holderLink, error) {
 }
 
 // createHolder makes a dummy, down, as the host kernel's does.
-func (k *fakeKernel) createHolder(name, temp, alias string) (int, error) {
+func (k *fakeKernel) CreateHolder(name, temp, alias string) (int, error) {
 	var dev int
 	err := k.call("createHolder", netip.Addr{}, func(h *fakeHost) error {
 		if h.byName(temp) != nil {
@@ -265,7 +267,7 @@ func (k *fakeKernel) createHolder(name, temp, alias string) (int, error) {
 	return dev, err
 }
 
-func (k *fakeKernel) renameHolder(dev int, name string) error {
+func (k *fakeKernel) RenameHolder(dev int, name string) error {
 	return k.call("renameHolder", netip.Addr{}, func(h *fakeHost) error {
 		l, err := ours(h, dev, "renaming", netip.Addr{})
 		if err != nil || l == nil {
@@ -279,7 +281,7 @@ func (k *fakeKernel) renameHolder(dev int, name string) error {
 	})
 }
 
-func (k *fakeKernel) removeHalfMade(temp, alias string) (bool, error) {
+func (k *fakeKernel) RemoveHalfMade(temp, alias string) (bool, error) {
 	var removed bool
 	err := k.call("removeHalfMade", netip.Addr{}, func(h *fakeHost) error {
 		l := h.byName(temp)
@@ -293,7 +295,7 @@ func (k *fakeKernel) removeHalfMade(temp, alias string) (bool, error) {
 	return removed, err
 }
 
-func (k *fakeKernel) markHolder(dev int, alias string) error {
+func (k *fakeKernel) MarkHolder(dev int, alias string) error {
 	return k.call("markHolder", netip.Addr{}, func(h *fakeHost) error {
 		l, err := ours(h, dev, "marking", netip.Addr{})
 		if err == nil && l != nil {
@@ -303,7 +305,7 @@ func (k *fakeKernel) markHolder(dev int, alias string) error {
 	})
 }
 
-func (k *fakeKernel) setHolderUp(dev int) error {
+func (k *fakeKernel) SetHolderUp(dev int) error {
 	return k.call("setHolderUp", netip.Addr{}, func(h *fakeHost) error {
 		l, err := ours(h, dev, "setting up", netip.Addr{})
 		if err == nil && l != nil {
@@ -313,12 +315,12 @@ func (k *fakeKernel) setHolderUp(dev int) error {
 	})
 }
 
-func (k *fakeKernel) proxyEntries() ([]proxyEntry, error) {
-	var out []proxyEntry
+func (k *fakeKernel) ProxyEntries() ([]host.ProxyEntry, error) {
+	var out []host.ProxyEntry
 	err := k.call("proxyEntries", netip.Addr{}, func(h *fakeHost) error {
 		for link, set := range h.Proxies {
 			for _, ip := range sortedAddrs(set) {
-				out = append(out, proxyEntry{IP: ip, Link: link})
+				out = append(out, host.ProxyEntry{IP: ip, Link: link})
 			}
 		}
 		return nil
@@ -332,14 +334,14 @@ func ours(h *fakeHost, dev int, what string, ip netip.Addr) (*fakeLink, error) {
 	if l == nil {
 		return nil, nil
 	}
-	if !strings.HasPrefix(l.Alias, HolderMark) {
+	if !strings.HasPrefix(l.Alias, host.HolderMark) {
 		h.Violations = append(h.Violations, fmt.Sprintf("%s %s on %s", what, ip, l.Name))
 		return nil, Errorf(ErrHost, "fake kernel: %s %s on %s, which is not a holder", what, ip, l.Name)
 	}
 	return l, nil
 }
 
-func (k *fakeKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
+func (k *fakeKernel) AddAddr(dev int, ip netip.Addr) (bool, error) {
 	var added bool
 	err := k.call("addAddr", ip, func(h *fakeHost) error {
 		l, err := ours(h, dev, "adding", ip)
@@ -356,7 +358,7 @@ func (k *fakeKernel) addAddr(dev int, ip netip.Addr) (bool, error) {
 	return added, err
 }
 
-func (k *fakeKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
+func (k *fakeKernel) DelAddr(dev int, ip netip.Addr) (bool, error) {
 	var removed bool
 	err := k.call("delAddr", ip, func(h *fakeHost) error {
 		l, err := ours(h, dev, "removing", ip)
@@ -370,7 +372,7 @@ func (k *fakeKernel) delAddr(dev int, ip netip.Addr) (bool, error) {
 	return removed, err
 }
 
-func (k *fakeKernel) linkName(index int) string {
+func (k *fakeKernel) LinkName(index int) string {
 	name := fmt.Sprintf("index %d", index)
 	k.call("linkName", netip.Addr{}, func(h *fakeHost) error {
 		if l := h.Links[index]; l != nil {
@@ -381,7 +383,7 @@ func (k *fakeKernel) linkName(index int) string {
 	return name
 }
 
-func (k *fakeKernel) holderAddrs(dev int) ([]netip.Addr, error) {
+func (k *fakeKernel) HolderAddrs(dev int) ([]netip.Addr, error) {
 	var out []netip.Addr
 	err := k.call("holderAddrs", netip.Addr{}, func(h *fakeHost) error {
 		if l := h.Links[dev]; l != nil {
@@ -395,18 +397,18 @@ func (k *fakeKernel) holderAddrs(dev int) ([]netip.Addr, error) {
 // lookup answers as the FIB does: an address on any interface is local to
 // it, then a host route through a link, then a route programmed for the
 // IP, then the longest prefix.
-func (k *fakeKernel) lookup(ip netip.Addr) (route, error) {
-	var r route
+func (k *fakeKernel) Lookup(ip netip.Addr) (host.Route, error) {
+	var r host.Route
 	err := k.call("lookup", ip, func(h *fakeHost) error {
 		for _, l := range h.Links {
 			if l.Addrs[ip] && !(k.routeLag && ip.Is6()) {
-				r = route{local: l.Index, dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen())}
+				r = host.Route{Local: l.Index, Dev: l.Index, Prefix: netip.PrefixFrom(ip, ip.BitLen())}
 				return nil
 			}
 		}
 		for _, l := range h.Links {
 			if proto, ok := l.Routes[ip]; ok {
-				r = route{dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen()), connected: true, proto: proto}
+				r = host.Route{Dev: l.Index, Prefix: netip.PrefixFrom(ip, ip.BitLen()), Connected: true, Proto: proto}
 				return nil
 			}
 		}
@@ -420,12 +422,12 @@ func (k *fakeKernel) lookup(ip netip.Addr) (route, error) {
 	return r, err
 }
 
-func (k *fakeKernel) mainRoute(ip netip.Addr, skip int) (route, error) {
-	var r route
+func (k *fakeKernel) MainRoute(ip netip.Addr, skip int) (host.Route, error) {
+	var r host.Route
 	err := k.call("mainRoute", ip, func(h *fakeHost) error {
 		for _, l := range h.Links {
 			if proto, ok := l.Routes[ip]; ok && l.Index != skip {
-				r = route{dev: l.Index, prefix: netip.PrefixFrom(ip, ip.BitLen()), connected: true, proto: proto}
+				r = host.Route{Dev: l.Index, Prefix: netip.PrefixFrom(ip, ip.BitLen()), Connected: true, Proto: proto}
 				return nil
 			}
 		}
@@ -435,7 +437,7 @@ func (k *fakeKernel) mainRoute(ip netip.Addr, skip int) (route, error) {
 	return r, err
 }
 
-func (k *fakeKernel) addRoute(dev int, ip netip.Addr, proto int) (bool, error) {
+func (k *fakeKernel) AddRoute(dev int, ip netip.Addr, proto int) (bool, error) {
 	var added bool
 	err := k.call("addRoute", ip, func(h *fakeHost) error {
 		l, err := ours(h, dev, "routing", ip)
@@ -458,7 +460,7 @@ func (k *fakeKernel) addRoute(dev int, ip netip.Addr, proto int) (bool, error) {
 	return added, err
 }
 
-func (k *fakeKernel) delRoute(dev int, ip netip.Addr) (bool, error) {
+func (k *fakeKernel) DelRoute(dev int, ip netip.Addr) (bool, error) {
 	var removed bool
 	err := k.call("delRoute", ip, func(h *fakeHost) error {
 		l, err := ours(h, dev, "unrouting", ip)
@@ -472,7 +474,7 @@ func (k *fakeKernel) delRoute(dev int, ip netip.Addr) (bool, error) {
 	return removed, err
 }
 
-func (k *fakeKernel) holderRoutes(dev int) (map[netip.Addr]int, error) {
+func (k *fakeKernel) HolderRoutes(dev int) (map[netip.Addr]int, error) {
 	out := map[netip.Addr]int{}
 	err := k.call("holderRoutes", netip.Addr{}, func(h *fakeHost) error {
 		if l := h.Links[dev]; l != nil {
@@ -486,18 +488,18 @@ func (k *fakeKernel) holderRoutes(dev int) (map[netip.Addr]int, error) {
 	return out, err
 }
 
-func (k *fakeKernel) longest(ip netip.Addr) route {
-	best := route{}
+func (k *fakeKernel) longest(ip netip.Addr) host.Route {
+	best := host.Route{}
 	for _, n := range k.nets {
-		if n.prefix.Contains(ip) && (best.dev == 0 || n.prefix.Bits() > best.prefix.Bits()) {
+		if n.Prefix.Contains(ip) && (best.Dev == 0 || n.Prefix.Bits() > best.Prefix.Bits()) {
 			best = n
 		}
 	}
 	return best
 }
 
-func (k *fakeKernel) uplinkByName(name string) (Uplink, error) {
-	var up Uplink
+func (k *fakeKernel) UplinkByName(name string) (host.Uplink, error) {
+	var up host.Uplink
 	err := k.call("uplinkByName", netip.Addr{}, func(*fakeHost) error {
 		var err error
 		up, err = k.uplink(name)
@@ -506,8 +508,8 @@ func (k *fakeKernel) uplinkByName(name string) (Uplink, error) {
 	return up, err
 }
 
-func (k *fakeKernel) uplinkByIndex(index int) (Uplink, error) {
-	var up Uplink
+func (k *fakeKernel) UplinkByIndex(index int) (host.Uplink, error) {
+	var up host.Uplink
 	err := k.call("uplinkByIndex", netip.Addr{}, func(*fakeHost) error {
 		for name, u := range k.uplinks {
 			if u.index == index {
@@ -516,52 +518,52 @@ func (k *fakeKernel) uplinkByIndex(index int) (Uplink, error) {
 				return err
 			}
 		}
-		return Errorf(ErrRefused, "uplink with index %d: %w", index, errNoLink)
+		return Errorf(ErrRefused, "uplink with index %d: %w", index, host.ErrNoLink)
 	})
 	return up, err
 }
 
-func (k *fakeKernel) uplink(name string) (Uplink, error) {
+func (k *fakeKernel) uplink(name string) (host.Uplink, error) {
 	u, ok := k.uplinks[name]
 	switch {
 	case !ok:
-		return Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, errNoLink)
+		return host.Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, host.ErrNoLink)
 	case u.down:
-		return Uplink{}, Errorf(ErrRefused, "uplink %s: is down", name)
+		return host.Uplink{}, Errorf(ErrRefused, "uplink %s: is down", name)
 	}
-	return Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0}, nil
+	return host.Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0}, nil
 }
 
-func (k *fakeKernel) reachable(up Uplink, v6 bool, how heldAs) error {
+func (k *fakeKernel) Reachable(up host.Uplink, v6 bool, how heldAs) error {
 	return k.call("reachable", netip.Addr{}, func(*fakeHost) error {
 		if !v6 && how.Route() {
 			key := "ipv4/conf/" + up.Name + "/forwarding"
 			if k.sysctls[key] == 0 {
-				return Errorf(ErrUnreachable, "net.%s is 0", dotted(key))
+				return Errorf(ErrUnreachable, "net.%s is 0", strings.ReplaceAll(key, "/", "."))
 			}
 			return nil
 		}
 		if v6 {
 			key := "ipv6/conf/" + up.Name + "/forwarding"
 			if k.sysctls[key] == 0 {
-				return Errorf(ErrUnreachable, "net.%s is 0", dotted(key))
+				return Errorf(ErrUnreachable, "net.%s is 0", strings.ReplaceAll(key, "/", "."))
 			}
 			return nil
 		}
 		for _, dev := range []string{"all", up.Name} {
 			key := "ipv4/conf/" + dev + "/arp_ignore"
 			if v := k.sysctls[key]; v != 0 {
-				return Errorf(ErrUnreachable, "net.%s is %d", dotted(key), v)
+				return Errorf(ErrUnreachable, "net.%s is %d", strings.ReplaceAll(key, "/", "."), v)
 			}
 		}
 		return nil
 	})
 }
 
-func (k *fakeKernel) addProxy(uplink string, ip netip.Addr) error {
+func (k *fakeKernel) AddProxy(uplink string, ip netip.Addr) error {
 	return k.call("addProxy", ip, func(h *fakeHost) error {
 		if _, ok := k.uplinks[uplink]; !ok {
-			return Errorf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, errNoLink)
+			return Errorf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, host.ErrNoLink)
 		}
 		if h.Proxies[uplink] == nil {
 			h.Proxies[uplink] = map[netip.Addr]bool{}
@@ -571,18 +573,18 @@ func (k *fakeKernel) addProxy(uplink string, ip netip.Addr) error {
 	})
 }
 
-func (k *fakeKernel) delProxy(uplink string, ip netip.Addr) error {
+func (k *fakeKernel) DelProxy(uplink string, ip netip.Addr) error {
 	return k.call("delProxy", ip, func(h *fakeHost) error {
 		delete(h.Proxies[uplink], ip)
 		return nil
 	})
 }
 
-func (k *fakeKernel) hasProxy(uplink string, ip netip.Addr) (bool, error) {
+func (k *fakeKernel) HasProxy(uplink string, ip netip.Addr) (bool, error) {
 	var has bool
 	err := k.call("hasProxy", ip, func(h *fakeHost) error {
 		if _, ok := k.uplinks[uplink]; !ok {
-			return Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, errNoLink)
+			return Errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, host.ErrNoLink)
 		}
 		has = h.Proxies[uplink][ip]
 		return nil
@@ -602,10 +604,10 @@ func (k *fakeKernel) inspect(f func(h *fakeHost) error) error {
 func (k *fakeKernel) addNet(prefix string, dev int, connected bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.nets = append(k.nets, route{dev: dev, prefix: netip.MustParsePrefix(prefix), connected: connected})
+	k.nets = append(k.nets, host.Route{Dev: dev, Prefix: netip.MustParsePrefix(prefix), Connected: connected})
 }
 
-func (k *fakeKernel) setRoute(ip netip.Addr, r route) {
+func (k *fakeKernel) setRoute(ip netip.Addr, r host.Route) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.routes[ip] = r
@@ -783,24 +785,24 @@ func TestFakeKernelSharesItsHostThroughAFile(t *testing.T) {
 	if err := b.persistTo(path); err != nil {
 		t.Fatalf("persisting the second fake: %v", err)
 	}
-	dev, err := a.createHolder("eip0", "eipnew1", HolderAlias("/data"))
+	dev, err := a.CreateHolder("eip0", "eipnew1", host.HolderAlias("/data"))
 	if err == nil {
-		err = a.renameHolder(dev, "eip0")
+		err = a.RenameHolder(dev, "eip0")
 	}
 	if err != nil || dev == 0 {
 		t.Fatalf("creating the holder through the first fake: index %d, %v", dev, err)
 	}
 	ip := netip.MustParseAddr("198.51.100.7")
-	if _, err := a.addAddr(dev, ip); err != nil {
+	if _, err := a.AddAddr(dev, ip); err != nil {
 		t.Fatalf("adding %s through the first fake: %v", ip, err)
 	}
 	if got := b.addrs(t, "eip0"); !slices.Equal(got, []netip.Addr{ip}) {
 		t.Errorf("the second fake sees %v on eip0, want the [%s] the first one added", got, ip)
 	}
-	if r, _ := b.lookup(ip); r.local != dev {
-		t.Errorf("the second fake's FIB says %s is local to %d, want the holder %d", ip, r.local, dev)
+	if r, _ := b.Lookup(ip); r.Local != dev {
+		t.Errorf("the second fake's FIB says %s is local to %d, want the holder %d", ip, r.Local, dev)
 	}
-	if err := b.delProxy("eth0", ip); err != nil {
+	if err := b.DelProxy("eth0", ip); err != nil {
 		t.Errorf("removing an absent proxy entry: %v, want no error", err)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
-
-	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // GC drops the records of network whose attachments are not in keep, then
@@ -36,18 +34,18 @@ func (a *Assigner) lostState() (bool, error) {
 	if a.st.Exists() {
 		return false, nil
 	}
-	l, err := a.lookHolder()
-	if err != nil || l.Index == 0 || !a.ownedBy(l.Alias) {
+	l, err := a.holder.Look()
+	if err != nil || l.Index == 0 || !a.holder.OwnedBy(l.Alias) {
 		return false, err
 	}
-	if _, err := a.judge(l); err != nil {
+	if _, err := a.holder.Judge(l); err != nil {
 		return false, nil // not ours after all (a bridge with ports): nothing to do
 	}
-	addrs, err := a.k.holderAddrs(l.Index)
+	addrs, err := a.k.HolderAddrs(l.Index)
 	if err != nil {
 		return false, err
 	}
-	routes, err := a.k.holderRoutes(l.Index)
+	routes, err := a.k.HolderRoutes(l.Index)
 	if err != nil || len(addrs)+len(routes) == 0 {
 		return false, err
 	}
@@ -106,13 +104,13 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 // the one there is, if ours (re-marked for this dataDir if need be).
 func (a *Assigner) reconcileHolder(needed bool) (int, error) {
 	if needed {
-		return a.ensureHolder()
+		return a.holder.Ensure()
 	}
-	l, err := a.lookHolder()
+	l, err := a.holder.Look()
 	if err != nil || l.Index == 0 {
 		return 0, err
 	}
-	return a.claimHolder(l)
+	return a.holder.Claim(l)
 }
 
 func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string, recs map[string]*record) error {
@@ -124,7 +122,7 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string, recs ma
 	if len(holders) == 0 {
 		return a.release(dev, ip, e)
 	}
-	rehome := e.Uplink == "" || a.uplinkGone(e.Uplink)
+	rehome := e.Uplink == "" || a.ups.Gone(e.Uplink)
 	h := agreedHold(e, holders, recs)
 	if h != e.Route {
 		if err := a.unhold(dev, ip, e); err != nil {
@@ -136,7 +134,7 @@ func (a *Assigner) reconcileIP(dev int, ip netip.Addr, holders []string, recs ma
 		e.Holders, e.Route = holders, h
 		if rehome {
 			was := e.Uplink
-			e.Uplink = a.recoverUplink(ip)
+			e.Uplink = a.ups.Recover(ip)
 			if was != "" {
 				a.log.Warn("uplink of a held IP is gone; re-homed", "ip", ip, "uplink", was, "now", e.Uplink)
 			}
@@ -164,106 +162,18 @@ func agreedHold(e ipEntry, holders []string, recs map[string]*record) heldAs {
 	return first
 }
 
-// uplinkGone says whether the interface named name no longer exists; any
-// other answer (down, a lookup error) leaves the IP where it is.
-func (a *Assigner) uplinkGone(name string) bool {
-	_, err := a.ups.byName(name)
-	return errors.Is(err, errNoLink)
-}
-
-// recoverUplink finds an uplink for an IP whose index entry was lost; an
-// empty answer only costs the IPv6 proxy entry until the next ADD.
-func (a *Assigner) recoverUplink(ip netip.Addr) string {
-	r, err := a.k.lookup(ip)
-	if err != nil {
-		return ""
-	}
-	up, err := a.uplinkFor(ip, r)
-	if err != nil {
-		return ""
-	}
-	return up.Name
-}
-
-// dropStray removes addresses and routes on the holder that no record
-// holds, or that hold a held IP the other way (what a switch of hold
-// interrupted by a crash leaves). Only GC lists the holder's addresses and
-// routes: it is ours alone, so whatever is on it and unheld is a leak.
+// dropStray removes from the holder what no record holds, or what is
+// held the other way (what a switch of hold interrupted by a crash
+// leaves), with the proxy entries of the IPs nobody holds.
 func (a *Assigner) dropStray(dev int, want map[netip.Addr][]string) error {
-	if dev == 0 {
-		return nil
-	}
-	addrs, err := a.k.holderAddrs(dev)
-	if err != nil {
-		return err
-	}
-	routes, err := a.k.holderRoutes(dev)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	var unheld []netip.Addr
-	for _, ip := range addrs {
-		if a.strayOn(ip, want, store.AsAddress) {
-			removed, err := a.k.delAddr(dev, ip)
-			if removed {
-				a.log.Info("stray address removed", "ip", ip)
-			}
-			errs = append(errs, err)
+	held := func(ip netip.Addr) bool { _, ok := want[ip]; return ok }
+	return a.holder.Sweep(dev, held, func(ip netip.Addr, route bool) bool {
+		if !held(ip) {
+			return true
 		}
-	}
-	for ip := range routes {
-		if a.strayOn(ip, want, heldAs(1)) {
-			removed, err := a.k.delRoute(dev, ip)
-			if removed {
-				a.log.Info("stray route removed", "ip", ip)
-			}
-			errs = append(errs, err)
-		}
-	}
-	for _, ip := range union(addrs, keys(routes)) {
-		if _, held := want[ip]; !held {
-			unheld = append(unheld, ip)
-		}
-	}
-	errs = append(errs, a.dropStrayProxies(unheld))
-	return errors.Join(errs...)
-}
-
-// strayOn says whether ip, found on the holder held the way h says (an
-// address, or a route of any number), is not held so: held by no record,
-// or held the other way.
-func (a *Assigner) strayOn(ip netip.Addr, want map[netip.Addr][]string, h heldAs) bool {
-	if _, held := want[ip]; !held {
-		return true
-	}
-	e, err := a.st.ReadIP(ip)
-	return err == nil && e.Route.Route() != h.Route()
-}
-
-// dropStrayProxies removes the proxy entries of IPs that were on the holder
-// unheld. They are ours wherever they are: an address or route on our
-// holder is ours, and so is the entry that makes the LAN reach it.
-func (a *Assigner) dropStrayProxies(ips []netip.Addr) error {
-	if len(ips) == 0 {
-		return nil
-	}
-	entries, err := a.k.proxyEntries()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		if !slices.Contains(ips, e.IP) {
-			continue
-		}
-		err := a.k.delProxy(e.Link, e.IP)
-		if err == nil {
-			a.log.Info("stray proxy neighbour removed", "ip", e.IP, "uplink", e.Link)
-		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+		e, err := a.st.ReadIP(ip)
+		return err == nil && e.Route.Route() != route
+	})
 }
 
 func keys[V any](m map[netip.Addr]V) []netip.Addr {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/host"
 )
 
 // writeMarker leaves a creating-device marker as a crashed or failed
@@ -101,7 +103,7 @@ func tempLinks(t *testing.T, f *fixture) []string {
 	var out []string
 	f.k.mustInspect(t, func(h *fakeHost) {
 		for _, l := range h.Links {
-			if strings.HasPrefix(l.Name, tempPrefix) {
+			if strings.HasPrefix(l.Name, testTempPrefix) {
 				out = append(out, l.Name)
 			}
 		}
@@ -140,11 +142,11 @@ func TestAHolderOfAnotherDataDirIsRefusedNamingBoth(t *testing.T) {
 func TestAHolderMarkedTheOldWayIsReMarkedForItsDataDir(t *testing.T) {
 	f := newFixture(t)
 	f.add(attA, v4a)
-	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Alias = legacyAlias })
+	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Alias = testLegacyAlias })
 	if err := f.assigner().Ready(true, false); err != nil {
 		t.Fatalf("Ready with an old-format holder: %v", err)
 	}
-	if l := f.k.link(t, testDevice); l.Alias != legacyAlias {
+	if l := f.k.link(t, testDevice); l.Alias != testLegacyAlias {
 		t.Fatalf("Ready re-marked the holder (%q); it must change nothing", l.Alias)
 	}
 	f.add(attB, v4b)
@@ -181,7 +183,7 @@ func TestGCAndRepairWithTheStateDirectoryLostRemoveTheHoldersAddressesAndProxies
 func TestGCWithTheStateDirectoryLostLeavesAnOldFormatHolderAlone(t *testing.T) {
 	f := newFixture(t)
 	f.add(attA, v4a)
-	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Alias = legacyAlias })
+	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Alias = testLegacyAlias })
 	if err := os.RemoveAll(f.stateDir()); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +312,7 @@ func TestAFailedReAddAfterTheUplinkVanishedIsUndoneWithoutWedging(t *testing.T) 
 
 func TestABridgeOfOursThatGotPortsIsRefused(t *testing.T) {
 	f := newFixture(t)
-	f.k.addLink(t, testDevice, "bridge", HolderAlias(canonicalDir(f.opts.DataDir)), true)
+	f.k.addLink(t, testDevice, "bridge", host.HolderAlias(host.CanonicalDir(f.opts.DataDir)), true)
 	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Ports = 1 })
 	host := f.k.snapshot(t)
 	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "1 ports") {
@@ -323,9 +325,9 @@ func TestABridgeOfOursThatGotPortsIsRefused(t *testing.T) {
 
 func TestADataDirTooLongForTheAliasIsNamedByItsHash(t *testing.T) {
 	long := "/" + strings.Repeat("d", 300)
-	alias := HolderAlias(long)
-	if len(alias) > maxAlias || !strings.HasPrefix(alias, ownerHash) {
-		t.Fatalf("HolderAlias of a %d-byte dataDir = %q (%d bytes), want a hash within %d", len(long), alias, len(alias), maxAlias)
+	alias := host.HolderAlias(long)
+	if len(alias) > testMaxAlias || !strings.HasPrefix(alias, testHashAlias) {
+		t.Fatalf("HolderAlias of a %d-byte dataDir = %q (%d bytes), want a hash within %d", len(long), alias, len(alias), testMaxAlias)
 	}
 	f := newFixture(t)
 	f.k.addLink(t, testDevice, "dummy", alias, true)

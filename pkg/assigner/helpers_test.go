@@ -11,9 +11,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/host"
 )
 
 const testDevice = "eip0"
+
+// The formats package host marks with, spelled out so that a change of
+// them fails here: the alias of holders made before the alias named the
+// dataDir, the temporary name a holder is made under, the hashed alias
+// of a long dataDir, and the kernel's limit of an alias (IFALIASZ less
+// its NUL).
+const (
+	testLegacyAlias = host.HolderMark + "managed by the external-ip CNI plugin"
+	testTempPrefix  = "eipnew"
+	testHashAlias   = host.HolderMark + "state sha256:"
+	testMaxAlias    = 255
+)
 
 // Addresses the fake host routes through eth0 (and, for v4other, eth1).
 var (
@@ -256,7 +270,7 @@ func assertHost(t testing.TB, f *fixture, d disk, want holdings) {
 	}
 	if len(wantAddrs) > 0 {
 		l := f.k.link(t, f.opts.Device)
-		if l.Alias != HolderAlias(canonicalDir(f.opts.DataDir)) || !l.Up {
+		if l.Alias != host.HolderAlias(host.CanonicalDir(f.opts.DataDir)) || !l.Up {
 			t.Errorf("holder %s: alias %q up %v, want it marked and up", l.Name, l.Alias, l.Up)
 		}
 	}

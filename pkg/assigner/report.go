@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -85,11 +86,11 @@ func (a *Assigner) Report() (*Report, error) {
 // holderState describes the holder and returns its index, 0 when it is
 // missing or not ours.
 func (a *Assigner) holderState() (string, int) {
-	l, err := a.lookHolder()
+	l, err := a.holder.Look()
 	if err != nil {
 		return err.Error(), 0
 	}
-	dev, err := a.judge(l)
+	dev, err := a.holder.Judge(l)
 	switch {
 	case err != nil:
 		return err.Error(), 0
@@ -110,7 +111,7 @@ func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) erro
 			want[ip] = append(want[ip], key)
 		}
 	}
-	on, err := a.onDevice(dev)
+	on, err := a.holder.Carried(dev)
 	if err != nil {
 		return err
 	}
@@ -130,44 +131,13 @@ func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) erro
 	return a.reportStray(rep, want, on, indexed)
 }
 
-// carried is what the holder carries: its addresses, and its host routes
-// with their protocol numbers.
-type carried struct {
-	addrs  map[netip.Addr]bool
-	routes map[netip.Addr]int
-}
-
-func (a *Assigner) onDevice(dev int) (carried, error) {
-	c := carried{addrs: map[netip.Addr]bool{}, routes: map[netip.Addr]int{}}
-	if dev == 0 {
-		return c, nil
-	}
-	addrs, err := a.k.holderAddrs(dev)
-	if err != nil {
-		return c, err
-	}
-	for _, ip := range addrs {
-		c.addrs[ip] = true
-	}
-	c.routes, err = a.k.holderRoutes(dev)
-	return c, err
-}
-
-// holds says whether the holder carries ip the way e says it is held.
-func (c carried) holds(ip netip.Addr, e ipEntry) bool {
-	if e.Route.Route() {
-		return c.routes[ip] == int(e.Route)
-	}
-	return c.addrs[ip]
-}
-
-func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, c carried) (IPReport, error) {
+func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, c host.Carried) (IPReport, error) {
 	e, err := a.st.ReadIP(ip)
 	if err != nil {
 		return IPReport{}, err
 	}
 	slices.Sort(keys)
-	on := c.holds(ip, e)
+	on := c.Holds(ip, e.Route)
 	ir := IPReport{Addr: ip, Uplink: e.Uplink, Hold: e.Route.String(), Route: int(e.Route), OnDevice: on}
 	for _, k := range keys {
 		ir.Holders = append(ir.Holders, recs[k].Attachment)
@@ -181,15 +151,15 @@ func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[
 	case !on:
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held but not on %s", ip, a.opts.Device))
 	}
-	if e.Route.Route() && c.addrs[ip] {
+	if e.Route.Route() && c.Addrs[ip] {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but also an address of %s", ip, a.opts.Device))
 	}
-	if e.Uplink != "" && a.uplinkGone(e.Uplink) {
+	if e.Uplink != "" && a.ups.Gone(e.Uplink) {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: its uplink %s is gone; the next ADD or GC chooses another", ip, e.Uplink))
 		return ir, nil
 	}
-	if needsProxy(ip, e.Route) && e.Uplink != "" {
-		ok, err := a.k.hasProxy(e.Uplink, ip)
+	if host.NeedsProxy(ip, e.Route) && e.Uplink != "" {
+		ok, err := a.k.HasProxy(e.Uplink, ip)
 		ir.Proxy = &ok
 		if err == nil && !ok {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: no proxy neighbour entry on %s", ip, e.Uplink))
@@ -205,17 +175,17 @@ func (a *Assigner) reportLost(rep *Report, dev int) error {
 	if dev == 0 {
 		return nil
 	}
-	if l, err := a.lookHolder(); err != nil || !a.ownedBy(l.Alias) {
+	if l, err := a.holder.Look(); err != nil || !a.holder.OwnedBy(l.Alias) {
 		return err
 	}
-	c, err := a.onDevice(dev)
+	c, err := a.holder.Carried(dev)
 	if err != nil {
 		return err
 	}
 	if err := a.reportStray(rep, nil, c, nil); err != nil {
 		return err
 	}
-	if len(c.addrs)+len(c.routes) > 0 {
+	if len(c.Addrs)+len(c.Routes) > 0 {
 		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses or routes: GC and repair remove them", a.st.Dir(), a.opts.Device))
 	}
 	return a.reportNAT(rep, map[string]*record{}, true)
@@ -224,9 +194,9 @@ func (a *Assigner) reportLost(rep *Report, dev int) error {
 // reportStray names what is on the holder (c) or in the index (indexed)
 // with no record, and the proxy entries of those IPs, which GC removes
 // with them: an IPv6 address's, and a route's of either family.
-func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c carried, indexed []netip.Addr) error {
+func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c host.Carried, indexed []netip.Addr) error {
 	var stray []netip.Addr
-	for ip := range c.addrs {
+	for ip := range c.Addrs {
 		if _, held := want[ip]; !held {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: on %s but held by no record", ip, a.opts.Device))
 			if ip.Is6() {
@@ -234,7 +204,7 @@ func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c carr
 			}
 		}
 	}
-	for ip := range c.routes {
+	for ip := range c.Routes {
 		if _, held := want[ip]; !held {
 			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: routed to %s but held by no record", ip, a.opts.Device))
 			stray = append(stray, ip)
@@ -253,17 +223,9 @@ func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c carr
 
 // reportStrayProxies names the proxy entries of the IPs no record holds.
 func (a *Assigner) reportStrayProxies(rep *Report, ips []netip.Addr) error {
-	if len(ips) == 0 {
-		return nil
-	}
-	entries, err := a.k.proxyEntries()
-	if err != nil {
-		return err
-	}
+	entries, err := a.holder.StrayProxies(ips)
 	for _, e := range entries {
-		if slices.Contains(ips, e.IP) {
-			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: proxy neighbour entry on %s held by no record", e.IP, e.Link))
-		}
+		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: proxy neighbour entry on %s held by no record", e.IP, e.Link))
 	}
-	return nil
+	return err
 }

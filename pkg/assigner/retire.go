@@ -3,7 +3,9 @@ package assigner
 import (
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -25,7 +27,7 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 			return kept, err
 		}
 	}
-	dev, err := a.findHolder()
+	dev, err := a.holder.Find()
 	if errors.Is(err, ErrRefused) {
 		return fmt.Sprintf("device %s: kept: %v", a.opts.Device, err), nil
 	}
@@ -33,7 +35,7 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 		return "", err
 	}
 	if dev != 0 {
-		addrs, err := a.k.holderAddrs(dev)
+		addrs, err := a.k.HolderAddrs(dev)
 		if err != nil {
 			return "", err
 		}
@@ -41,7 +43,7 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 			return fmt.Sprintf("holder %s: kept: it carries %d addresses that no record holds (%v); external-ip repair removes them, then run uninstall again",
 				a.opts.Device, len(addrs), addrs), nil
 		}
-		if _, err := a.k.removeHalfMade(a.opts.Device, a.alias()); err != nil {
+		if _, err := a.k.RemoveHalfMade(a.opts.Device, a.holder.Alias()); err != nil {
 			return "", err
 		}
 		a.log.Info("removed the holder device: ours and empty", "device", a.opts.Device)
@@ -68,4 +70,23 @@ func (a *Assigner) stillHeld() (string, error) {
 	}
 	return fmt.Sprintf("holder %s and table inet external-ip: kept: %d attachments still hold external IPs (state in %s); run uninstall again once their pods are gone",
 		a.opts.Device, len(recs), a.st.Dir()), nil
+}
+
+// StateDevices are the devices with state in dataDir and the holders
+// marked as dataDir's, whose state may have been lost.
+func StateDevices(dataDir string) ([]string, error) {
+	devs, err := store.Devices(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	held, err := host.Holders(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range held {
+		if !slices.Contains(devs, d) {
+			devs = append(devs, d)
+		}
+	}
+	return devs, nil
 }

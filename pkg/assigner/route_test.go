@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/host"
 )
 
 const testProto = 200
@@ -86,7 +88,7 @@ func TestRouteModeNeedsForwardingNotArpIgnoreZero(t *testing.T) {
 
 func TestRouteModeRefusesAnIPAnotherInterfaceHasAHostRouteTo(t *testing.T) {
 	f := routeFixture(t)
-	f.k.setRoute(v4a, route{dev: eth1Index, prefix: netip.PrefixFrom(v4a, 32), connected: true})
+	f.k.setRoute(v4a, host.Route{Dev: eth1Index, Prefix: netip.PrefixFrom(v4a, 32), Connected: true})
 	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "host route") {
 		t.Errorf("Add of an IP routed to eth1 by a host route = %v, want ErrRefused", err)

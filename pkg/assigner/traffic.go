@@ -82,12 +82,12 @@ func (a *Assigner) screenContainer() error {
 		return nil
 	}
 	for _, c := range a.opts.Container {
-		r, err := a.k.lookup(c.Addr())
+		r, err := a.k.Lookup(c.Addr())
 		if err != nil {
 			return err
 		}
-		if r.local != 0 {
-			return Errorf(ErrRefused, "traffic: prevResult gives the container %s, an address of the node's own %s", c.Addr(), a.k.linkName(r.local))
+		if r.Local != 0 {
+			return Errorf(ErrRefused, "traffic: prevResult gives the container %s, an address of the node's own %s", c.Addr(), a.k.LinkName(r.Local))
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
@@ -18,7 +19,7 @@ var ctrA6 = netip.MustParsePrefix("fd00::5/64")
 func placedOn(pairs ...any) []Placed {
 	var out []Placed
 	for i := 0; i < len(pairs); i += 2 {
-		out = append(out, Placed{Addr: pairs[i].(netip.Addr), Uplink: Uplink{Name: pairs[i+1].(string)}})
+		out = append(out, Placed{Addr: pairs[i].(netip.Addr), Uplink: host.Uplink{Name: pairs[i+1].(string)}})
 	}
 	return out
 }

@@ -116,12 +116,12 @@ func (a *Assigner) applyHairpins(ch nat.Change) error {
 // ownsIP tells whether a rule for ip may be ours: ip is on our holder or
 // on no interface at all, not on another holder device of another state.
 func (a *Assigner) ownsIP(ip netip.Addr) bool {
-	r, err := a.k.lookup(ip)
+	r, err := a.k.Lookup(ip)
 	if err != nil {
 		return false
 	}
-	dev, _ := a.findHolder()
-	on := r.on(ip)
+	dev, _ := a.holder.Find()
+	on := r.On(ip)
 	return on == 0 || on == dev
 }
 

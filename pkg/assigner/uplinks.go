@@ -103,7 +103,7 @@ func (a *Assigner) routedNeed(n uplinkNeed, marked map[string]nat.UplinkSlot) (b
 	if c.done[n.uplink] != nil && c.done[n.uplink][f] {
 		return c.gw[n.uplink][f].IsValid(), nil
 	}
-	up, err := a.ups.byName(n.uplink)
+	up, err := a.ups.ByName(n.uplink)
 	if err != nil || a.opts.Routing.Off() {
 		return false, nil // gone or down: nothing leaves by it; GC re-homes
 	}
@@ -314,7 +314,7 @@ func distinct[T any](xs []T, key func(T) string) []string {
 // it (routedNeed did), so that making its routes need not ask again; 0
 // when it is not known.
 func (a *Assigner) uplinkIndex(name string) int {
-	up, err := a.ups.byName(name)
+	up, err := a.ups.ByName(name)
 	if err != nil {
 		return 0
 	}

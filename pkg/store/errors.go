@@ -14,8 +14,8 @@ var (
 	// ErrState: state on disk could not be read, written or decoded (CNI 5).
 	ErrState = errors.New("state error")
 	// ErrRefused: the dataDir cannot be used: a system directory, or on a
-	// path other users could change (CNI 7).
-	ErrRefused = errors.New("refused")
+	// path other users could change (CNI 7); the kind every floor shares.
+	ErrRefused = errkind.Refused
 )
 
 func errorf(kind error, format string, args ...any) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
@@ -234,7 +235,7 @@ func (u *Upkeep) Repair() error {
 		u.log().Info("repaired drift", "device", rep.Device, "fixed", rep.Drift)
 		return nil
 	})}
-	held, err := assigner.Holders(u.DataDir)
+	held, err := host.Holders(u.DataDir)
 	for _, dev := range held {
 		if slices.Contains(devs, dev) {
 			continue

@@ -1,4 +1,4 @@
-package assigner
+package host
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -20,7 +21,7 @@ var rootSeq atomic.Int64
 // inNetNS runs f in a namespace of its own with uplink up0 (a veth,
 // 192.0.2.1/24 and 2001:db8:1::1/64, forwarding on) and a port-less bridge
 // eip0, up, as the holder: the host kernel as the plugin sees it.
-func inNetNS(tb testing.TB, f func(k *hostKernel, up Uplink, dev int)) {
+func inNetNS(tb testing.TB, f func(k *Netlink, up Uplink, dev int)) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root: creates a network namespace")
@@ -45,12 +46,12 @@ ip -n NS link set eip0 up`, "NS", name)
 	}
 	defer netns.Close()
 	err = netns.Do(func(ns.NetNS) error {
-		k := &hostKernel{}
-		up, err := k.uplinkByName("up0")
+		k := &Netlink{}
+		up, err := k.UplinkByName("up0")
 		if err != nil {
 			return err
 		}
-		h, err := k.lookupHolder("eip0")
+		h, err := k.LookupHolder("eip0")
 		if err != nil {
 			return err
 		}
@@ -63,31 +64,31 @@ ip -n NS link set eip0 up`, "NS", name)
 }
 
 func TestHostKernelHoldsAnIPAsARouteAnsweredByAProxyEntry(t *testing.T) {
-	inNetNS(t, func(k *hostKernel, up Uplink, dev int) {
+	inNetNS(t, func(k *Netlink, up Uplink, dev int) {
 		for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8:ff::7")} {
-			if added, err := k.addRoute(dev, ip, 200); !added || err != nil {
+			if added, err := k.AddRoute(dev, ip, 200); !added || err != nil {
 				t.Fatalf("addRoute %s = %v, %v; want added", ip, added, err)
 			}
-			if added, err := k.addRoute(dev, ip, 200); added || err != nil {
+			if added, err := k.AddRoute(dev, ip, 200); added || err != nil {
 				t.Errorf("second addRoute %s = %v, %v; want nothing changed and no error", ip, added, err)
 			}
-			r, err := k.lookup(ip)
-			if err != nil || r.local != 0 || r.on(ip) != dev || r.proto != 200 {
+			r, err := k.Lookup(ip)
+			if err != nil || r.Local != 0 || r.On(ip) != dev || r.Proto != 200 {
 				t.Errorf("lookup %s = %+v, %v; want a host route through the holder (%d) of protocol 200, not local", ip, r, err, dev)
 			}
-			if m, err := k.mainRoute(ip, dev); err != nil || m.dev == dev {
+			if m, err := k.MainRoute(ip, dev); err != nil || m.Dev == dev {
 				t.Errorf("mainRoute %s past the holder = %+v, %v; want a route not through it", ip, m, err)
 			}
-			if routes, err := k.holderRoutes(dev); err != nil || routes[ip] != 200 {
+			if routes, err := k.HolderRoutes(dev); err != nil || routes[ip] != 200 {
 				t.Errorf("holderRoutes = %v, %v; want %s with protocol 200", routes, err, ip)
 			}
-			if err := k.addProxy(up.Name, ip); err != nil {
+			if err := k.AddProxy(up.Name, ip); err != nil {
 				t.Fatalf("addProxy %s: %v", ip, err)
 			}
-			if has, err := k.hasProxy(up.Name, ip); !has || err != nil {
+			if has, err := k.HasProxy(up.Name, ip); !has || err != nil {
 				t.Errorf("hasProxy %s = %v, %v after addProxy", ip, has, err)
 			}
-			if entries, err := k.proxyEntries(); err != nil || !slices.Contains(entries, proxyEntry{IP: ip, Link: up.Name}) {
+			if entries, err := k.ProxyEntries(); err != nil || !slices.Contains(entries, ProxyEntry{IP: ip, Link: up.Name}) {
 				t.Errorf("proxyEntries = %v, %v; want %s on %s", entries, err, ip, up.Name)
 			}
 			fam := "ipv4"
@@ -97,16 +98,16 @@ func TestHostKernelHoldsAnIPAsARouteAnsweredByAProxyEntry(t *testing.T) {
 			if v, err := sysctl(fam + "/neigh/" + up.Name + "/proxy_delay"); v != 0 || err != nil {
 				t.Errorf("%s proxy_delay on %s is %d (%v), want 0: the first answer would wait up to 0.8 s", fam, up.Name, v, err)
 			}
-			if removed, err := k.delRoute(dev, ip); !removed || err != nil {
+			if removed, err := k.DelRoute(dev, ip); !removed || err != nil {
 				t.Errorf("delRoute %s = %v, %v; want removed", ip, removed, err)
 			}
-			if removed, err := k.delRoute(dev, ip); removed || err != nil {
+			if removed, err := k.DelRoute(dev, ip); removed || err != nil {
 				t.Errorf("second delRoute %s = %v, %v; want nothing and no error", ip, removed, err)
 			}
-			if err := k.delProxy(up.Name, ip); err != nil {
+			if err := k.DelProxy(up.Name, ip); err != nil {
 				t.Errorf("delProxy %s: %v", ip, err)
 			}
-			if has, err := k.hasProxy(up.Name, ip); has || err != nil {
+			if has, err := k.HasProxy(up.Name, ip); has || err != nil {
 				t.Errorf("hasProxy %s = %v, %v after delProxy", ip, has, err)
 			}
 		}
@@ -114,21 +115,21 @@ func TestHostKernelHoldsAnIPAsARouteAnsweredByAProxyEntry(t *testing.T) {
 }
 
 func TestHostKernelReachableAsksForwardingOfARouteAndArpIgnoreOfAnAddress(t *testing.T) {
-	inNetNS(t, func(k *hostKernel, up Uplink, dev int) {
+	inNetNS(t, func(k *Netlink, up Uplink, dev int) {
 		write := func(key string, v int) {
 			if err := os.WriteFile("/proc/sys/net/"+key, []byte(fmt.Sprint(v)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 		write("ipv4/conf/all/arp_ignore", 1)
-		if err := k.reachable(up, false, store.AsAddress); !errors.Is(err, ErrUnreachable) {
+		if err := k.Reachable(up, false, store.AsAddress); !errors.Is(err, ErrUnreachable) {
 			t.Errorf("an address with arp_ignore 1: %v, want ErrUnreachable", err)
 		}
-		if err := k.reachable(up, false, heldAs(200)); err != nil {
+		if err := k.Reachable(up, false, store.HeldAs(200)); err != nil {
 			t.Errorf("a route with arp_ignore 1 and forwarding on: %v", err)
 		}
 		write("ipv4/conf/up0/forwarding", 0)
-		if err := k.reachable(up, false, heldAs(200)); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "ipv4.conf.up0.forwarding") {
+		if err := k.Reachable(up, false, store.HeldAs(200)); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "ipv4.conf.up0.forwarding") {
 			t.Errorf("a route with forwarding off on the uplink: %v, want ErrUnreachable naming it", err)
 		}
 	})
@@ -143,10 +144,10 @@ func BenchmarkHoldAndRelease(b *testing.B) {
 	for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.9"), netip.MustParseAddr("2001:db8:ff::9")} {
 		for _, m := range []struct {
 			name string
-			h    heldAs
-		}{{"address", store.AsAddress}, {"route", heldAs(200)}} {
+			h    store.HeldAs
+		}{{"address", store.AsAddress}, {"route", store.HeldAs(200)}} {
 			b.Run(fmt.Sprintf("%s %s", m.name, famOf(ip)), func(b *testing.B) {
-				inNetNS(b, func(k *hostKernel, up Uplink, dev int) {
+				inNetNS(b, func(k *Netlink, up Uplink, dev int) {
 					b.ResetTimer()
 					for range b.N {
 						if err := holdOnce(k, up, dev, ip, m.h); err != nil {
@@ -167,26 +168,26 @@ func famOf(ip netip.Addr) string {
 }
 
 // holdOnce makes the kernel requests hold and unhold make for ip.
-func holdOnce(k *hostKernel, up Uplink, dev int, ip netip.Addr, h heldAs) error {
+func holdOnce(k *Netlink, up Uplink, dev int, ip netip.Addr, h store.HeldAs) error {
 	var err error
 	if h.Route() {
-		_, err = k.addRoute(dev, ip, int(h))
+		_, err = k.AddRoute(dev, ip, int(h))
 	} else {
-		_, err = k.addAddr(dev, ip)
+		_, err = k.AddAddr(dev, ip)
 	}
-	if err == nil && needsProxy(ip, h) {
-		err = k.addProxy(up.Name, ip)
+	if err == nil && NeedsProxy(ip, h) {
+		err = k.AddProxy(up.Name, ip)
 	}
 	if err != nil {
 		return err
 	}
 	if h.Route() {
-		_, err = k.delRoute(dev, ip)
+		_, err = k.DelRoute(dev, ip)
 	} else {
-		_, err = k.delAddr(dev, ip)
+		_, err = k.DelAddr(dev, ip)
 	}
-	if err == nil && needsProxy(ip, h) {
-		err = k.delProxy(up.Name, ip)
+	if err == nil && NeedsProxy(ip, h) {
+		err = k.DelProxy(up.Name, ip)
 	}
 	return err
 }

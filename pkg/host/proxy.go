@@ -1,0 +1,188 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/store"
+)
+
+// Reachable checks the sysctls without which the kernel would not answer
+// the LAN for an IP held the way h says.
+func (k *Netlink) Reachable(up Uplink, v6 bool, h store.HeldAs) error {
+	switch {
+	case v6:
+		return needSysctl("ipv6/conf/"+up.Name+"/forwarding", "proxy NDP, which answers the LAN's neighbour solicitations for IPv6 external IPs, needs IPv6 forwarding on the uplink; external-ip does not turn it on")
+	case h.Route():
+		// arp_process answers for a proxy entry only on an interface that
+		// forwards (IN_DEV_FORWARD), and then whatever arp_ignore says.
+		return needSysctl("ipv4/conf/"+up.Name+"/forwarding", "proxy ARP, which answers the LAN's ARP requests for external IPs held as routes, needs IPv4 forwarding on the uplink; external-ip does not turn it on")
+	}
+	for _, dev := range []string{"all", up.Name} {
+		key := "ipv4/conf/" + dev + "/arp_ignore"
+		v, err := sysctl(key)
+		if err != nil {
+			return errorf(ErrHost, "reading %s: %w", key, err)
+		}
+		if v != 0 {
+			return errorf(ErrUnreachable, "net.%s is %d: the kernel would not answer ARP for external IPs on the holder device; set it to 0, or hold them as routes (\"hold\": \"route\")", dotted(key), v)
+		}
+	}
+	return nil
+}
+
+// needSysctl fails with why when the switch key is off.
+func needSysctl(key, why string) error {
+	v, err := sysctl(key)
+	if err != nil {
+		return errorf(ErrHost, "reading %s: %w", key, err)
+	}
+	if v == 0 {
+		return errorf(ErrUnreachable, "net.%s is 0: %s", dotted(key), why)
+	}
+	return nil
+}
+
+func dotted(key string) string { return strings.ReplaceAll(key, "/", ".") }
+
+// enableProxy makes the uplink answer solicitations for proxied addresses
+// of ip's family (IPv6 needs proxy_ndp; IPv4's entries need no switch) and
+// at once (proxy_delay 0) rather than after a random delay of up to 0.8 s:
+// both arp_process and ndisc_recv_ns queue a broadcast solicitation for a
+// proxy entry unless the delay is 0.
+func enableProxy(uplink string, ip netip.Addr) error {
+	type setting struct {
+		path string
+		want int
+	}
+	todo := []setting{{"ipv4/neigh/" + uplink + "/proxy_delay", 0}}
+	if ip.Is6() {
+		todo = []setting{{"ipv6/conf/" + uplink + "/proxy_ndp", 1}, {"ipv6/neigh/" + uplink + "/proxy_delay", 0}}
+	}
+	for _, s := range todo {
+		if v, err := sysctl(s.path); err == nil && v == s.want {
+			continue
+		}
+		if err := os.WriteFile("/proc/sys/net/"+s.path, []byte(strconv.Itoa(s.want)), 0o644); err != nil {
+			return errorf(ErrHost, "setting net.%s to %d: %w", dotted(s.path), s.want, err)
+		}
+	}
+	return nil
+}
+
+func family(ip netip.Addr) int {
+	if ip.Is4() {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
+}
+
+func (k *Netlink) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
+	index, ok := k.index[uplink]
+	if !ok {
+		link, err := k.nl().LinkByName(uplink)
+		if err != nil {
+			return nil, linkErr(err)
+		}
+		index = link.Attrs().Index
+	}
+	return &netlink.Neigh{
+		LinkIndex: index,
+		Family:    family(ip),
+		Flags:     netlink.NTF_PROXY,
+		IP:        ip.AsSlice(),
+	}, nil
+}
+
+// AddProxy looks the uplink up first, so that a vanished one is ErrNoLink
+// rather than a failed sysctl write.
+func (k *Netlink) AddProxy(uplink string, ip netip.Addr) error {
+	n, err := k.proxyNeigh(uplink, ip)
+	if err == nil {
+		err = enableProxy(uplink, ip)
+		if err != nil {
+			return err
+		}
+		err = k.nl().NeighAdd(n)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return errorf(ErrHost, "adding proxy neighbour %s on %s: %w", ip, uplink, err)
+	}
+	return nil
+}
+
+func (k *Netlink) DelProxy(uplink string, ip netip.Addr) error {
+	n, err := k.proxyNeigh(uplink, ip)
+	if errors.Is(err, ErrNoLink) {
+		return nil // the uplink went, and its entries with it
+	}
+	if err == nil {
+		err = k.nl().NeighDel(n)
+	}
+	// ENODEV: the uplink went since this invocation looked it up.
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
+		return errorf(ErrHost, "removing proxy neighbour %s on %s: %w", ip, uplink, err)
+	}
+	return nil
+}
+
+func (k *Netlink) HasProxy(uplink string, ip netip.Addr) (bool, error) {
+	link, err := k.nl().LinkByName(uplink)
+	if err != nil {
+		return false, errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, linkErr(err))
+	}
+	entries, err := k.nl().NeighProxyList(link.Attrs().Index, family(ip))
+	if err != nil {
+		return false, errorf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
+	}
+	for _, e := range entries {
+		if got, ok := netip.AddrFromSlice(e.IP); ok && got.Unmap() == ip {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (k *Netlink) ProxyEntries() ([]ProxyEntry, error) {
+	var entries []netlink.Neigh
+	err := retryDump(func() (err error) {
+		entries, err = k.nl().NeighProxyList(0, netlink.FAMILY_ALL)
+		return err
+	})
+	if err != nil {
+		return nil, errorf(ErrHost, "listing proxy neighbours: %w", err)
+	}
+	names := map[int]string{}
+	out := make([]ProxyEntry, 0, len(entries))
+	for _, e := range entries {
+		ip, ok := netip.AddrFromSlice(e.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if _, known := names[e.LinkIndex]; !known {
+			names[e.LinkIndex] = k.LinkName(e.LinkIndex)
+		}
+		out = append(out, ProxyEntry{IP: ip, Link: names[e.LinkIndex]})
+	}
+	return out, nil
+}
+
+func sysctl(key string) (int, error) {
+	b, err := os.ReadFile("/proc/sys/net/" + key)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a number", key, b)
+	}
+	return v, nil
+}
