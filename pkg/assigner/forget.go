@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -65,7 +66,7 @@ func (e forgetEntry) String() string {
 // what left (the count is read after the commit). It never fails the
 // change: an entry it cannot queue is logged, and only waits for its
 // timeout.
-func (a *Assigner) queueForget(leaving []gone) {
+func (a *Assigner) queueForget(leaving []steer.Gone) {
 	if len(leaving) == 0 {
 		return
 	}
@@ -75,7 +76,7 @@ func (a *Assigner) queueForget(leaving []gone) {
 	now := time.Now()
 	var add []forgetEntry
 	for _, g := range leaving {
-		add = append(add, forgetEntry{IP: g.ip, Target: g.target, Since: now})
+		add = append(add, forgetEntry{IP: g.IP, Target: g.Target, Since: now})
 	}
 	q, err := a.readForgets()
 	if err == nil {
@@ -104,25 +105,25 @@ func (a *Assigner) queueForget(leaving []gone) {
 // is the runner's to forget once its flows are deleted (settleForgets),
 // or forgotten here when nothing was queued for it (the node has no
 // conntrack entry).
-func (a *Assigner) forgetLeaving(leaving []gone, dels []nat.EgressKey) {
+func (a *Assigner) forgetLeaving(leaving []steer.Gone, dels []nat.EgressKey) {
 	var sources []netip.Addr
 	for _, k := range dels {
 		if !slices.Contains(sources, k.Source) && a.seen(k.Source) {
 			sources = append(sources, k.Source)
 		}
 	}
-	var had []gone
+	var had []steer.Gone
 	for _, g := range leaving {
-		fromSeen := slices.ContainsFunc(sources, func(s netip.Addr) bool { return s.Is4() == g.ip.Is4() })
-		if !g.target.IsValid() && fromSeen || a.seen(g.ip) {
+		fromSeen := slices.ContainsFunc(sources, func(s netip.Addr) bool { return s.Is4() == g.IP.Is4() })
+		if !g.Target.IsValid() && fromSeen || a.seen(g.IP) {
 			had = append(had, g)
 		}
 	}
 	a.queueForget(had)
 	unsee := sources
 	for _, g := range had {
-		if !a.queued && !g.target.IsValid() {
-			unsee = append(unsee, g.ip)
+		if !a.queued && !g.Target.IsValid() {
+			unsee = append(unsee, g.IP)
 		}
 	}
 	a.unsee(unsee)

@@ -5,11 +5,7 @@ package assigner
 // Declared in every build, for the tests that drive such a build.
 const CrashEnv = "EXTERNAL_IP_CRASH_AT"
 
-// Conntrack faults of a build tagged faultinject: with ConntrackFaultEnv
-// set, deleting conntrack entries fails, as when the kernel refuses;
-// ConntrackStallEnv names a FIFO that a clean-up opens, and so waits for
-// a writer, after it has read its queue and let go of the lock.
-const (
-	ConntrackFaultEnv = "EXTERNAL_IP_CONNTRACK_FAULT"
-	ConntrackStallEnv = "EXTERNAL_IP_CONNTRACK_STALL"
-)
+// ConntrackStallEnv names, in a build tagged faultinject, a FIFO that a
+// clean-up opens, and so waits for a writer, after it has read its queue
+// and let go of the lock.
+const ConntrackStallEnv = "EXTERNAL_IP_CONNTRACK_STALL"

@@ -3,7 +3,6 @@
 package assigner
 
 import (
-	"errors"
 	"os"
 	"syscall"
 )
@@ -13,13 +12,6 @@ func atStep(step string) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
-}
-
-func conntrackFault() error {
-	if os.Getenv(ConntrackFaultEnv) != "" {
-		return errors.New("deleting conntrack entries: operation not permitted (fault injected)")
-	}
-	return nil
 }
 
 // conntrackStall blocks until the test opens the FIFO for writing.

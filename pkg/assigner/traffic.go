@@ -4,23 +4,14 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/external-ip/external-ip/pkg/nat"
-	"github.com/external-ip/external-ip/pkg/traffic"
+	"github.com/external-ip/external-ip/pkg/steer"
 )
 
 // NAT is what the assigner asks of the host's nftables table and
-// conntrack (package nat); tests give a fake.
+// conntrack: the steering's table (steer.NAT) and the conntrack clean-up's
+// side of it; steer.HostTable is the host's, tests give a fake.
 type NAT interface {
-	// Apply makes one attachment's change in one transaction.
-	Apply(ch nat.Change) error
-	SetIngress(ip netip.Addr, targets []netip.Addr) error
-	SetEgress(k nat.EgressKey, ip netip.Addr) error
-	DelEgress(k nat.EgressKey) error
-	SetHairpin(subnet netip.Prefix) error
-	DelHairpin(subnet netip.Prefix) error
-	Read() (*nat.State, error)
-	Ensure() error
-	Probe() error
+	steer.NAT
 	// Forget deletes the conntrack entries of flows to ip DNATed to
 	// target, or, with no target, every entry our rules made for ip.
 	Forget(ip, target netip.Addr) error
@@ -34,38 +25,6 @@ type NAT interface {
 	Seen(addr netip.Addr) (bool, error)
 	// Unsee forgets that addrs had flows, once their clean-up is done.
 	Unsee(addrs []netip.Addr) error
-}
-
-// steersIngress says whether s steers the flows to its IPs.
-func steersIngress(s *steering) bool {
-	return s != nil && traffic.Mode(s.Traffic).Ingress()
-}
-
-// egressOf is s's egress rules; none for no steering.
-func egressOf(s *steering) []egressRule {
-	if s == nil {
-		return nil
-	}
-	return s.Egress
-}
-
-// steersEgress says whether s steers the flows its holder sends.
-func steersEgress(s *steering) bool {
-	return s != nil && traffic.Mode(s.Traffic).Egress()
-}
-
-// targetOf is the container address that flows to ip go to: the first of
-// ip's family.
-func targetOf(s *steering, ip netip.Addr) (netip.Addr, bool) {
-	if !steersIngress(s) {
-		return netip.Addr{}, false
-	}
-	for _, c := range s.Container {
-		if c.Addr().Is4() == ip.Is4() {
-			return c.Addr(), true
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // steers tells whether this invocation makes NAT rules for its ADD.
@@ -93,45 +52,19 @@ func (a *Assigner) screenContainer() error {
 	return nil
 }
 
-// newSteering is an ADD's steering (decideSteering), when it steers.
+// newSteering is an ADD's steering (steer.Decide), when it steers.
 func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 	if !a.steers() {
 		return nil
 	}
-	return decideSteering(a.opts.Traffic, a.opts.Container, ips, placed)
+	uplinks := map[netip.Addr]string{}
+	for _, p := range placed {
+		uplinks[p.Addr] = p.Uplink.Name
+	}
+	return steer.Decide(a.opts.Traffic, a.opts.Container, ips, uplinks)
 }
 
-// egressVia is s's egress: from each container address through the
-// uplink of each IP of its family, from the first such IP in ips' order.
-func egressVia(s *steering, ips []netip.Addr, uplinks map[netip.Addr]string) []egressRule {
-	if !steersEgress(s) {
-		return nil
-	}
-	var out []egressRule
-	seen := map[nat.EgressKey]bool{}
-	for _, ip := range ips {
-		for _, c := range s.Container {
-			k := nat.EgressKey{Source: c.Addr(), Uplink: uplinks[ip]}
-			if c.Addr().Is4() == ip.Is4() && k.Uplink != "" && !seen[k] {
-				seen[k] = true
-				out = append(out, egressRule{Source: k.Source, Uplink: k.Uplink, IP: ip})
-			}
-		}
-	}
-	return out
-}
-
-// prefixOf is the prefix s has for its container address a.
-func prefixOf(s *steering, a netip.Addr) netip.Prefix {
-	for _, c := range s.Container {
-		if c.Addr() == a {
-			return c
-		}
-	}
-	return netip.PrefixFrom(a, a.BitLen())
-}
-
-// steer is the journal's "nat" step: it reads what planSteer needs (the
+// steer is the journal's "nat" step: it reads what steer.PlanChange needs (the
 // touched IPs' holders and their steering), makes sure of the uplinks'
 // marks and routes the change needs (routeChange), applies the plan and
 // the uplink sets' members in one transaction, with the uplink chains it
@@ -143,44 +76,44 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil
 	}
-	c := steerChange{touch: j.Touch, was: natWas(j)}
+	c := steer.Change{Touch: j.Touch, Was: natWas(j)}
 	// apply has just written j.Record as the attachment's record (or
 	// removed it), so it is what the record says now.
 	if j.Record != nil {
-		c.now = j.Record.Steering
+		c.Now = j.Record.Steering
 	}
-	if c.now == nil && !anySteering(c.was) {
+	if c.Now == nil && !anySteering(c.Was) {
 		return nil
 	}
 	a.step("nat")
 	var err error
-	if c.holders, err = a.holdings(c.touch, w); err != nil {
+	if c.Holders, err = a.holdings(c.Touch, w); err != nil {
 		return err
 	}
-	c.fresh = freshChains(j, holderKeys(c.holders))
-	if c.keepHairpins, err = a.keepSharedHairpins(); err != nil {
+	c.Fresh = freshChains(j, holderKeys(c.Holders))
+	if c.KeepHairpins, err = a.keepSharedHairpins(); err != nil {
 		return err
 	}
-	p := planSteer(c)
-	r, err := a.routeChange(j, c.was, p.targets, w)
+	p := steer.PlanChange(c)
+	r, err := a.routeChange(j, c.Was, p.Targets, w)
 	if err != nil {
 		return err
 	}
 	var unmarked bool
-	p.change.UplinkMark, p.change.UplinkAdd, p.change.UplinkDel = r.fresh, r.add, r.del
-	p.change.UplinkUnmark, p.change.Unmarked = maybeEmptied(r.marked, r.del), &unmarked
-	if err := a.opts.NAT.Apply(p.change); err != nil {
+	p.Change.UplinkMark, p.Change.UplinkAdd, p.Change.UplinkDel = r.fresh, r.add, r.del
+	p.Change.UplinkUnmark, p.Change.Unmarked = maybeEmptied(r.marked, r.del), &unmarked
+	if err := a.opts.NAT.Apply(p.Change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
 	if len(r.add)+len(r.del) > 0 {
 		a.step("uplink-members")
 	}
 	if unmarked {
-		err = a.unroute(r.marked, p.change.UplinkUnmark)
+		err = a.unroute(r.marked, p.Change.UplinkUnmark)
 	} else {
-		err = a.dropEmptyChains(p.change.UplinkUnmark)
+		err = a.dropEmptyChains(p.Change.UplinkUnmark)
 	}
-	a.forgetLeaving(p.leaving, p.change.DelEgress)
+	a.forgetLeaving(p.Leaving, p.Change.DelEgress)
 	return err
 }
 
@@ -241,22 +174,22 @@ func (a *Assigner) recordOf(key string, w *written) (*record, error) {
 // holdings reads each of ips' holders and its steering from its record,
 // taking what w has over the files (w may be nil): O(holders of the IPs),
 // never a walk of every record.
-func (a *Assigner) holdings(ips []netip.Addr, w *written) (map[netip.Addr][]heldBy, error) {
-	out := map[netip.Addr][]heldBy{}
+func (a *Assigner) holdings(ips []netip.Addr, w *written) (map[netip.Addr][]steer.HeldBy, error) {
+	out := map[netip.Addr][]steer.HeldBy{}
 	for _, ip := range ips {
 		keys, err := a.holdersOf(ip, w)
 		if err != nil {
 			return nil, err
 		}
-		hs := make([]heldBy, 0, len(keys))
+		hs := make([]steer.HeldBy, 0, len(keys))
 		for _, key := range keys {
 			r, err := a.recordOf(key, w)
 			if err != nil {
 				return nil, err
 			}
-			h := heldBy{key: key}
+			h := steer.HeldBy{Key: key}
 			if r != nil {
-				h.s = r.Steering
+				h.Steering = r.Steering
 			}
 			hs = append(hs, h)
 		}
@@ -265,12 +198,12 @@ func (a *Assigner) holdings(ips []netip.Addr, w *written) (map[netip.Addr][]held
 	return out, nil
 }
 
-func holderKeys(hs map[netip.Addr][]heldBy) map[netip.Addr][]string {
+func holderKeys(hs map[netip.Addr][]steer.HeldBy) map[netip.Addr][]string {
 	out := make(map[netip.Addr][]string, len(hs))
 	for ip, h := range hs {
 		keys := make([]string, len(h))
 		for i := range h {
-			keys[i] = h[i].key
+			keys[i] = h[i].Key
 		}
 		out[ip] = keys
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -61,7 +62,7 @@ func freshChains(j *journal, holders map[netip.Addr][]string) map[netip.Addr]boo
 		before = j.Old.Steering
 	}
 	for ip, hs := range holders {
-		_, steered := targetOf(before, ip)
+		_, steered := steer.Target(before, ip)
 		out[ip] = slices.Equal(hs, []string{j.Key}) && !steered
 	}
 	return out

@@ -3,6 +3,8 @@ package assigner
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/steer"
 )
 
 // followReHomed moves, right after an ADD, the egress of the other holders
@@ -20,16 +22,16 @@ func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[neti
 	}
 	was := map[string][]egressRule{}
 	for key, r := range recs {
-		was[key] = slices.Clone(egressOf(r.Steering))
+		was[key] = slices.Clone(steer.EgressOf(r.Steering))
 	}
 	if err := a.followUplinks(recs); err != nil {
 		return err
 	}
 	now := map[string][]egressRule{}
 	for key, r := range recs {
-		now[key] = egressOf(r.Steering)
+		now[key] = steer.EgressOf(r.Steering)
 	}
-	ch := movedEgress(was, now)
+	ch := steer.MovedEgress(was, now)
 	if len(ch.Egress)+len(ch.DelEgress) == 0 {
 		return nil
 	}

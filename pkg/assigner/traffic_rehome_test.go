@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
@@ -45,7 +46,7 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersEgressWithoutAGC(t *testing.T) 
 	}
 	d := readDisk(t, f.stateDir())
 	for _, att := range []Attachment{attA, attB} {
-		eg := egressOf(d.records[att.Key()].Steering)
+		eg := steer.EgressOf(d.records[att.Key()].Steering)
 		if len(eg) != 1 || eg[0].Uplink != "eth0" {
 			t.Errorf("%s's record keeps egress %+v, want one rule via eth0", att, eg)
 		}

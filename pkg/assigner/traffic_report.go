@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 )
 
 // reportNAT fills in each IP's targets and egress sources as the table has
@@ -14,16 +15,16 @@ func (a *Assigner) reportNAT(rep *Report, recs map[string]*record, lost bool) er
 	if a.opts.NAT == nil {
 		return nil
 	}
-	w := wantNAT(recs)
+	w := steer.WantOf(recs)
 	st, err := a.opts.NAT.Read()
 	if err != nil {
 		return err
 	}
-	if !st.Present && w.empty() {
+	if !st.Present && w.Empty() {
 		return nil
 	}
 	reportTargets(rep, st)
-	rep.Drift = append(rep.Drift, compareNAT(w, st, a.ownsIP).drift(lost)...)
+	rep.Drift = append(rep.Drift, steer.Compare(w, st, a.ownsIP).Drift(lost)...)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
@@ -67,7 +68,7 @@ func needs(s *steering, ips []netip.Addr, uplinkOf map[netip.Addr]string) []upli
 	}
 	var out []uplinkNeed
 	for _, ip := range ips {
-		if _, ok := targetOf(s, ip); ok && uplinkOf[ip] != "" {
+		if _, ok := steer.Target(s, ip); ok && uplinkOf[ip] != "" {
 			out = append(out, uplinkNeed{uplink: uplinkOf[ip], addr: ip, ip: ip})
 		}
 	}
@@ -197,7 +198,7 @@ func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr,
 	}
 	marked, err := a.opts.Routing.Marked()
 	if err != nil {
-		return routePlan{}, kernelErr(err)
+		return routePlan{}, steer.KernelErr(err)
 	}
 	if a.recovering {
 		if err := a.unrouteUnmarked(del, marked); err != nil {
@@ -278,7 +279,7 @@ func (a *Assigner) chainsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot)
 		}
 		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), gw, true))
 	}
-	return fresh, kernelErr(errors.Join(errs...))
+	return fresh, steer.KernelErr(errors.Join(errs...))
 }
 
 // routeFamily marks n's uplink in marked as routing n's family, with the
@@ -333,7 +334,7 @@ func (a *Assigner) freeSlot(cfg slots.Config, marked map[string]nat.UplinkSlot) 
 		}
 		c, err := a.opts.Routing.Collides(s)
 		if err != nil {
-			return 0, kernelErr(err)
+			return 0, steer.KernelErr(err)
 		}
 		if c == "" {
 			return s, nil
@@ -403,7 +404,7 @@ func (a *Assigner) dropEmptyChains(maybe []nat.UplinkChain) error {
 	}
 	now, err := a.opts.Routing.Marked()
 	if err != nil {
-		return kernelErr(err)
+		return steer.KernelErr(err)
 	}
 	var gone []nat.UplinkChain
 	for _, c := range maybe {
@@ -442,7 +443,7 @@ func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkCha
 			a.log.Info("uplink chains kept: an address came to one", "chains", gone)
 			return nil
 		}
-		return kernelErr(err)
+		return steer.KernelErr(err)
 	}
 	return a.unroute(marked, gone)
 }
@@ -462,7 +463,7 @@ func (a *Assigner) unroute(marked map[string]nat.UplinkSlot, gone []nat.UplinkCh
 		last[fam(c.V6)] = !otherRoutes(marked, gone, fam(c.V6))
 		errs = append(errs, a.opts.Routing.RemoveRoutes(c.Slot, fams, last))
 	}
-	return kernelErr(errors.Join(errs...))
+	return steer.KernelErr(errors.Join(errs...))
 }
 
 // otherRoutes tells whether a chain of family f other than gone's stays.
@@ -493,7 +494,7 @@ func (a *Assigner) unrouteUnmarked(del []uplinkNeed, marked map[string]nat.Uplin
 	}
 	st, err := a.opts.Routing.ReadRoutes()
 	if err != nil {
-		return kernelErr(err)
+		return steer.KernelErr(err)
 	}
 	_, err = a.removeStray(st.Slots, marked, func(sl *uplinkroute.Slot) bool { return slices.Contains(ups, sl.Uplink) })
 	return err

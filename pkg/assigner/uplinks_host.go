@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
@@ -12,7 +13,7 @@ import (
 // external-ip (over the NAT's netlink connection) and the rules and
 // tables of package uplinkroute.
 type HostRouting struct {
-	nat      *HostTable
+	nat      *steer.HostTable
 	r        *uplinkroute.Routes
 	c        slots.Config
 	gateways map[string][]netip.Addr
@@ -25,8 +26,8 @@ var _ Routing = (*HostRouting)(nil)
 // NewHostRouting routes with c, taking an uplink's gateway from gateways
 // (uplink name -> at most one per family) before the main table. Off
 // routes nothing new, but still takes away what was routed.
-func NewHostRouting(nat *HostTable, c slots.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
-	nat.mask = c.Mask // the table's base rules keep the same bits
+func NewHostRouting(nat *steer.HostTable, c slots.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
+	nat.SetUplinkMask(c.Mask) // the table's base rules keep the same bits
 	return &HostRouting{nat: nat, r: uplinkroute.Open(c), c: c, gateways: gateways, off: off}
 }
 
@@ -85,25 +86,25 @@ func (h *HostRouting) RemoveRoutes(s int, fams, last [2]bool) error {
 
 func (h *HostRouting) Marked() (map[string]nat.UplinkSlot, error) {
 	var out map[string]nat.UplinkSlot
-	err := h.nat.do(func(t *nat.Table) (err error) { out, err = t.Uplinks(); return err })
+	err := h.nat.With(func(t *nat.Table) (err error) { out, err = t.Uplinks(); return err })
 	return out, err
 }
 
 func (h *HostRouting) Mark(chains []nat.UplinkChain) error {
-	return h.nat.do(func(t *nat.Table) error { return t.MarkUplinks(chains) })
+	return h.nat.With(func(t *nat.Table) error { return t.MarkUplinks(chains) })
 }
 
 func (h *HostRouting) Unmark(chains []nat.UplinkChain) error {
-	return h.nat.do(func(t *nat.Table) error { return t.UnmarkUplinks(chains) })
+	return h.nat.With(func(t *nat.Table) error { return t.UnmarkUplinks(chains) })
 }
 
 func (h *HostRouting) SetMembers(add, del []nat.UplinkMember) error {
-	return h.nat.do(func(t *nat.Table) error { return t.SetUplinkMembers(add, del) })
+	return h.nat.With(func(t *nat.Table) error { return t.SetUplinkMembers(add, del) })
 }
 
 func (h *HostRouting) ReadMarked() (*nat.UplinkState, error) {
 	var st *nat.UplinkState
-	err := h.nat.do(func(t *nat.Table) (err error) {
+	err := h.nat.With(func(t *nat.Table) (err error) {
 		st, err = t.ReadUplinks(h.c.Mask)
 		return err
 	})

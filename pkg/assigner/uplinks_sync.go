@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
@@ -23,11 +24,11 @@ type routingView struct {
 func (a *Assigner) readRouting() (*routingView, error) {
 	m, err := a.opts.Routing.ReadMarked()
 	if err != nil {
-		return nil, kernelErr(err)
+		return nil, steer.KernelErr(err)
 	}
 	r, err := a.opts.Routing.ReadRoutes()
 	if err != nil {
-		return nil, kernelErr(err)
+		return nil, steer.KernelErr(err)
 	}
 	v := &routingView{marked: m, routes: r, foreign: map[nat.UplinkMember]bool{}}
 	return v, a.findForeign(v)
@@ -224,7 +225,7 @@ func (a *Assigner) reconcileRouting(recs map[string]*record) error {
 func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 	marked := maps.Clone(v.marked.Uplinks)
 	// Members first: a chain goes only once nothing goes to it.
-	errs := []error{kernelErr(a.opts.Routing.SetMembers(nil, extraMembers(want, v, marked)))}
+	errs := []error{steer.KernelErr(a.opts.Routing.SetMembers(nil, extraMembers(want, v, marked)))}
 	var gone []nat.UplinkChain
 	for name, u := range v.marked.Uplinks {
 		for _, c := range chainsOf(name, u) {
@@ -243,11 +244,11 @@ func (a *Assigner) fixRouting(want []uplinkNeed, v *routingView) error {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, up := range distinct(want, func(n uplinkNeed) string { return n.uplink }) {
-		errs = append(errs, kernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), true)))
+		errs = append(errs, steer.KernelErr(a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), a.gateways(up), true)))
 	}
-	errs = append(errs, kernelErr(a.opts.Routing.Mark(chains)))
+	errs = append(errs, steer.KernelErr(a.opts.Routing.Mark(chains)))
 	// An uplink kept for another state's members keeps the routes it has.
-	errs = append(errs, kernelErr(a.opts.Routing.SetMembers(members(want, marked), nil)))
+	errs = append(errs, steer.KernelErr(a.opts.Routing.SetMembers(members(want, marked), nil)))
 	return errors.Join(errs...)
 }
 
@@ -306,7 +307,7 @@ func (a *Assigner) dropStrayRoutes(v *routingView, marked map[string]nat.UplinkS
 	stray, err := a.removeStray(v.routes.Slots, marked, func(*uplinkroute.Slot) bool { return true })
 	last := lastFamilies(marked)
 	if !stray && (last[0] && v.routes.Suppress[0] || last[1] && v.routes.Suppress[1]) {
-		err = errors.Join(err, kernelErr(a.opts.Routing.RemoveRoutes(0, [2]bool{}, last)))
+		err = errors.Join(err, steer.KernelErr(a.opts.Routing.RemoveRoutes(0, [2]bool{}, last)))
 	}
 	return err
 }
@@ -321,7 +322,7 @@ func (a *Assigner) removeStray(slots map[int]*uplinkroute.Slot, marked map[strin
 	for s, sl := range slots {
 		if fams := strayFamilies(s, sl, marked); fams != ([2]bool{}) && pick(sl) {
 			a.log.Info("stray uplink routes removed", "slot", s, "uplink", sl.Uplink, "families", fams)
-			errs = append(errs, kernelErr(a.opts.Routing.RemoveRoutes(s, fams, last)))
+			errs = append(errs, steer.KernelErr(a.opts.Routing.RemoveRoutes(s, fams, last)))
 			found = true
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/host"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
@@ -101,7 +102,7 @@ func (u *Upkeep) devices() ([]string, error) { return store.Devices(u.DataDir) }
 // external-ip and in the uplink routing would never be seen or fixed. The
 // routing is made anew for each round: it keeps what it reads of the
 // main table and of our tables for as long as it lives.
-func (u *Upkeep) assigner(dev string, nat *assigner.HostTable) (as *assigner.Assigner, done func()) {
+func (u *Upkeep) assigner(dev string, nat *steer.HostTable) (as *assigner.Assigner, done func()) {
 	o := assigner.Options{Device: dev, DataDir: u.DataDir, LockTimeout: u.LockTimeout, Log: u.log()}
 	if nat == nil {
 		as = assigner.New(o)
@@ -120,7 +121,7 @@ func (u *Upkeep) assigner(dev string, nat *assigner.HostTable) (as *assigner.Ass
 // eachDevice runs f with the report of every holder device with state; a
 // device that fails does not stop the others. Each Assigner is closed after
 // its round: this process lives as long as the node.
-func (u *Upkeep) eachDevice(devs []string, nat *assigner.HostTable, f func(as *assigner.Assigner, rep *assigner.Report) error) error {
+func (u *Upkeep) eachDevice(devs []string, nat *steer.HostTable, f func(as *assigner.Assigner, rep *assigner.Report) error) error {
 	var errs []error
 	for _, dev := range devs {
 		as, done := u.assigner(dev, nat)
@@ -220,7 +221,7 @@ func (u *Upkeep) Repair() error {
 	if err != nil {
 		return err
 	}
-	nat := assigner.HostNAT()
+	nat := steer.HostNAT()
 	defer nat.Close()
 	errs := []error{u.eachDevice(devs, nat, func(as *assigner.Assigner, rep *assigner.Report) error {
 		if len(rep.Drift) == 0 {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
@@ -273,7 +274,7 @@ func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
 	ip := netip.MustParseAddr("192.0.2.51")
 	u.do(t, func() error {
 		_, err := assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second,
-			NAT: assigner.HostNAT(), Traffic: traffic.Both, Container: []netip.Prefix{netip.MustParsePrefix("10.88.0.2/32")}}).
+			NAT: steer.HostNAT(), Traffic: traffic.Both, Container: []netip.Prefix{netip.MustParsePrefix("10.88.0.2/32")}}).
 			Add(att, []netip.Addr{ip}, assigner.Hooks{})
 		return err
 	})

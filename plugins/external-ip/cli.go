@@ -10,6 +10,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
@@ -79,7 +80,7 @@ func devices(dataDir, device string) ([]string, error) {
 // each routed uplink keeps the gateway its table has where the main
 // table names none.
 func cliAssigner(dataDir, device string) *assigner.Assigner {
-	nat := assigner.HostNAT()
+	nat := steer.HostNAT()
 	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: nat,
 		Routing: assigner.NewHostRouting(nat, slots.Default(), nil, false)})
 }

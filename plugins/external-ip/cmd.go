@@ -17,6 +17,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/park"
+	"github.com/external-ip/external-ip/pkg/steer"
 )
 
 // invocation is what every verb starts from: the config, the log and the
@@ -30,7 +31,7 @@ type invocation struct {
 	logTo *announce.PlanLog
 	done  func()
 	// nat is the NAT table, whose sockets go to keep at the end.
-	nat *assigner.HostTable
+	nat *steer.HostTable
 	// keep keeps the sockets whose last close is slow open past our exit.
 	keep *linger.Keeper
 }
@@ -45,7 +46,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	if err != nil {
 		return nil, cniError(err, nil)
 	}
-	nat := assigner.HostNAT()
+	nat := steer.HostNAT()
 	ur := conf.UplinkRouting
 	routing := assigner.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	as := assigner.New(assigner.Options{

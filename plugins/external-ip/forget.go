@@ -10,6 +10,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/steer"
 )
 
 // envForget carries, to the detached child that deletes the conntrack
@@ -96,7 +97,7 @@ func runForget(env string) int {
 		}
 	}
 	defer done()
-	nat := assigner.HostNAT()
+	nat := steer.HostNAT()
 	defer nat.Close()
 	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
 	drain := as.ForgetPending

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/steer"
 )
 
 // busyEntries is how many unrelated conntrack entries of each family the
@@ -312,7 +313,7 @@ func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
 	serve(t, b.netns, "b", svPort)
 	w.flowsToBoth(a, b)
 	w.longFlows(b, 40000)
-	t.Setenv(assigner.ConntrackFaultEnv, "1")
+	t.Setenv(steer.ConntrackFaultEnv, "1")
 	w.del(b)
 	var drift string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !strings.Contains(drift, "not permitted"); time.Sleep(20 * time.Millisecond) {
@@ -336,7 +337,7 @@ func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
 			t.Fatalf("b's flows to %s are gone though conntrack refused", ext)
 		}
 	})
-	os.Unsetenv(assigner.ConntrackFaultEnv)
+	os.Unsetenv(steer.ConntrackFaultEnv)
 	gc := w.pluginConf("1.1.0")
 	gc["cni.dev/valid-attachments"] = []map[string]string{{"containerID": a.id, "ifname": "eth0"}}
 	retried := time.Now()

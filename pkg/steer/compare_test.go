@@ -1,4 +1,4 @@
-package assigner
+package steer
 
 import (
 	"net/netip"
@@ -19,12 +19,12 @@ func TestCompareNATFindsWhatIsMissingStrayOrDiffering(t *testing.T) {
 	keyA := nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}
 	keyB := nat.EgressKey{Source: ctrB4.Addr(), Uplink: "eth0"}
 	subnet, wide := ctrA4.Masked(), netip.MustParsePrefix("10.88.0.0/16")
-	want := func() natWant {
-		w := newNATWant()
-		w.ingress[v4a] = []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}
-		w.egress[keyA] = v4a
-		w.hairpin[subnet] = true
-		w.held[v4a] = true
+	want := func() Want {
+		w := NewWant()
+		w.Ingress[v4a] = []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}
+		w.Egress[keyA] = v4a
+		w.Hairpin[subnet] = true
+		w.Held[v4a] = true
 		return w
 	}
 	inSync := func() *nat.State {
@@ -33,33 +33,33 @@ func TestCompareNATFindsWhatIsMissingStrayOrDiffering(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name  string
-		w     natWant
+		w     Want
 		table func(st *nat.State) *nat.State
-		want  natDiff
+		want  Diff
 	}{
-		{"in sync", want(), func(st *nat.State) *nat.State { return st }, natDiff{}},
-		{"no table and nothing wanted", newNATWant(),
-			func(*nat.State) *nat.State { return &nat.State{} }, natDiff{}},
+		{"in sync", want(), func(st *nat.State) *nat.State { return st }, Diff{}},
+		{"no table and nothing wanted", NewWant(),
+			func(*nat.State) *nat.State { return &nat.State{} }, Diff{}},
 		{"no table while rules are wanted", want(),
 			func(*nat.State) *nat.State { return &nat.State{Ingress: map[netip.Addr][]netip.Addr{}} },
-			natDiff{broken: "is missing",
-				ingress:  []ingressDiff{{ip: v4a, want: []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}}},
-				egress:   []egressDiff{{key: keyA, want: v4a}},
-				unserved: []netip.Prefix{subnet}, hairpin: nat.Change{Hairpin: []netip.Prefix{subnet}}}},
+			Diff{Broken: "is missing",
+				Ingress:  []IngressDiff{{IP: v4a, Want: []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}}},
+				Egress:   []EgressDiff{{Key: keyA, Want: v4a}},
+				Unserved: []netip.Prefix{subnet}, Hairpin: nat.Change{Hairpin: []netip.Prefix{subnet}}}},
 		{"a base chain flushed", want(),
 			func(st *nat.State) *nat.State { st.Broken = []string{"chain prerouting"}; return st },
-			natDiff{broken: "[chain prerouting]"}},
+			Diff{Broken: "[chain prerouting]"}},
 		{"ingress missing a target, egress from another IP", want(),
 			func(st *nat.State) *nat.State {
 				st.Ingress[v4a] = []netip.Addr{ctrA4.Addr()}
 				st.Egress[keyA] = v4b
 				return st
 			},
-			natDiff{ingress: []ingressDiff{{v4a, []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}, []netip.Addr{ctrA4.Addr()}}},
-				egress: []egressDiff{{keyA, v4a, v4b}}}},
+			Diff{Ingress: []IngressDiff{{v4a, []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}, []netip.Addr{ctrA4.Addr()}}},
+				Egress: []EgressDiff{{keyA, v4a, v4b}}}},
 		{"a wanted IP whose chain no element points at", want(),
 			func(st *nat.State) *nat.State { st.Stray = []netip.Addr{v4a}; return st },
-			natDiff{ingress: []ingressDiff{{v4a, []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}, []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}}}}},
+			Diff{Ingress: []IngressDiff{{v4a, []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}, []netip.Addr{ctrA4.Addr(), ctrB4.Addr()}}}}},
 		{"stray rules of ours go, another device's stay", want(),
 			func(st *nat.State) *nat.State {
 				st.Ingress[v4b] = []netip.Addr{ctrB4.Addr()}
@@ -69,27 +69,27 @@ func TestCompareNATFindsWhatIsMissingStrayOrDiffering(t *testing.T) {
 				st.Egress[nat.EgressKey{Source: ctrX, Uplink: "eth0"}] = other
 				return st
 			},
-			natDiff{strayIngress: []ingressDiff{{ip: v4b, got: []netip.Addr{ctrB4.Addr()}}, {ip: v6a}},
-				strayEgress: []egressDiff{{key: keyB, got: v4b}}}},
+			Diff{StrayIngress: []IngressDiff{{IP: v4b, Got: []netip.Addr{ctrB4.Addr()}}, {IP: v6a}},
+				StrayEgress: []EgressDiff{{Key: keyB, Got: v4b}}}},
 		{"a hairpin subnet missing", want(),
 			func(st *nat.State) *nat.State { st.Hairpin = nil; return st },
-			natDiff{unserved: []netip.Prefix{subnet}, hairpin: nat.Change{Hairpin: []netip.Prefix{subnet}}}},
+			Diff{Unserved: []netip.Prefix{subnet}, Hairpin: nat.Change{Hairpin: []netip.Prefix{subnet}}}},
 		{"a wider subnet serves, and gives way to the one the records need", want(),
 			func(st *nat.State) *nat.State { st.Hairpin = []netip.Prefix{wide}; return st },
-			natDiff{hairpin: nat.Change{Hairpin: []netip.Prefix{subnet}, DelHairpin: []netip.Prefix{wide}}}},
+			Diff{Hairpin: nat.Change{Hairpin: []netip.Prefix{subnet}, DelHairpin: []netip.Prefix{wide}}}},
 		{"a subnet no record needs goes, one another device steers into stays", want(),
 			func(st *nat.State) *nat.State {
 				st.Ingress[other] = []netip.Addr{ctrX}
 				st.Hairpin = append(st.Hairpin, netip.MustParsePrefix("10.66.0.0/24"), netip.MustParsePrefix("10.77.0.0/24"))
 				return st
 			},
-			natDiff{hairpin: nat.Change{DelHairpin: []netip.Prefix{netip.MustParsePrefix("10.66.0.0/24")}}}},
+			Diff{Hairpin: nat.Change{DelHairpin: []netip.Prefix{netip.MustParsePrefix("10.66.0.0/24")}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			owns := func(ip netip.Addr) bool { return ip != other }
-			got := compareNAT(tt.w, tt.table(inSync()), owns)
+			got := Compare(tt.w, tt.table(inSync()), owns)
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("compareNAT =\n %+v\nwant\n %+v", got, tt.want)
+				t.Errorf("Compare =\n %+v\nwant\n %+v", got, tt.want)
 			}
 		})
 	}
@@ -99,13 +99,13 @@ func TestCompareNATFindsWhatIsMissingStrayOrDiffering(t *testing.T) {
 // once, and the hairpin subnets GC would remove only with the state lost.
 func TestNATDiffDriftNamesEachDifference(t *testing.T) {
 	keyA := nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}
-	d := natDiff{broken: "is missing",
-		ingress:      []ingressDiff{{v4a, []netip.Addr{ctrA4.Addr()}, nil}},
-		strayIngress: []ingressDiff{{ip: v4b, got: []netip.Addr{ctrB4.Addr()}}},
-		egress:       []egressDiff{{keyA, v4a, netip.Addr{}}},
-		strayEgress:  []egressDiff{{key: keyA, got: v4b}},
-		unserved:     []netip.Prefix{ctrA4.Masked()},
-		hairpin:      nat.Change{DelHairpin: []netip.Prefix{netip.MustParsePrefix("10.66.0.0/24")}},
+	d := Diff{Broken: "is missing",
+		Ingress:      []IngressDiff{{v4a, []netip.Addr{ctrA4.Addr()}, nil}},
+		StrayIngress: []IngressDiff{{IP: v4b, Got: []netip.Addr{ctrB4.Addr()}}},
+		Egress:       []EgressDiff{{keyA, v4a, netip.Addr{}}},
+		StrayEgress:  []EgressDiff{{Key: keyA, Got: v4b}},
+		Unserved:     []netip.Prefix{ctrA4.Masked()},
+		Hairpin:      nat.Change{DelHairpin: []netip.Prefix{netip.MustParsePrefix("10.66.0.0/24")}},
 	}
 	want := []string{
 		"nftables table inet external-ip: is missing",
@@ -115,11 +115,11 @@ func TestNATDiffDriftNamesEachDifference(t *testing.T) {
 		"10.88.0.5: egress via eth0 from 198.51.100.2 held by no record",
 		"10.88.0.0/24: no hairpin rule for the subnet",
 	}
-	if got := d.drift(false); !slices.Equal(got, want) {
+	if got := d.Drift(false); !slices.Equal(got, want) {
 		t.Errorf("drift =\n %q\nwant\n %q", got, want)
 	}
 	lost := append(want, "10.66.0.0/24: hairpin subnet needed by no record")
-	if got := d.drift(true); !slices.Equal(got, lost) {
+	if got := d.Drift(true); !slices.Equal(got, lost) {
 		t.Errorf("drift with the state lost =\n %q\nwant\n %q", got, lost)
 	}
 }

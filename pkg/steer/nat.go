@@ -1,13 +1,31 @@
-package assigner
+package steer
 
 import (
 	"errors"
 	"net/netip"
 	"os"
 
+	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/nat"
 )
+
+// NAT is what the steering asks of the host's nftables table (package
+// nat); HostTable is the host's, the tests give a fake.
+type NAT interface {
+	// Apply makes one attachment's change in one transaction.
+	Apply(ch nat.Change) error
+	SetIngress(ip netip.Addr, targets []netip.Addr) error
+	SetEgress(k nat.EgressKey, ip netip.Addr) error
+	DelEgress(k nat.EgressKey) error
+	SetHairpin(subnet netip.Prefix) error
+	DelHairpin(subnet netip.Prefix) error
+	Read() (*nat.State, error)
+	Ensure() error
+	Probe() error
+}
+
+var _ NAT = (*HostTable)(nil)
 
 // HostNAT returns the NAT of the host's nftables and conntrack. The
 // netlink connection is opened on first use, so that an invocation that
@@ -19,7 +37,7 @@ type HostTable struct {
 	t  *nat.Table
 	ct *nat.Conntrack
 	// mask is the uplink marking's bits the table's base rules keep (0:
-	// nat's default, uplinkroute's), set by NewHostRouting.
+	// nat's default, uplinkroute's), set by SetUplinkMask.
 	mask uint32
 }
 
@@ -60,11 +78,15 @@ func (h *HostTable) Close() error {
 	return errors.Join(errs...)
 }
 
+// SetUplinkMask makes the table's base rules keep mask's bits, the uplink
+// routing's (package uplinkroute's NewHostRouting sets it).
+func (h *HostTable) SetUplinkMask(mask uint32) { h.mask = mask }
+
 func (h *HostTable) table() (*nat.Table, error) {
 	if h.t == nil {
 		t, err := nat.Open()
 		if err != nil {
-			return nil, Errorf(ErrHost, "%w", err)
+			return nil, errkind.Errorf(ErrHost, "%w", err)
 		}
 		t.UplinkMask = h.mask
 		h.t = t
@@ -72,43 +94,50 @@ func (h *HostTable) table() (*nat.Table, error) {
 	return h.t, nil
 }
 
-// kernelErr marks an nftables or conntrack failure as the kernel's (code 100).
-func kernelErr(err error) error {
+// ErrHost: the kernel refused a change (plugin code 100); the kind every
+// floor shares.
+var ErrHost = errkind.Host
+
+// KernelErr marks an nftables or conntrack failure as the kernel's (code 100).
+func KernelErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return Errorf(ErrHost, "%w", err)
+	return errkind.Errorf(ErrHost, "%w", err)
 }
 
-func (h *HostTable) do(f func(*nat.Table) error) error {
+// With runs f on the table, opened on first use, and marks its failure as
+// the kernel's: for the uplink routing, whose marks share the table's
+// netlink connection.
+func (h *HostTable) With(f func(*nat.Table) error) error {
 	t, err := h.table()
 	if err != nil {
 		return err
 	}
-	return kernelErr(f(t))
+	return KernelErr(f(t))
 }
 
 func (h *HostTable) SetIngress(ip netip.Addr, targets []netip.Addr) error {
-	return h.do(func(t *nat.Table) error { return t.SetIngress(ip, targets) })
+	return h.With(func(t *nat.Table) error { return t.SetIngress(ip, targets) })
 }
 
 func (h *HostTable) SetEgress(k nat.EgressKey, ip netip.Addr) error {
-	return h.do(func(t *nat.Table) error { return t.SetEgress(k, ip) })
+	return h.With(func(t *nat.Table) error { return t.SetEgress(k, ip) })
 }
 
 func (h *HostTable) DelEgress(k nat.EgressKey) error {
-	return h.do(func(t *nat.Table) error { return t.DelEgress(k) })
+	return h.With(func(t *nat.Table) error { return t.DelEgress(k) })
 }
 
 func (h *HostTable) SetHairpin(subnet netip.Prefix) error {
-	return h.do(func(t *nat.Table) error { return t.SetHairpin(subnet) })
+	return h.With(func(t *nat.Table) error { return t.SetHairpin(subnet) })
 }
 
 func (h *HostTable) DelHairpin(subnet netip.Prefix) error {
-	return h.do(func(t *nat.Table) error { return t.DelHairpin(subnet) })
+	return h.With(func(t *nat.Table) error { return t.DelHairpin(subnet) })
 }
 
-func (h *HostTable) Ensure() error { return h.do(func(t *nat.Table) error { return t.Ensure() }) }
+func (h *HostTable) Ensure() error { return h.With(func(t *nat.Table) error { return t.Ensure() }) }
 
 // Probe's failure is what STATUS reports (code 50), so it stays unwrapped.
 func (h *HostTable) Probe() error {
@@ -125,7 +154,7 @@ func (h *HostTable) Read() (*nat.State, error) {
 		return nil, err
 	}
 	st, err := t.Read()
-	return st, kernelErr(err)
+	return st, KernelErr(err)
 }
 
 // Tracked reads the kernel's count of conntrack entries; without the
@@ -134,12 +163,12 @@ func (h *HostTable) Tracked() (bool, error) { return nat.Tracked() }
 
 func (h *HostTable) Seen(addr netip.Addr) (bool, error) {
 	var seen bool
-	err := h.do(func(t *nat.Table) (err error) { seen, err = t.Seen(addr); return err })
+	err := h.With(func(t *nat.Table) (err error) { seen, err = t.Seen(addr); return err })
 	return seen, err
 }
 
 func (h *HostTable) Unsee(addrs []netip.Addr) error {
-	return h.do(func(t *nat.Table) error { return t.Unsee(addrs) })
+	return h.With(func(t *nat.Table) error { return t.Unsee(addrs) })
 }
 
 // StartPass opens the conntrack socket for the pass; one that cannot be
@@ -157,12 +186,12 @@ func (h *HostTable) StartPass() {
 
 func (h *HostTable) Forget(ip, target netip.Addr) error {
 	if err := conntrackFault(); err != nil {
-		return kernelErr(err)
+		return KernelErr(err)
 	}
 	if h.ct == nil {
 		ct, err := nat.OpenConntrack()
 		if err != nil {
-			return kernelErr(err)
+			return KernelErr(err)
 		}
 		h.ct = ct
 	}
@@ -172,9 +201,9 @@ func (h *HostTable) Forget(ip, target netip.Addr) error {
 	} else {
 		_, err = h.ct.ForgetIP(ip)
 	}
-	return kernelErr(err)
+	return KernelErr(err)
 }
 
 func (h *HostTable) Apply(ch nat.Change) error {
-	return h.do(func(t *nat.Table) error { return t.Apply(ch) })
+	return h.With(func(t *nat.Table) error { return t.Apply(ch) })
 }
