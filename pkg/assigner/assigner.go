@@ -13,6 +13,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/traffic"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 // Options configure an Assigner for one holder device.
@@ -32,8 +33,9 @@ type Options struct {
 	Traffic   traffic.Mode
 	Container []netip.Prefix
 	// Routing sends the flows of external IPs on uplinks other than the
-	// default route's out of their own uplink (uplinks.go); nil never does.
-	Routing Routing
+	// default route's out of their own uplink (package uplinkroute); nil
+	// never does.
+	Routing uplinkroute.Routing
 	// RouteProtocol holds the ADD's IPs as host routes through the holder
 	// with this routing protocol number; 0 holds them as addresses.
 	RouteProtocol int
@@ -85,7 +87,7 @@ type call struct {
 	undoing    bool
 	// recovering is set while an ADD is undone, or a change's journal
 	// rolled back or finished: only then are routes without a chain
-	// looked for (unrouteUnmarked).
+	// looked for (uplinkroute.Change.AfterFault).
 	recovering bool
 	// queued says this call queued a conntrack clean-up (forget.go);
 	// Queued reads it once the call has returned.
@@ -94,8 +96,8 @@ type call struct {
 	// (runnerTried: nil when another runner holds it), for TakeRunner.
 	runner      *os.File
 	runnerTried bool
-	// routing keeps each uplink's routing verdict for the call.
-	routing routeCache
+	// router decides the call's uplink routing, nil without Routing.
+	router *uplinkroute.Router
 }
 
 // startCall begins a call knowing nothing: every exported method that
@@ -106,6 +108,9 @@ func (a *Assigner) startCall() {
 	a.call = call{
 		holder: host.NewHolder(a.k, host.Device{Name: a.opts.Device, DataDir: a.opts.DataDir, State: a.st, Log: a.log, Step: a.at}),
 		ups:    host.NewUplinks(a.k, a.opts.Uplink),
+	}
+	if a.opts.Routing != nil {
+		a.router = uplinkroute.NewRouter(a.opts.Routing, a.ups, a.log, a.at)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 // Report is what the holder device carries and who holds it, as an
@@ -22,8 +23,8 @@ type Report struct {
 	IPs      []IPReport `json:"ips"`
 	// Drift lists every way the kernel and the state disagree.
 	Drift []string `json:"drift"`
-	// Uplinks lists the uplinks whose flows we route (uplinks_sync.go).
-	Uplinks []UplinkReport `json:"uplinks,omitempty"`
+	// Uplinks lists the uplinks whose flows we route (package uplinkroute).
+	Uplinks []uplinkroute.UplinkReport `json:"uplinks,omitempty"`
 }
 
 // IPReport is one held IP.

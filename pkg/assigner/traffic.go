@@ -64,14 +64,14 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 	return steer.Decide(a.opts.Traffic, a.opts.Container, ips, uplinks)
 }
 
-// steer is the journal's "nat" step: it reads what steer.PlanChange needs (the
-// touched IPs' holders and their steering), makes sure of the uplinks'
-// marks and routes the change needs (routeChange), applies the plan and
-// the uplink sets' members in one transaction, with the uplink chains it
-// may empty (the kernel refuses it while one still has a member, and the
-// chains are then read again: dropEmptyChains), then takes away the
-// routes of the chains gone and queues the conntrack clean-up of the
-// flows that left.
+// steer is the journal's "nat" step: it reads what steer.PlanChange needs
+// (the touched IPs' holders and their steering), makes sure of the
+// uplinks' marks and routes the change needs (routeChange), applies the
+// plan and the uplink sets' members in one transaction, with the uplink
+// chains it may empty (the kernel refuses it while one still has a
+// member, and the chains are then read again), then takes away the routes
+// of the chains gone (uplinkroute.Router.Settle) and queues the conntrack
+// clean-up of the flows that left.
 func (a *Assigner) steer(j *journal, w *written) error {
 	if a.opts.NAT == nil {
 		return nil
@@ -100,18 +100,12 @@ func (a *Assigner) steer(j *journal, w *written) error {
 		return err
 	}
 	var unmarked bool
-	p.Change.UplinkMark, p.Change.UplinkAdd, p.Change.UplinkDel = r.fresh, r.add, r.del
-	p.Change.UplinkUnmark, p.Change.Unmarked = maybeEmptied(r.marked, r.del), &unmarked
+	r.Into(&p.Change, &unmarked)
 	if err := a.opts.NAT.Apply(p.Change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
-	if len(r.add)+len(r.del) > 0 {
-		a.step("uplink-members")
-	}
-	if unmarked {
-		err = a.unroute(r.marked, p.Change.UplinkUnmark)
-	} else {
-		err = a.dropEmptyChains(p.Change.UplinkUnmark)
+	if a.router != nil {
+		err = a.router.Settle(r, p.Change)
 	}
 	a.forgetLeaving(p.Leaving, p.Change.DelEgress)
 	return err

@@ -32,7 +32,7 @@ type fakeRouting struct {
 	calls map[string]int
 }
 
-var _ Routing = (*fakeRouting)(nil)
+var _ uplinkroute.Routing = (*fakeRouting)(nil)
 
 func newFakeRouting() *fakeRouting {
 	return &fakeRouting{
@@ -105,7 +105,7 @@ func (r *fakeRouting) Marked() (map[string]nat.UplinkSlot, error) {
 			continue
 		}
 		u := out[m.Uplink]
-		u.Members[fam(m.Addr.Is6())]++
+		u.Members[famOf(m.Addr.Is6())]++
 		out[m.Uplink] = u
 	}
 	return out, nil
@@ -115,7 +115,7 @@ func (r *fakeRouting) Mark(chains []nat.UplinkChain) error {
 	for _, c := range chains {
 		u := r.marked[c.Uplink]
 		u.Slot, u.Mark = c.Slot, c.Mark
-		u.Routed[fam(c.V6)] = true
+		u.Routed[famOf(c.V6)] = true
 		r.marked[c.Uplink] = u
 	}
 	return nil
@@ -136,7 +136,7 @@ func (r *fakeRouting) unmark(chains []nat.UplinkChain) error {
 	}
 	for _, c := range chains {
 		u := r.marked[c.Uplink]
-		u.Routed[fam(c.V6)] = false
+		u.Routed[famOf(c.V6)] = false
 		r.marked[c.Uplink] = u
 		if u.Routed == ([2]bool{}) {
 			delete(r.marked, c.Uplink)
@@ -350,4 +350,12 @@ func TestGCTakesAwayTheFamilyOfAnUplinkNoRecordNeeds(t *testing.T) {
 	if r.routes[1] != [2]netip.Addr{r.gw["eth1"]} {
 		t.Errorf("after GC slot 1 routes by %v, want eth1's IPv4 gateway only", r.routes[1])
 	}
+}
+
+// famOf indexes the fake's per-family fields as the kernel's: 0 IPv4, 1 IPv6.
+func famOf(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
 }

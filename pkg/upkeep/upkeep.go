@@ -18,6 +18,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
@@ -112,7 +113,7 @@ func (u *Upkeep) assigner(dev string, nat *steer.HostTable) (as *assigner.Assign
 	if r.Route.Mask == 0 {
 		r.Route = slots.Default()
 	}
-	routing := assigner.NewHostRouting(nat, r.Route, r.Gateways, r.Off)
+	routing := uplinkroute.NewHostRouting(nat, r.Route, r.Gateways, r.Off)
 	o.NAT, o.Routing = nat, routing
 	as = assigner.New(o)
 	return as, func() { as.Close(); routing.Close() }

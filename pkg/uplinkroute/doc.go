@@ -13,8 +13,19 @@
 // path check (rp_filter) looks up a marked packet's source with its mark:
 // without it, with rp_filter 1, a flow from a client behind the uplink's
 // router is dropped as arriving on the wrong interface. The marks are set
-// by package nat (chain "uplinks" of table inet external-ip); which uplink
-// gets which slot, and when, is package assigner's decision.
+// by package nat (chain "uplinks" of table inet external-ip).
+//
+// It also decides, for one call at a time (Router), which addresses need
+// marking for which uplink (Needs, from a record's steering and its IPs'
+// uplinks, which package assigner reads from the index), which uplink
+// gets which slot, when a chain and its routes are made and when they go:
+// a chain exists only with its routes (made after them, removed before
+// them), so that an ADD that finds one trusts it. A change's plan goes
+// into the NAT step's one transaction (Plan.Into) and is settled after it
+// (Router.Settle); GC, CHECK and status compare what the records need
+// with what the kernel has (Missing, Extra) and GC mends it (Reconcile).
+// HostRouting is the Routing of the host: these rules and tables, and the
+// marks over package steer's table connection.
 //
 // It never changes or removes a rule or route that is not tagged as its
 // own, and refuses a slot whose table holds another program's routes or

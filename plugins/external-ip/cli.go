@@ -11,6 +11,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
@@ -82,7 +83,7 @@ func devices(dataDir, device string) ([]string, error) {
 func cliAssigner(dataDir, device string) *assigner.Assigner {
 	nat := steer.HostNAT()
 	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: nat,
-		Routing: assigner.NewHostRouting(nat, slots.Default(), nil, false)})
+		Routing: uplinkroute.NewHostRouting(nat, slots.Default(), nil, false)})
 }
 
 func repair(dataDir, device string, stdout, stderr io.Writer) int {
@@ -164,7 +165,7 @@ func printSteering(w io.Writer, ip assigner.IPReport) {
 }
 
 // printUplinks shows the uplinks whose flows our rules route.
-func printUplinks(w io.Writer, ups []assigner.UplinkReport) {
+func printUplinks(w io.Writer, ups []uplinkroute.UplinkReport) {
 	for _, u := range ups {
 		fmt.Fprintf(w, "  uplink %s routed by mark %s, table %d, gateways %v %v\n", u.Uplink, u.Mark, u.Table, u.Gateway4, u.Gateway6)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/park"
 	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 // invocation is what every verb starts from: the config, the log and the
@@ -48,7 +49,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	}
 	nat := steer.HostNAT()
 	ur := conf.UplinkRouting
-	routing := assigner.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
+	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	as := assigner.New(assigner.Options{
 		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
 		LockTimeout: conf.LockTimeout, Log: log,

@@ -1,21 +1,25 @@
-package assigner
+package uplinkroute
 
 import (
 	"errors"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
 	"syscall"
 
+	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/steer"
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
-// Routing is what the assigner asks of the host to send an external IP's
-// flows out of its own uplink when that is not the default route's
-// (packages uplinkroute and nat); tests give a fake. Which uplink gets a
+// Routing is what the uplink routing asks of the node to send an
+// external IP's flows out of its own uplink when that is not the default
+// route's: the rules and tables of this package, the marks of package
+// nat; HostRouting is the host's, tests give a fake. Which uplink gets a
 // slot, and which addresses are marked for it, is decided here, from the
 // records: nothing of it is stored but in the kernel.
 type Routing interface {
@@ -29,7 +33,7 @@ type Routing interface {
 	// Gateway is the uplink's gateway toward ip: configured, else learned
 	// from the main table; invalid when there is none.
 	Gateway(uplink string, index int, ip netip.Addr) (netip.Addr, error)
-	ReadRoutes() (*uplinkroute.State, error)
+	ReadRoutes() (*State, error)
 	// Collides says why slot s is another program's, "" when it is free.
 	Collides(s int) (string, error)
 	// EnsureRoutes is given the uplink's index when known (0: not).
@@ -48,109 +52,114 @@ type Routing interface {
 	ReadMarked() (*nat.UplinkState, error)
 }
 
-// uplinkNeed is one address a steering needs marked for an uplink: an
+// Need is one address a steering needs marked for an uplink: an
 // external IP whose new flows arriving there are answered through it, or
 // a container address (egress) whose new flows leave through it.
-type uplinkNeed struct {
-	uplink string
-	addr   netip.Addr
-	egress bool
-	ip     netip.Addr // the external IP, whose family and network pick the gateway
+type Need struct {
+	Uplink string
+	Addr   netip.Addr
+	Egress bool
+	IP     netip.Addr // the external IP, whose family and network pick the gateway
 }
 
-// needs lists s's: each external IP of ips with an ingress target, on its
+// Needs lists s's: each external IP of ips with an ingress target, on its
 // uplink; each container address by the uplink of its first egress rule
 // of the family (the first external IP of the family in request order, as
 // for its SNAT): a container's flows leave by one route.
-func needs(s *steering, ips []netip.Addr, uplinkOf map[netip.Addr]string) []uplinkNeed {
+func Needs(s *store.Steering, ips []netip.Addr, uplinkOf map[netip.Addr]string) []Need {
 	if s == nil {
 		return nil
 	}
-	var out []uplinkNeed
+	var out []Need
 	for _, ip := range ips {
 		if _, ok := steer.Target(s, ip); ok && uplinkOf[ip] != "" {
-			out = append(out, uplinkNeed{uplink: uplinkOf[ip], addr: ip, ip: ip})
+			out = append(out, Need{Uplink: uplinkOf[ip], Addr: ip, IP: ip})
 		}
 	}
 	seen := map[netip.Addr]bool{}
 	for _, r := range s.Egress {
 		if !seen[r.Source] {
 			seen[r.Source] = true
-			out = append(out, uplinkNeed{uplink: r.Uplink, addr: r.Source, egress: true, ip: r.IP})
+			out = append(out, Need{Uplink: r.Uplink, Addr: r.Source, Egress: true, IP: r.IP})
 		}
 	}
 	return out
 }
 
-// routeCache keeps, for one invocation, each uplink's verdict: whether
-// its flows need routing of ours, and its gateway of each family.
-type routeCache struct {
-	def  map[bool]int
-	gw   map[string]*[2]netip.Addr
-	done map[string]*[2]bool
+// Router decides and makes the uplink routing of one call: it keeps, for
+// that call alone, each uplink's verdict (whether its flows need routing
+// of ours, and its gateway of each family).
+type Router struct {
+	routing Routing
+	ups     *host.Uplinks
+	log     *slog.Logger
+	step    func(string)
+	def     map[bool]int
+	gw      map[string]*[2]netip.Addr
+	done    map[string]*[2]bool
+}
+
+// NewRouter begins a call's routing through r, knowing nothing yet. ups
+// are the call's uplinks; step is called at the steps uplink-routed,
+// uplink-members and uplink-unmarked, where the crash tests kill a change.
+func NewRouter(r Routing, ups *host.Uplinks, log *slog.Logger, step func(string)) *Router {
+	return &Router{routing: r, ups: ups, log: log, step: step}
 }
 
 // routedNeed tells whether the main table has a default route of n's
 // family, not through n's uplink, and the uplink has a gateway: only then
 // do its flows need our routing. The gateway found is kept for the
 // uplink's table.
-func (a *Assigner) routedNeed(n uplinkNeed, marked map[string]nat.UplinkSlot) (bool, error) {
-	c := &a.routing
+func (rt *Router) routedNeed(n Need, marked map[string]nat.UplinkSlot) (bool, error) {
+	c := rt
 	if c.def == nil {
 		c.def, c.gw, c.done = map[bool]int{}, map[string]*[2]netip.Addr{}, map[string]*[2]bool{}
 	}
-	v6 := n.ip.Is6()
+	v6 := n.IP.Is6()
 	f := fam(v6)
-	if c.done[n.uplink] != nil && c.done[n.uplink][f] {
-		return c.gw[n.uplink][f].IsValid(), nil
+	if c.done[n.Uplink] != nil && c.done[n.Uplink][f] {
+		return c.gw[n.Uplink][f].IsValid(), nil
 	}
-	up, err := a.ups.ByName(n.uplink)
-	if err != nil || a.opts.Routing.Off() {
+	up, err := rt.ups.ByName(n.Uplink)
+	if err != nil || rt.routing.Off() {
 		return false, nil // gone or down: nothing leaves by it; GC re-homes
 	}
 	def, ok := c.def[v6]
 	if !ok {
-		if def, err = a.opts.Routing.DefaultUplink(v6); err != nil {
-			return false, Errorf(ErrHost, "%w", err)
+		if def, err = rt.routing.DefaultUplink(v6); err != nil {
+			return false, steer.KernelErr(err)
 		}
 		c.def[v6] = def
 	}
 	var gw netip.Addr
 	// With no default route of the family, the main table's own routes
 	// are all a reply could take anyway: there is nothing to correct.
-	if def != 0 && def != up.Index && marked[n.uplink].Routed[f] {
+	if def != 0 && def != up.Index && marked[n.Uplink].Routed[f] {
 		// Its chain is made after its routes (chainsFor): an ADD trusts
 		// it, and CHECK, GC and repair compare the gateway.
 		return true, nil
 	}
 	if def != 0 && def != up.Index {
-		if gw, err = a.opts.Routing.Gateway(n.uplink, up.Index, n.ip); err != nil {
-			return false, Errorf(ErrHost, "%w", err)
+		if gw, err = rt.routing.Gateway(n.Uplink, up.Index, n.IP); err != nil {
+			return false, steer.KernelErr(err)
 		}
 		if !gw.IsValid() {
-			a.log.Warn("uplink has no gateway: flows to its external IPs are answered by the main table's routes", "uplink", n.uplink, "ip", n.ip)
+			rt.log.Warn("uplink has no gateway: flows to its external IPs are answered by the main table's routes", "uplink", n.Uplink, "ip", n.IP)
 		}
 	}
-	if c.gw[n.uplink] == nil {
-		c.gw[n.uplink], c.done[n.uplink] = &[2]netip.Addr{}, &[2]bool{}
+	if c.gw[n.Uplink] == nil {
+		c.gw[n.Uplink], c.done[n.Uplink] = &[2]netip.Addr{}, &[2]bool{}
 	}
-	c.gw[n.uplink][f], c.done[n.uplink][f] = gw, true
+	c.gw[n.Uplink][f], c.done[n.Uplink][f] = gw, true
 	return gw.IsValid(), nil
 }
 
-func fam(v6 bool) int {
-	if v6 {
-		return 1
-	}
-	return 0
-}
-
-// routedNeeds keeps the needs whose uplink needs our routing; marked,
-// when given, spares the gateway's read of a family the uplink routes.
-func (a *Assigner) routedNeeds(ns []uplinkNeed, marked map[string]nat.UplinkSlot) ([]uplinkNeed, error) {
-	var out []uplinkNeed
+// Routed keeps the needs whose uplink needs our routing; marked, when
+// given, spares the gateway's read of a family the uplink routes.
+func (rt *Router) Routed(ns []Need, marked map[string]nat.UplinkSlot) ([]Need, error) {
+	var out []Need
 	for _, n := range ns {
-		ok, err := a.routedNeed(n, marked)
+		ok, err := rt.routedNeed(n, marked)
 		if err != nil {
 			return nil, err
 		}
@@ -162,88 +171,115 @@ func (a *Assigner) routedNeeds(ns []uplinkNeed, marked map[string]nat.UplinkSlot
 }
 
 // gateways is the uplink's gateway of each family, as routedNeed found.
-func (a *Assigner) gateways(uplink string) [2]netip.Addr {
-	if g := a.routing.gw[uplink]; g != nil {
+func (rt *Router) gateways(uplink string) [2]netip.Addr {
+	if g := rt.gw[uplink]; g != nil {
 		return *g
 	}
 	return [2]netip.Addr{}
 }
 
-// routeChange routes, before the NAT step's transaction, what the
-// attachment's steering needs now, and says what that transaction
-// changes of the marking: the chains of the (uplink, family) pairs newly
-// routed, the addresses it adds, and those it removes: what the steering
-// needed before and no longer does (an external IP only once no holder
-// steers it in: want lists each touched IP's targets after the change).
-// Which uplink has which slot is read from the dump of our table's chains
-// that the same transaction's base check then reads again without asking
-// (nat.Table.Uplinks). A chain the change may leave with no member goes
-// in that transaction (maybeEmptied), its routes after it (unroute). Each
-// step is idempotent, so a replay of the change finishes it; the steps
-// named uplink-routed, uplink-members and uplink-unmarked are where the
-// crash tests kill it (routes made but no chain; chains and members and
-// NAT changed, and a chain emptied gone with its routes left; routes
-// left after the chain went).
-func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) (routePlan, error) {
-	if a.opts.Routing == nil {
-		return routePlan{}, nil
-	}
-	var now []uplinkNeed
-	if j.Record != nil {
-		now = needs(j.Record.Steering, j.Record.IPs, w.uplinks)
-	}
-	del := leavingNeeds(j.Touch, was, want, now, w.uplinks)
-	if len(now)+len(del) == 0 {
-		return routePlan{}, nil
-	}
-	marked, err := a.opts.Routing.Marked()
-	if err != nil {
-		return routePlan{}, steer.KernelErr(err)
-	}
-	if a.recovering {
-		if err := a.unrouteUnmarked(del, marked); err != nil {
-			return routePlan{}, err
-		}
-	}
-	add, err := a.routedNeeds(now, marked)
-	if err != nil || len(add)+len(del) == 0 || (len(marked) == 0 && len(add) == 0) {
-		return routePlan{}, err
-	}
-	fresh, err := a.chainsFor(add, marked)
-	if err != nil {
-		return routePlan{}, err
-	}
-	if len(fresh) > 0 {
-		a.log.Info("uplinks routed", "chains", fresh)
-		a.step("uplink-routed")
-	}
-	return routePlan{marked: marked, fresh: fresh, add: members(add, marked), del: a.delMembers(del, add, marked)}, nil
+// Change is one change of attachment as the uplink routing sees it.
+type Change struct {
+	// Now is what the attachment's steering needs after the change
+	// (Needs), Leave what its earlier steerings needed and it no longer
+	// does (Leaving).
+	Now, Leave []Need
+	// AfterFault is set while a failed change is undone, or a change a
+	// crash interrupted is settled: only then are routes without a chain
+	// looked for (unrouteUnmarked), which reads every table of ours.
+	AfterFault bool
 }
 
-// routePlan is what routeChange leaves to the NAT step's transaction and
-// to what follows it (unroute, dropEmptyChains): the marked uplinks as
-// read, the chains to make, and the members to add and remove.
-type routePlan struct {
+// Change routes, before the NAT step's transaction, what the attachment's
+// steering needs now, and says what that transaction changes of the
+// marking (Plan.Into): the chains of the (uplink, family) pairs newly
+// routed, the addresses it adds, and those it removes: what the steering
+// needed before and no longer does. Which uplink has which slot is read
+// from the dump of our table's chains that the same transaction's base
+// check then reads again without asking (nat.Table.Uplinks). A chain the
+// change may leave with no member goes in that transaction
+// (Plan.maybeEmptied), its routes after it (Settle). Each step is
+// idempotent, so a replay of the change finishes it; the steps named
+// uplink-routed, uplink-members and uplink-unmarked are where the crash
+// tests kill it (routes made but no chain; chains and members and NAT
+// changed, and a chain emptied gone with its routes left; routes left
+// after the chain went).
+func (rt *Router) Change(c Change) (Plan, error) {
+	if len(c.Now)+len(c.Leave) == 0 {
+		return Plan{}, nil
+	}
+	marked, err := rt.routing.Marked()
+	if err != nil {
+		return Plan{}, steer.KernelErr(err)
+	}
+	if c.AfterFault {
+		if err := rt.unrouteUnmarked(c.Leave, marked); err != nil {
+			return Plan{}, err
+		}
+	}
+	add, err := rt.Routed(c.Now, marked)
+	if err != nil || len(add)+len(c.Leave) == 0 || (len(marked) == 0 && len(add) == 0) {
+		return Plan{}, err
+	}
+	fresh, err := rt.chainsFor(add, marked)
+	if err != nil {
+		return Plan{}, err
+	}
+	if len(fresh) > 0 {
+		rt.log.Info("uplinks routed", "chains", fresh)
+		rt.step("uplink-routed")
+	}
+	return Plan{marked: marked, fresh: fresh, add: members(add, marked), del: rt.delMembers(c.Leave, add, marked)}, nil
+}
+
+// Plan is what Change leaves to the NAT step's transaction (Into) and to
+// what follows it (Settle): the marked uplinks as read, the chains to
+// make, and the members to add and remove.
+type Plan struct {
 	marked   map[string]nat.UplinkSlot
 	fresh    []nat.UplinkChain
 	add, del []nat.UplinkMember
 }
 
-// leavingNeeds is what the change's earlier steerings needed that now's
+// Into puts p's marking into the NAT step's transaction ch: the chains to
+// make, the members to add and remove, and the chains the change may
+// empty, which the transaction removes unless the kernel finds one still
+// in use; *unmarked then says whether it did.
+func (p Plan) Into(ch *nat.Change, unmarked *bool) {
+	ch.UplinkMark, ch.UplinkAdd, ch.UplinkDel = p.fresh, p.add, p.del
+	ch.UplinkUnmark, ch.Unmarked = maybeEmptied(p.marked, p.del), unmarked
+}
+
+// Settle finishes p once the NAT step's transaction ch is applied: the
+// routes of the chains it removed go (unroute), or, when the kernel kept
+// them, those chains read anew with no member go with their routes
+// (dropEmptyChains).
+func (rt *Router) Settle(p Plan, ch nat.Change) error {
+	if len(p.add)+len(p.del) > 0 {
+		rt.step("uplink-members")
+	}
+	if ch.Unmarked != nil && *ch.Unmarked {
+		return rt.unroute(p.marked, ch.UplinkUnmark)
+	}
+	return rt.dropEmptyChains(ch.UplinkUnmark)
+}
+
+// Leaving is what the change's earlier steerings (was) needed that now's
 // does not: egress sources no longer leaving by the same uplink, and
-// external IPs that no holder steers in any more.
-func leavingNeeds(touch []netip.Addr, was []*steering, want [][]netip.Addr, now []uplinkNeed, uplinkOf map[netip.Addr]string) []uplinkNeed {
-	var out []uplinkNeed
+// external IPs that no holder steers in any more (want: each touched IP's
+// targets after the change).
+func Leaving(touch []netip.Addr, was []*store.Steering, want [][]netip.Addr, now []Need, uplinkOf map[netip.Addr]string) []Need {
+	var out []Need
 	for _, old := range was {
-		for _, n := range needs(old, touch, uplinkOf) {
-			if n.egress && !slices.Contains(now, n) {
+		for _, n := range Needs(old, touch, uplinkOf) {
+			if n.Egress && !slices.Contains(now, n) {
 				out = append(out, n)
 			}
 		}
 	}
 	for i, ip := range touch {
 		if len(want[i]) == 0 {
-			out = append(out, uplinkNeed{uplink: uplinkOf[ip], addr: ip, ip: ip})
+			out = append(out, Need{Uplink: uplinkOf[ip], Addr: ip, IP: ip})
 		}
 	}
 	return out
@@ -254,13 +290,13 @@ func leavingNeeds(touch []netip.Addr, was []*steering, want [][]netip.Addr, now 
 // family an uplink does not route yet, and lists the chains the change
 // is to make for them: a chain comes after its routes, so that an ADD
 // that finds one may trust it. It refuses when every slot is taken.
-func (a *Assigner) chainsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot) ([]nat.UplinkChain, error) {
+func (rt *Router) chainsFor(add []Need, marked map[string]nat.UplinkSlot) ([]nat.UplinkChain, error) {
 	var fresh []nat.UplinkChain
 	for _, n := range add {
-		if marked[n.uplink].Routed[fam(n.ip.Is6())] {
+		if marked[n.Uplink].Routed[fam(n.IP.Is6())] {
 			continue
 		}
-		c, err := a.routeFamily(n, marked)
+		c, err := rt.routeFamily(n, marked)
 		if err != nil {
 			return nil, err
 		}
@@ -274,30 +310,30 @@ func (a *Assigner) chainsFor(add []uplinkNeed, marked map[string]nat.UplinkSlot)
 		var gw [2]netip.Addr
 		for _, c := range fresh {
 			if c.Uplink == up {
-				gw[fam(c.V6)] = a.gateways(up)[fam(c.V6)]
+				gw[fam(c.V6)] = rt.gateways(up)[fam(c.V6)]
 			}
 		}
-		errs = append(errs, a.opts.Routing.EnsureRoutes(marked[up].Slot, up, a.uplinkIndex(up), gw, true))
+		errs = append(errs, rt.routing.EnsureRoutes(marked[up].Slot, up, rt.ups.Index(up), gw, true))
 	}
 	return fresh, steer.KernelErr(errors.Join(errs...))
 }
 
 // routeFamily marks n's uplink in marked as routing n's family, with the
 // lowest free slot when it has none yet, and gives that family's chain.
-func (a *Assigner) routeFamily(n uplinkNeed, marked map[string]nat.UplinkSlot) (nat.UplinkChain, error) {
-	f := fam(n.ip.Is6())
-	u, ok := marked[n.uplink]
+func (rt *Router) routeFamily(n Need, marked map[string]nat.UplinkSlot) (nat.UplinkChain, error) {
+	f := fam(n.IP.Is6())
+	u, ok := marked[n.Uplink]
 	if !ok {
-		cfg := a.opts.Routing.Config()
-		s, err := a.freeSlot(cfg, marked)
+		cfg := rt.routing.Config()
+		s, err := rt.freeSlot(cfg, marked)
 		if err != nil {
 			return nat.UplinkChain{}, err
 		}
 		u = nat.UplinkSlot{Slot: s, Mark: cfg.Mark(s)}
 	}
 	u.Routed[f] = true
-	marked[n.uplink] = u
-	return chainOf(n.uplink, u, f), nil
+	marked[n.Uplink] = u
+	return chainOf(n.Uplink, u, f), nil
 }
 
 // distinct lists the keys of xs once each, in their first order.
@@ -311,18 +347,7 @@ func distinct[T any](xs []T, key func(T) string) []string {
 	return out
 }
 
-// uplinkIndex is the uplink's interface index as this invocation found
-// it (routedNeed did), so that making its routes need not ask again; 0
-// when it is not known.
-func (a *Assigner) uplinkIndex(name string) int {
-	up, err := a.ups.ByName(name)
-	if err != nil {
-		return 0
-	}
-	return up.Index
-}
-
-func (a *Assigner) freeSlot(cfg slots.Config, marked map[string]nat.UplinkSlot) (int, error) {
+func (rt *Router) freeSlot(cfg slots.Config, marked map[string]nat.UplinkSlot) (int, error) {
 	used := map[int]bool{}
 	for _, u := range marked {
 		used[u.Slot] = true
@@ -332,7 +357,7 @@ func (a *Assigner) freeSlot(cfg slots.Config, marked map[string]nat.UplinkSlot) 
 		if used[s] {
 			continue
 		}
-		c, err := a.opts.Routing.Collides(s)
+		c, err := rt.routing.Collides(s)
 		if err != nil {
 			return 0, steer.KernelErr(err)
 		}
@@ -341,14 +366,14 @@ func (a *Assigner) freeSlot(cfg slots.Config, marked map[string]nat.UplinkSlot) 
 		}
 		why = append(why, c)
 	}
-	return 0, Errorf(ErrRefused, "uplinkRouting: no free slot of %d for another uplink (%v); set uplinkRouting's mark or table to free ones", cfg.Slots(), why)
+	return 0, errkind.Errorf(errkind.Refused, "uplinkRouting: no free slot of %d for another uplink (%v); set uplinkRouting's mark or table to free ones", cfg.Slots(), why)
 }
 
-func members(ns []uplinkNeed, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
+func members(ns []Need, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
 	var out []nat.UplinkMember
 	for _, n := range ns {
-		if u, ok := marked[n.uplink]; ok && u.Routed[fam(n.ip.Is6())] {
-			out = append(out, nat.UplinkMember{Slot: u.Slot, Uplink: n.uplink, Addr: n.addr, Egress: n.egress})
+		if u, ok := marked[n.Uplink]; ok && u.Routed[fam(n.IP.Is6())] {
+			out = append(out, nat.UplinkMember{Slot: u.Slot, Uplink: n.Uplink, Addr: n.Addr, Egress: n.Egress})
 		}
 	}
 	return out
@@ -357,13 +382,13 @@ func members(ns []uplinkNeed, marked map[string]nat.UplinkSlot) []nat.UplinkMemb
 // delMembers is each leaving need in its uplink's chain, or in every
 // uplink's when its uplink is not known any more (a replay after the
 // index was cleared), but never one that add puts back.
-func (a *Assigner) delMembers(del, add []uplinkNeed, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
+func (rt *Router) delMembers(del, add []Need, marked map[string]nat.UplinkSlot) []nat.UplinkMember {
 	keep := members(add, marked)
 	var out []nat.UplinkMember
 	for _, n := range del {
 		for name, u := range marked {
-			m := nat.UplinkMember{Slot: u.Slot, Uplink: name, Addr: n.addr, Egress: n.egress}
-			if (n.uplink == "" || n.uplink == name) && u.Routed[fam(n.addr.Is6())] && !slices.Contains(keep, m) && !slices.Contains(out, m) {
+			m := nat.UplinkMember{Slot: u.Slot, Uplink: name, Addr: n.Addr, Egress: n.Egress}
+			if (n.Uplink == "" || n.Uplink == name) && u.Routed[fam(n.Addr.Is6())] && !slices.Contains(keep, m) && !slices.Contains(out, m) {
 				out = append(out, m)
 			}
 		}
@@ -398,11 +423,11 @@ func chainOf(uplink string, u nat.UplinkSlot, f int) nat.UplinkChain {
 // when the change's transaction could not remove them: one was still in
 // use (a removal counted was not there, or another state's ADD came),
 // which kept the others too.
-func (a *Assigner) dropEmptyChains(maybe []nat.UplinkChain) error {
+func (rt *Router) dropEmptyChains(maybe []nat.UplinkChain) error {
 	if len(maybe) == 0 {
 		return nil
 	}
-	now, err := a.opts.Routing.Marked()
+	now, err := rt.routing.Marked()
 	if err != nil {
 		return steer.KernelErr(err)
 	}
@@ -413,7 +438,7 @@ func (a *Assigner) dropEmptyChains(maybe []nat.UplinkChain) error {
 			gone = append(gone, chainOf(c.Uplink, u, f))
 		}
 	}
-	return a.unmark(now, gone)
+	return rt.unmark(now, gone)
 }
 
 // countChain counts the members of ms that go to uplink's chain of f.
@@ -434,18 +459,18 @@ func countChain(ms []nat.UplinkMember, uplink string, f int) int {
 // (EBUSY: another state's ADD came meanwhile): then nothing is removed.
 // Killed in between (uplink-unmarked), the routes without a chain are
 // found by the replay (unrouteUnmarked) or by GC.
-func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
+func (rt *Router) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	if err := a.opts.Routing.Unmark(gone); err != nil {
+	if err := rt.routing.Unmark(gone); err != nil {
 		if errors.Is(err, syscall.EBUSY) {
-			a.log.Info("uplink chains kept: an address came to one", "chains", gone)
+			rt.log.Info("uplink chains kept: an address came to one", "chains", gone)
 			return nil
 		}
 		return steer.KernelErr(err)
 	}
-	return a.unroute(marked, gone)
+	return rt.unroute(marked, gone)
 }
 
 // unroute removes the routes of the chains gone (removed already), and
@@ -453,15 +478,15 @@ func (a *Assigner) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkCha
 // change's own transaction, that is the count read before it, so a chain
 // another state made since may lose the suppress rule until CHECK, GC or
 // repair puts it back (docs/uplinks.md, "Known").
-func (a *Assigner) unroute(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
-	a.step("uplink-unmarked")
+func (rt *Router) unroute(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
+	rt.step("uplink-unmarked")
 	var errs []error
 	for _, c := range gone {
-		a.log.Info("uplink unmarked", "chain", c)
+		rt.log.Info("uplink unmarked", "chain", c)
 		var fams, last [2]bool
 		fams[fam(c.V6)] = true
 		last[fam(c.V6)] = !otherRoutes(marked, gone, fam(c.V6))
-		errs = append(errs, a.opts.Routing.RemoveRoutes(c.Slot, fams, last))
+		errs = append(errs, rt.routing.RemoveRoutes(c.Slot, fams, last))
 	}
 	return steer.KernelErr(errors.Join(errs...))
 }
@@ -482,20 +507,20 @@ func otherRoutes(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain, f int
 // uplink-unmarked, then finished): of a slot that routes one of del's
 // uplinks, the families it routes with no chain (removeStray, as GC
 // does). Only a recovery reads every table of ours for it.
-func (a *Assigner) unrouteUnmarked(del []uplinkNeed, marked map[string]nat.UplinkSlot) error {
+func (rt *Router) unrouteUnmarked(del []Need, marked map[string]nat.UplinkSlot) error {
 	var ups []string
 	for _, n := range del {
-		if u, ok := marked[n.uplink]; n.uplink != "" && (!ok || !u.Routed[fam(n.ip.Is6())]) && !slices.Contains(ups, n.uplink) {
-			ups = append(ups, n.uplink)
+		if u, ok := marked[n.Uplink]; n.Uplink != "" && (!ok || !u.Routed[fam(n.IP.Is6())]) && !slices.Contains(ups, n.Uplink) {
+			ups = append(ups, n.Uplink)
 		}
 	}
 	if len(ups) == 0 {
 		return nil
 	}
-	st, err := a.opts.Routing.ReadRoutes()
+	st, err := rt.routing.ReadRoutes()
 	if err != nil {
 		return steer.KernelErr(err)
 	}
-	_, err = a.removeStray(st.Slots, marked, func(sl *uplinkroute.Slot) bool { return slices.Contains(ups, sl.Uplink) })
+	_, err = rt.removeStray(st.Slots, marked, func(sl *Slot) bool { return slices.Contains(ups, sl.Uplink) })
 	return err
 }

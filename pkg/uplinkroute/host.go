@@ -1,24 +1,23 @@
-package assigner
+package uplinkroute
 
 import (
 	"net/netip"
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/steer"
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 // HostRouting is the Routing of the host: the marks in table inet
 // external-ip (over the NAT's netlink connection) and the rules and
-// tables of package uplinkroute.
+// tables of this package.
 type HostRouting struct {
 	nat      *steer.HostTable
-	r        *uplinkroute.Routes
+	r        *Routes
 	c        slots.Config
 	gateways map[string][]netip.Addr
 	off      bool
-	now      *uplinkroute.State // our tables as first read, for routedBy
+	now      *State // our tables as first read, for routedBy
 }
 
 var _ Routing = (*HostRouting)(nil)
@@ -28,7 +27,7 @@ var _ Routing = (*HostRouting)(nil)
 // routes nothing new, but still takes away what was routed.
 func NewHostRouting(nat *steer.HostTable, c slots.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
 	nat.SetUplinkMask(c.Mask) // the table's base rules keep the same bits
-	return &HostRouting{nat: nat, r: uplinkroute.Open(c), c: c, gateways: gateways, off: off}
+	return &HostRouting{nat: nat, r: Open(c), c: c, gateways: gateways, off: off}
 }
 
 func (h *HostRouting) Off() bool { return h.off }
@@ -72,7 +71,7 @@ func (h *HostRouting) routedBy(uplink string, v6 bool) (netip.Addr, error) {
 	return netip.Addr{}, nil
 }
 
-func (h *HostRouting) ReadRoutes() (*uplinkroute.State, error) { return h.r.Read() }
+func (h *HostRouting) ReadRoutes() (*State, error) { return h.r.Read() }
 
 func (h *HostRouting) Collides(s int) (string, error) { return h.r.Collides(s) }
 

@@ -1,0 +1,140 @@
+package assigner
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
+)
+
+// The uplink routing of a change, and of GC, CHECK and status: what the
+// records need is read here (the index has each IP's uplink), decided and
+// made by package uplinkroute.
+
+// routeChange routes, before the NAT step's transaction, what the
+// attachment's steering needs now (uplinkroute.Router.Change); want is
+// each touched IP's targets after the change. Routes without a chain are
+// looked for only after a fault.
+func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
+	if a.router == nil {
+		return uplinkroute.Plan{}, nil
+	}
+	var now []uplinkroute.Need
+	if j.Record != nil {
+		now = uplinkroute.Needs(j.Record.Steering, j.Record.IPs, w.uplinks)
+	}
+	leave := uplinkroute.Leaving(j.Touch, was, want, now, w.uplinks)
+	return a.router.Change(uplinkroute.Change{Now: now, Leave: leave, AfterFault: a.recovering})
+}
+
+// wantRouting is every routed need of the records, each IP's uplink
+// from its index entry.
+func (a *Assigner) wantRouting(recs map[string]*record) ([]uplinkroute.Need, error) {
+	var out []uplinkroute.Need
+	for _, key := range slices.Sorted(maps.Keys(recs)) {
+		ns, err := a.recordNeeds(recs[key])
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range ns {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (a *Assigner) recordNeeds(r *record) ([]uplinkroute.Need, error) {
+	if r.Steering == nil {
+		return nil, nil
+	}
+	uplinkOf := map[netip.Addr]string{}
+	for _, ip := range r.IPs {
+		e, err := a.st.ReadIP(ip)
+		if err != nil {
+			return nil, err
+		}
+		uplinkOf[ip] = e.Uplink
+	}
+	return a.router.Routed(uplinkroute.Needs(r.Steering, r.IPs, uplinkOf), nil)
+}
+
+// readRouting is the routing of ours as the kernel has it, another
+// state's members told apart: an external IP on another holder device,
+// or a container address whose egress rule is from such an IP.
+func (a *Assigner) readRouting() (*uplinkroute.View, error) {
+	v, err := a.router.Read()
+	if err != nil {
+		return nil, err
+	}
+	return v, v.FindForeign(a.ownsIP, func() (map[nat.EgressKey]netip.Addr, error) {
+		if a.opts.NAT == nil {
+			return nil, nil
+		}
+		st, err := a.opts.NAT.Read()
+		if err != nil {
+			return nil, err
+		}
+		return st.Egress, nil
+	})
+}
+
+// compareRouting is what the records need of the routing and what the
+// kernel has, for repair and for status alike.
+func (a *Assigner) compareRouting(recs map[string]*record) ([]uplinkroute.Need, *uplinkroute.View, error) {
+	want, err := a.wantRouting(recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := a.readRouting()
+	return want, v, err
+}
+
+// reconcileRouting makes the kernel's routing of ours match the records
+// both ways: what they need is made, what they do not is taken away.
+func (a *Assigner) reconcileRouting(recs map[string]*record) error {
+	if a.router == nil {
+		return nil
+	}
+	want, v, err := a.compareRouting(recs)
+	if err != nil {
+		return err
+	}
+	return a.router.Reconcile(want, v)
+}
+
+// checkRouting fails CHECK when rec's flows would not leave by their
+// uplink as its routing needs.
+func (a *Assigner) checkRouting(rec *record) error {
+	if a.router == nil || rec.Steering == nil {
+		return nil
+	}
+	ns, err := a.recordNeeds(rec)
+	if err != nil || len(ns) == 0 {
+		return err
+	}
+	v, err := a.readRouting()
+	if err != nil {
+		return err
+	}
+	return a.router.Check(ns, v)
+}
+
+// reportRouting names, for status, every way the routing of ours and
+// the records disagree, and lists the routed uplinks.
+func (a *Assigner) reportRouting(rep *Report, recs map[string]*record) error {
+	if a.router == nil {
+		return nil
+	}
+	want, v, err := a.compareRouting(recs)
+	if err != nil {
+		return err
+	}
+	drift, uplinks := a.router.Report(want, v)
+	rep.Drift = append(rep.Drift, drift...)
+	rep.Uplinks = append(rep.Uplinks, uplinks...)
+	return nil
+}
