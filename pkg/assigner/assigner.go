@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/forget"
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/traffic"
@@ -89,13 +89,10 @@ type call struct {
 	// rolled back or finished: only then are routes without a chain
 	// looked for (uplinkroute.Change.AfterFault).
 	recovering bool
-	// queued says this call queued a conntrack clean-up (forget.go);
-	// Queued reads it once the call has returned.
-	queued bool
-	// runner is the runner lock, taken by queueForget under the state lock
-	// (runnerTried: nil when another runner holds it), for TakeRunner.
-	runner      *os.File
-	runnerTried bool
+	// queue is the conntrack clean-up queue as the call sees it: what it
+	// queued, and the runner lock it claimed (package forget); Queued and
+	// TakeRunner read it once the call has returned.
+	queue *forget.Queue
 	// router decides the call's uplink routing, nil without Routing.
 	router *uplinkroute.Router
 }
@@ -106,6 +103,7 @@ type call struct {
 func (a *Assigner) startCall() {
 	a.dropRunner()
 	a.call = call{
+		queue:  forget.NewQueue(a.st, a.conntrack(), a.log, a.opts.LockTimeout),
 		holder: host.NewHolder(a.k, host.Device{Name: a.opts.Device, DataDir: a.opts.DataDir, State: a.st, Log: a.log, Step: a.at}),
 		ups:    host.NewUplinks(a.k, a.opts.Uplink),
 	}
@@ -162,14 +160,14 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, err
 	}
 	l, err := a.st.Lock(store.MakeAll, a.opts.LockTimeout)
 	if err != nil {
-		return nil, oneLine(err)
+		return nil, errkind.OneLine(err)
 	}
 	defer l.Unlock()
 	if err := a.recover(); err != nil {
-		return nil, oneLine(err)
+		return nil, errkind.OneLine(err)
 	}
 	placed, err := a.add(att, ips, routes, h)
-	return placed, oneLine(err)
+	return placed, errkind.OneLine(err)
 }
 
 func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]host.Route, h Hooks) ([]Placed, error) {
@@ -202,7 +200,7 @@ func (a *Assigner) add(att Attachment, ips []netip.Addr, routes map[netip.Addr]h
 	// failed while its record holds the IPs.
 	// The stale rules are drift that CHECK reports and GC mends.
 	if err := a.followReHomed(key, placed, uplinks); err != nil {
-		a.log.Warn("egress of the other holders not moved to the re-homed uplink; the next GC moves it", "error", oneLine(err))
+		a.log.Warn("egress of the other holders not moved to the re-homed uplink; the next GC moves it", "error", errkind.OneLine(err))
 	}
 	return placed, nil
 }
@@ -309,7 +307,7 @@ func (a *Assigner) undo(j *journal, cause error) error {
 		err = a.st.Remove(store.JournalFile)
 	}
 	if err != nil {
-		return fmt.Errorf("%w; rolling back also failed: %s; the next invocation rolls it back", cause, oneLine(err))
+		return fmt.Errorf("%w; rolling back also failed: %s; the next invocation rolls it back", cause, errkind.OneLine(err))
 	}
 	return cause
 }
@@ -345,13 +343,13 @@ func (a *Assigner) underLock(create bool, f func() error) error {
 	}
 	l, err := a.st.Lock(mode, a.opts.LockTimeout)
 	if err != nil || l == nil {
-		return oneLine(err)
+		return errkind.OneLine(err)
 	}
 	defer l.Unlock()
 	if err := a.recover(); err != nil {
-		return oneLine(err)
+		return errkind.OneLine(err)
 	}
-	return oneLine(f())
+	return errkind.OneLine(f())
 }
 
 // lockToRead takes the lock without making anything, for the readers
@@ -435,20 +433,3 @@ func union(a, b []netip.Addr) []netip.Addr {
 	}
 	return out
 }
-
-// oneLine keeps an error's kinds but puts its message on one line:
-// errors.Join puts one error per line, and a CNI error message is one line.
-func oneLine(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "\n") {
-		return err
-	}
-	return &lineError{msg: strings.ReplaceAll(err.Error(), "\n", "; "), err: err}
-}
-
-type lineError struct {
-	msg string
-	err error
-}
-
-func (e *lineError) Error() string { return e.msg }
-func (e *lineError) Unwrap() error { return e.err }

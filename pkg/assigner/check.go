@@ -48,7 +48,7 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 	if err := a.checkNAT(rec); err != nil {
 		return nil, err
 	}
-	if err := a.checkForgets(rec.IPs); err != nil {
+	if err := a.queue.Check(rec.IPs); err != nil {
 		return rec.IPs, err
 	}
 	return rec.IPs, a.checkRouting(rec)

@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/forget"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
-func (f *fixture) queue(t *testing.T) []forgetEntry {
+func (f *fixture) queue(t *testing.T) []forget.Entry {
 	t.Helper()
 	a := f.assigner()
-	q, err := a.pendingForgets()
+	q, err := a.queue.Pending()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,29 +115,18 @@ func TestACleanUpLeavesAPairQueuedAgainMeanwhile(t *testing.T) {
 	f, _ := twoHolders(t)
 	f.del(attB)
 	a := f.assigner()
-	read, err := a.pendingForgets()
+	read, err := a.queue.Pending()
 	if err != nil || len(read) != 1 {
 		t.Fatalf("queue %+v, %v", read, err)
 	}
 	f.steered(f.opts.NAT.(*fakeNAT), traffic.Both, ctrB4)
 	f.add(attB, v4a)
 	f.del(attB)
-	if err := a.settleForgets(read, []error{nil}); err != nil {
+	if err := a.queue.Settle(read, []error{nil}); err != nil {
 		t.Fatal(err)
 	}
 	if q := f.queue(t); len(q) != 1 || q[0].Since.Equal(read[0].Since) {
 		t.Errorf("queue %+v after settling the earlier read, want the later queuing kept", q)
-	}
-}
-
-func TestMergeForgetsKeepsEachPairOnceAtItsLatestTime(t *testing.T) {
-	old := forgetEntry{IP: v4a, Target: ctrB4.Addr(), Error: "failed", Tries: 2}
-	other := forgetEntry{IP: v4b}
-	again := forgetEntry{IP: v4a, Target: ctrB4.Addr()}
-	again.Since = old.Since.Add(1)
-	got := mergeForgets([]forgetEntry{old, other}, []forgetEntry{again})
-	if len(got) != 2 || got[0] != again || got[1] != other {
-		t.Errorf("merged %+v, want the pair moved to its new time, error cleared, and the other kept", got)
 	}
 }
 

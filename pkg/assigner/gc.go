@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/errkind"
 )
 
 // GC drops the records of network whose attachments are not in keep, then
@@ -20,7 +22,7 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 	}
 	// Best effort: a failure stays queued, for status and the next GC.
 	if err := a.ForgetPending(); err != nil {
-		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", oneLine(err))
+		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", errkind.OneLine(err))
 	}
 	return nil
 }
@@ -205,5 +207,5 @@ func (a *Assigner) Repair() error {
 		return err
 	}
 	// Off the lock; the operator sees a failure, which stays queued.
-	return oneLine(a.ForgetPending())
+	return errkind.OneLine(a.ForgetPending())
 }

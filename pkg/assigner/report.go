@@ -73,7 +73,7 @@ func (a *Assigner) Report() (*Report, error) {
 	if err := a.reportIPs(rep, recs, dev); err != nil {
 		return nil, err
 	}
-	late, err := a.overdue(netip.Addr{})
+	late, err := a.queue.Overdue(netip.Addr{})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ package assigner
 
 import (
 	"errors"
+
+	"github.com/external-ip/external-ip/pkg/errkind"
 )
 
 // Ready says whether an ADD could work now: the state directory writable,
@@ -19,5 +21,5 @@ func (a *Assigner) Ready(v4, v6 bool) error {
 	if _, err := a.holder.Find(); err != nil {
 		return err
 	}
-	return oneLine(errors.Join(a.ups.Ready(a.holding(), v4, v6), a.readyNAT()))
+	return errkind.OneLine(errors.Join(a.ups.Ready(a.holding(), v4, v6), a.readyNAT()))
 }

@@ -13,12 +13,3 @@ func atStep(step string) {
 		select {}
 	}
 }
-
-// conntrackStall blocks until the test opens the FIFO for writing.
-func conntrackStall() {
-	if path := os.Getenv(ConntrackStallEnv); path != "" {
-		if f, err := os.Open(path); err == nil {
-			f.Close()
-		}
-	}
-}

@@ -6,5 +6,3 @@ package assigner
 // with one that can kill the process there, to prove each crash window is
 // closed; ordinary builds compile it away.
 func atStep(string) {}
-
-func conntrackStall() {}

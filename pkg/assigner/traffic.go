@@ -107,7 +107,7 @@ func (a *Assigner) steer(j *journal, w *written) error {
 	if a.router != nil {
 		err = a.router.Settle(r, p.Change)
 	}
-	a.forgetLeaving(p.Leaving, p.Change.DelEgress)
+	a.queue.Leaving(p.Leaving, p.Change.DelEgress)
 	return err
 }
 

@@ -83,7 +83,7 @@ func (a *Assigner) dropStrayIngress(stray []steer.IngressDiff, held map[netip.Ad
 			errs = append(errs, err) // still steered: the next GC forgets
 			continue
 		}
-		a.queueForget(steer.StrayFlows(x.IP, x.Got, held[x.IP]))
+		a.queue.Add(steer.StrayFlows(x.IP, x.Got, held[x.IP]))
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package errkind
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // kindError is an error of a kind whose message is its own alone: the
@@ -38,3 +39,20 @@ func Prefix(prefix string, err error) error {
 	}
 	return &kindError{kind: ke.kind, msg: prefix + ": " + ke.msg, err: ke.err}
 }
+
+// OneLine keeps an error's kinds but puts its message on one line:
+// errors.Join puts one error per line, and a CNI error message is one line.
+func OneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return &lineError{msg: strings.ReplaceAll(err.Error(), "\n", "; "), err: err}
+}
+
+type lineError struct {
+	msg string
+	err error
+}
+
+func (e *lineError) Error() string { return e.msg }
+func (e *lineError) Unwrap() error { return e.err }

@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/forget"
 	"github.com/external-ip/external-ip/pkg/steer"
 )
 
@@ -138,7 +138,7 @@ func (w *world) longFlows(c *container, sport int) {
 // On a node with 100,000 conntrack entries of each family, a DEL's
 // clean-up holds no lock: while it is stalled (faultinject, after reading
 // its queue) an ADD of another attachment completes; once it goes on, the
-// gone target's entries are deleted within assigner.ForgetBound, and the
+// gone target's entries are deleted within forget.Bound, and the
 // remaining holder's stay.
 func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 	w := newWorld(t, "both")
@@ -153,13 +153,13 @@ func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 	fifo := stallFifo(t)
 	bin := faultBinary(t)
 	del := time.Now()
-	w.h.runWith(bin, attach("DEL", b.id, w.pluginConf("1.0.0")), assigner.ConntrackStallEnv+"="+fifo).mustOK(t, "DEL of b")
+	w.h.runWith(bin, attach("DEL", b.id, w.pluginConf("1.0.0")), forget.StallEnv+"="+fifo).mustOK(t, "DEL of b")
 	t.Logf("DEL returned in %v", time.Since(del).Round(time.Millisecond))
 	w.add("c", extV4, extV6) // takes the lock while the clean-up is stalled
 	release := stalled(t, fifo)
 	went := time.Now()
 	release.Close()
-	w.goneAfter(b, assigner.ForgetBound, went)
+	w.goneAfter(b, forget.Bound, went)
 	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
 		if w.conntrackTo(ext, addr(a)) == "" {
 			t.Errorf("the clean-up of b deleted a's flows to %s too", ext)
@@ -182,7 +182,7 @@ func TestADelOfIPsThatNeverHadAFlowStartsNoCleanUp(t *testing.T) {
 	w.fillConntrack(10)
 	a := w.add("a", extV4, extV6)
 	fifo := stallFifo(t)
-	stall := assigner.ConntrackStallEnv + "=" + fifo
+	stall := forget.StallEnv + "=" + fifo
 	w.h.runWith(faultBinary(t), attach("DEL", a.id, w.pluginConf("1.0.0")), stall).mustOK(t, "DEL of a")
 	if n := w.h.cleanUps(); n != 0 {
 		t.Errorf("%d clean-up children after the DEL of IPs that never had a flow, want none", n)
@@ -195,12 +195,12 @@ func TestADelOfIPsThatNeverHadAFlowStartsNoCleanUp(t *testing.T) {
 	release := stalled(t, fifo) // fails unless a runner waits in its stall
 	went := time.Now()
 	release.Close()
-	w.goneAfter(c, assigner.ForgetBound, went)
+	w.goneAfter(c, forget.Bound, went)
 	w.kept(b)
 }
 
 // stallFifo makes the FIFO a faultinject clean-up stalls on
-// (assigner.ConntrackStallEnv) until the test opens it for writing.
+// (forget.StallEnv) until the test opens it for writing.
 func stallFifo(t *testing.T) string {
 	t.Helper()
 	fifo := filepath.Join(t.TempDir(), "stall")
@@ -235,7 +235,7 @@ func (w *world) stalledDel(fifo string, cs []*container) {
 	for i, c := range cs {
 		w.longFlows(c, 40000+i)
 	}
-	w.h.runWith(faultBinary(w.t), attach("DEL", cs[0].id, w.pluginConf("1.0.0")), assigner.ConntrackStallEnv+"="+fifo).mustOK(w.t, "DEL of "+cs[0].id)
+	w.h.runWith(faultBinary(w.t), attach("DEL", cs[0].id, w.pluginConf("1.0.0")), forget.StallEnv+"="+fifo).mustOK(w.t, "DEL of "+cs[0].id)
 }
 
 // K concurrent DELs on a node with conntrack entries start one clean-up
@@ -243,7 +243,7 @@ func (w *world) stalledDel(fifo string, cs []*container) {
 // stalled with the runner lock, the others (the faultinject build too,
 // whose children would stall as well) queue their targets and start no
 // child; once it goes on, the runner drains every target's entries within
-// assigner.ForgetBound, and the remaining holder's stay.
+// forget.Bound, and the remaining holder's stay.
 func TestConcurrentDelsStartOneConntrackRunnerThatDrainsThemAll(t *testing.T) {
 	w := newWorld(t, "both")
 	var cs []*container
@@ -252,7 +252,7 @@ func TestConcurrentDelsStartOneConntrackRunnerThatDrainsThemAll(t *testing.T) {
 	}
 	fifo := stallFifo(t)
 	w.stalledDel(fifo, cs)
-	stall := assigner.ConntrackStallEnv + "=" + fifo
+	stall := forget.StallEnv + "=" + fifo
 	var wg sync.WaitGroup
 	for _, c := range cs[1:4] {
 		wg.Add(1)
@@ -271,7 +271,7 @@ func TestConcurrentDelsStartOneConntrackRunnerThatDrainsThemAll(t *testing.T) {
 	went := time.Now()
 	release.Close()
 	for _, c := range cs[:4] {
-		w.goneAfter(c, assigner.ForgetBound, went)
+		w.goneAfter(c, forget.Bound, went)
 	}
 	w.kept(cs[4])
 }
@@ -291,7 +291,7 @@ func TestAKilledConntrackRunnerLosesNothing(t *testing.T) {
 	del := time.Now()
 	w.h.run(attach("DEL", cs[1].id, w.pluginConf("1.0.0"))).mustOK(t, "DEL of b")
 	for _, c := range cs[:2] {
-		w.goneAfter(c, assigner.ForgetBound, del)
+		w.goneAfter(c, forget.Bound, del)
 	}
 	w.kept(cs[2])
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/forget"
 )
 
 // families runs f for IPv4 and IPv6: the external IP, the LAN host's
@@ -88,7 +88,7 @@ func TestTwoHoldersShareNewFlowsAndTheOneLeftGetsThemAll(t *testing.T) {
 	})
 	// The flows that went to b are deleted off DEL's path (the bound is
 	// TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound's).
-	w.goneWithin(b, 10*assigner.ForgetBound, deleted)
+	w.goneWithin(b, 10*forget.Bound, deleted)
 	families(t, func(t *testing.T, ext, lan string, addr func(*container) string) {
 		if js := w.nftTable(); strings.Contains(js, `"`+addr(b)+`"`) {
 			t.Errorf("the table still names the gone holder %s:\n%s", addr(b), js)

@@ -1,4 +1,4 @@
-package assigner
+package forget
 
 import (
 	"os"
@@ -16,23 +16,22 @@ import (
 // TakeRunner takes the runner lock when the queue has an entry and no
 // other runner holds it; nil otherwise (or with no state). The caller
 // drains (Drain) or hands the file to a child that does. After a call
-// that queued, it hands over what queueForget claimed, without a second
-// round of the state lock.
-func (a *Assigner) TakeRunner() (*os.File, error) {
-	if a.runnerTried {
-		r := a.runner
-		a.runner, a.runnerTried = nil, false
-		return r, nil
+// that queued, it hands over what Add claimed, without a second round of
+// the state lock.
+func (q *Queue) TakeRunner() (*os.File, error) {
+	if c := q.claim; c != nil {
+		q.claim = nil
+		return c.r, nil
 	}
-	l, err := a.lockToRead()
+	l, err := q.st.Lock(store.ReadOnly, q.lockTimeout)
 	if err != nil || l == nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	if q, err := a.readForgets(); err != nil || len(q) == 0 {
+	if entries, err := q.read(); err != nil || len(entries) == 0 {
 		return nil, err
 	}
-	return a.st.TryFlock(store.RunnerFile)
+	return q.st.TryFlock(store.RunnerFile)
 }
 
 // claimRunner tries the runner lock once a change has queued, under the
@@ -41,23 +40,23 @@ func (a *Assigner) TakeRunner() (*os.File, error) {
 // another runner, it stays that one's: it reads the queue again, under
 // the state lock, before it lets go (untried), and finds this entry. An
 // error leaves it to TakeRunner's own round.
-func (a *Assigner) claimRunner() {
-	if a.runnerTried {
+func (q *Queue) claimRunner() {
+	if q.claim != nil {
 		return
 	}
-	r, err := a.st.TryFlock(store.RunnerFile)
+	r, err := q.st.TryFlock(store.RunnerFile)
 	if err != nil {
 		return
 	}
-	a.runner, a.runnerTried = r, true
+	q.claim = &claimed{r}
 }
 
-// dropRunner lets go of a runner lock claimed but never taken (a call
+// Drop lets go of a runner lock claimed but never taken (a call
 // whose caller did not start a clean-up): the queue then waits for the
 // next change that queues, GC or repair, as when a runner dies.
-func (a *Assigner) dropRunner() {
-	if a.runner != nil {
-		a.runner.Close()
+func (q *Queue) Drop() {
+	if q.claim != nil && q.claim.r != nil {
+		q.claim.r.Close()
 	}
-	a.runner, a.runnerTried = nil, false
+	q.claim = nil
 }
