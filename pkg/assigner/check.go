@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/host"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -36,57 +37,70 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 	if rec == nil {
 		return nil, Errorf(ErrDrift, "attachment %s: no record in %s", att, a.st.Dir())
 	}
-	dev, err := a.checkHolder()
+	c := &checking{Assigner: a, key: key, rec: rec}
+	dev, err := c.holderDev()
 	if err != nil {
 		return nil, err
 	}
 	for _, ip := range rec.IPs {
-		if err := a.checkIP(dev, key, ip); err != nil {
+		if err := c.ip(dev, ip); err != nil {
 			return nil, err
 		}
 	}
-	if err := a.checkNAT(rec); err != nil {
+	if err := c.nat(); err != nil {
 		return nil, err
 	}
 	if err := a.queue.Check(rec.IPs); err != nil {
 		return rec.IPs, err
 	}
-	return rec.IPs, a.checkRouting(rec)
+	return rec.IPs, c.routing()
 }
 
-func (a *Assigner) checkHolder() (int, error) {
-	l, err := a.holder.Look()
+// checking is one CHECK of an attachment's record: each of its IPs on
+// the holder, its rules in the table, its clean-ups and its routing.
+type checking struct {
+	*Assigner
+	key string
+	rec *record
+}
+
+// holderDev is the holder, ours and up.
+func (c *checking) holderDev() (int, error) {
+	l, err := c.holder.Look()
 	if err != nil {
 		return 0, err
 	}
-	dev, err := a.holder.Judge(l)
+	dev, err := c.holder.Judge(l)
 	if err != nil {
 		return 0, err
 	}
 	if dev == 0 {
-		return 0, Errorf(ErrDrift, "holder device %s: is missing", a.opts.Device)
+		return 0, Errorf(ErrDrift, "holder device %s: is missing", c.opts.Device)
 	}
 	if !l.Up {
-		return 0, Errorf(ErrDrift, "holder device %s: is down", a.opts.Device)
+		return 0, Errorf(ErrDrift, "holder device %s: is down", c.opts.Device)
 	}
 	return dev, nil
 }
 
-func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
-	e, err := a.st.ReadIP(ip)
+// ip fails when the index does not list the attachment as a holder of
+// ip, or ip is not on the holder as it is held, or has no proxy entry
+// where the LAN needs one.
+func (c *checking) ip(dev int, ip netip.Addr) error {
+	e, err := c.st.ReadIP(ip)
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(e.Holders, key) {
-		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, a.st.IPPath(ip))
+	if !slices.Contains(e.Holders, c.key) {
+		return Errorf(ErrDrift, "%s: its index %s does not list this attachment", ip, c.st.IPPath(ip))
 	}
-	if err := a.holder.CheckOn(dev, ip, e.Route); err != nil {
+	if err := c.holder.CheckOn(dev, ip, e.Route); err != nil {
 		return err
 	}
 	if !host.NeedsProxy(ip, e.Route) {
 		return nil
 	}
-	ok, err := a.k.HasProxy(e.Uplink, ip)
+	ok, err := c.k.HasProxy(e.Uplink, ip)
 	if err != nil {
 		return err
 	}
@@ -94,4 +108,29 @@ func (a *Assigner) checkIP(dev int, key string, ip netip.Addr) error {
 		return Errorf(ErrDrift, "%s: has no proxy neighbour entry on uplink %s", ip, e.Uplink)
 	}
 	return nil
+}
+
+// nat fails CHECK when a rule of the record is missing or points
+// elsewhere: steer.Compare of the part of the table that its rules make,
+// its steered IPs' ingress to the targets of all their holders (read from
+// the index and their records).
+func (c *checking) nat() error {
+	rec := c.rec
+	if rec.Steering == nil || c.opts.NAT == nil {
+		return nil
+	}
+	st, err := c.opts.NAT.Read()
+	if err != nil {
+		return err
+	}
+	holders, err := onDisk(c.st).holdings(steer.Steered(rec))
+	if err != nil {
+		return err
+	}
+	// What is stray is no one attachment's drift: status and GC see it.
+	d := steer.Compare(steer.WantOfRecord(rec, holders), st, func(netip.Addr) bool { return false })
+	return steer.Check(rec.Steering, d, func(ip netip.Addr) (string, error) {
+		e, err := c.st.ReadIP(ip)
+		return e.Uplink, err
+	})
 }

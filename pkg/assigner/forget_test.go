@@ -39,7 +39,7 @@ func TestDelQueuesTheConntrackCleanUpAndForgetsNothingItself(t *testing.T) {
 	if len(n.forgot) != 0 {
 		t.Fatalf("DEL forgot %v itself, want the clean-up left to ForgetPending", n.forgot)
 	}
-	if !a.Queued() {
+	if !a.Conntrack().Queued() {
 		t.Error("Queued() is false after a DEL whose target left: the plugin would start no clean-up")
 	}
 	if q := f.queue(t); len(q) != 1 || q[0].IP != v4a || q[0].Target != ctrB4.Addr() {
@@ -64,8 +64,8 @@ func TestNothingIsQueuedOnANodeWithoutConntrackEntries(t *testing.T) {
 	if err := a.Del(attB); err != nil {
 		t.Fatal(err)
 	}
-	if a.Queued() || len(f.queue(t)) != 0 {
-		t.Errorf("queued %v (Queued %v) on a node without conntrack entries", f.queue(t), a.Queued())
+	if a.Conntrack().Queued() || len(f.queue(t)) != 0 {
+		t.Errorf("queued %v (Queued %v) on a node without conntrack entries", f.queue(t), a.Conntrack().Queued())
 	}
 }
 
@@ -75,7 +75,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	f, n := twoHolders(t)
 	n.forgetErr = errors.New("deleting conntrack entries: operation not permitted")
 	f.del(attB)
-	if err := f.assigner().ForgetPending(); err == nil {
+	if err := f.assigner().Conntrack().Run(); err == nil {
 		t.Fatal("ForgetPending hid the fault")
 	}
 	q := f.queue(t)
@@ -158,7 +158,7 @@ func TestOneRunnerDrainsWhatOthersQueueWhileItRuns(t *testing.T) {
 		if err := a.Del(attA); err != nil {
 			t.Fatal(err)
 		}
-		r, err := a.TakeRunner()
+		r, err := a.Conntrack().TakeRunner()
 		if err != nil || r != nil {
 			t.Errorf("a DEL during the drain took the runner lock (%v, %v), want it left to the running one", r, err)
 		}
@@ -166,11 +166,11 @@ func TestOneRunnerDrainsWhatOthersQueueWhileItRuns(t *testing.T) {
 	}}
 	f.opts.NAT = d
 	a := f.assigner()
-	r, err := a.TakeRunner()
+	r, err := a.Conntrack().TakeRunner()
 	if err != nil || r == nil {
 		t.Fatalf("TakeRunner with b's clean-up queued and no runner: %v, %v", r, err)
 	}
-	if err := a.Drain(r); err != nil {
+	if err := a.Conntrack().Drain(r); err != nil {
 		t.Fatal(err)
 	}
 	if other != nil {
@@ -190,7 +190,7 @@ func TestOneRunnerDrainsWhatOthersQueueWhileItRuns(t *testing.T) {
 	f.opts.NAT = n
 	f.add(attA, v4a)
 	f.del(attA)
-	r, err = f.assigner().TakeRunner()
+	r, err = f.assigner().Conntrack().TakeRunner()
 	if err != nil || r == nil {
 		t.Fatalf("TakeRunner after the drain ended: %v, %v, want the lock free", r, err)
 	}
@@ -203,7 +203,7 @@ func TestARunnerTriesAFailingCleanUpOnceAndEnds(t *testing.T) {
 	f, n := twoHolders(t)
 	n.forgetErr = errors.New("deleting conntrack entries: operation not permitted")
 	f.del(attB)
-	if err := f.assigner().ForgetPending(); err == nil {
+	if err := f.assigner().Conntrack().Run(); err == nil {
 		t.Fatal("ForgetPending hid the fault")
 	}
 	if len(n.forgot) != 1 {
@@ -215,7 +215,7 @@ func TestARunnerTriesAFailingCleanUpOnceAndEnds(t *testing.T) {
 // lock in the state directory.
 func TestNoRunnerIsTakenWithNothingQueued(t *testing.T) {
 	f, _ := twoHolders(t)
-	r, err := f.assigner().TakeRunner()
+	r, err := f.assigner().Conntrack().TakeRunner()
 	if err != nil || r != nil {
 		t.Fatalf("TakeRunner with an empty queue: %v, %v", r, err)
 	}
@@ -240,7 +240,7 @@ func TestTakeRunnerAfterAQueueingDelNeedsNoStateLock(t *testing.T) {
 	}
 	defer l.Unlock()
 	a.opts.LockTimeout = 20 * time.Millisecond
-	r, err := a.TakeRunner()
+	r, err := a.Conntrack().TakeRunner()
 	if err != nil || r == nil {
 		t.Fatalf("TakeRunner while another invocation holds the state lock = %v, %v; want the runner lock the DEL claimed", r, err)
 	}
@@ -286,7 +286,7 @@ func TestADelQueuesACleanUpOnlyForFlowsOurRulesRecorded(t *testing.T) {
 	if err := a.Del(attB); err != nil {
 		t.Fatal(err)
 	}
-	if a.Queued() || len(f.queue(t)) != 0 {
+	if a.Conntrack().Queued() || len(f.queue(t)) != 0 {
 		t.Fatalf("b's DEL queued %+v for an IP that never had a flow", f.queue(t))
 	}
 	if len(n.unseen) != 0 {
@@ -297,7 +297,7 @@ func TestADelQueuesACleanUpOnlyForFlowsOurRulesRecorded(t *testing.T) {
 	if err := a.Del(attA); err != nil {
 		t.Fatal(err)
 	}
-	if q := f.queue(t); !a.Queued() || len(q) != 1 || q[0].IP != v4a || q[0].Target.IsValid() {
+	if q := f.queue(t); !a.Conntrack().Queued() || len(q) != 1 || q[0].IP != v4a || q[0].Target.IsValid() {
 		t.Fatalf("a's DEL queued %+v, want every flow of %s (its container SNATed one)", q, v4a)
 	}
 	if !slices.Equal(n.unseen, []netip.Addr{ctrA4.Addr()}) {

@@ -55,7 +55,7 @@ func (a *Assigner) whileIndexed(ips []netip.Addr, keep func(ipEntry) bool, f fun
 	}
 	defer l.Unlock()
 	if pending, err := a.st.Has(store.JournalFile); err != nil || pending {
-		return a.pendingError(err)
+		return pendingError(a.st, err)
 	}
 	var held []netip.Addr
 	for _, ip := range ips {
@@ -75,9 +75,9 @@ func (a *Assigner) whileIndexed(ips []netip.Addr, keep func(ipEntry) bool, f fun
 
 // pendingError is why no round is sent: the journal could not be looked
 // at, or a change is pending.
-func (a *Assigner) pendingError(err error) error {
+func pendingError(st *store.Store, err error) error {
 	if err != nil {
 		return err
 	}
-	return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", a.st.Path(store.JournalFile))
+	return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", st.Path(store.JournalFile))
 }

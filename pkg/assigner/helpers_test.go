@@ -97,8 +97,8 @@ func (f *fixture) del(att Attachment) {
 // child does after a DEL.
 func (f *fixture) forget() {
 	f.t.Helper()
-	if err := f.assigner().ForgetPending(); err != nil {
-		f.t.Fatalf("ForgetPending: %v", err)
+	if err := f.assigner().Conntrack().Run(); err != nil {
+		f.t.Fatalf("Run of the conntrack queue: %v", err)
 	}
 }
 

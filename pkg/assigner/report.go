@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/host"
+	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
@@ -48,6 +50,7 @@ type IPReport struct {
 func (a *Assigner) Report() (*Report, error) {
 	a.startCall()
 	rep := &Report{Device: a.opts.Device, StateDir: a.st.Dir(), IPs: []IPReport{}, Drift: []string{}}
+	r := &reporting{Assigner: a, rep: rep}
 	l, err := a.lockToRead()
 	if err != nil {
 		return nil, err
@@ -55,7 +58,7 @@ func (a *Assigner) Report() (*Report, error) {
 	if l == nil { // no state, or not all of it: nothing is held
 		var dev int
 		rep.Holder, dev = a.holderState()
-		return rep, a.reportLost(rep, dev)
+		return rep, r.lost(dev)
 	}
 	defer l.Unlock()
 	if rep.Pending, err = a.st.Has(store.JournalFile); err != nil {
@@ -70,7 +73,7 @@ func (a *Assigner) Report() (*Report, error) {
 	}
 	var dev int
 	rep.Holder, dev = a.holderState()
-	if err := a.reportIPs(rep, recs, dev); err != nil {
+	if err := r.ips(recs, dev); err != nil {
 		return nil, err
 	}
 	late, err := a.queue.Overdue(netip.Addr{})
@@ -78,10 +81,17 @@ func (a *Assigner) Report() (*Report, error) {
 		return nil, err
 	}
 	rep.Drift = append(rep.Drift, late...)
-	if err := a.reportNAT(rep, recs, false); err != nil {
+	if err := r.nat(recs, false); err != nil {
 		return nil, err
 	}
-	return rep, a.reportRouting(rep, recs)
+	return rep, r.routing(recs)
+}
+
+// reporting is one status report being built: rep, the report, gathers
+// what every part finds.
+type reporting struct {
+	*Assigner
+	rep *Report
 }
 
 // holderState describes the holder and returns its index, 0 when it is
@@ -103,37 +113,37 @@ func (a *Assigner) holderState() (string, int) {
 	return "up", dev
 }
 
-// reportIPs fills rep with each held IP and every disagreement between the
-// records, the index and the holder device.
-func (a *Assigner) reportIPs(rep *Report, recs map[string]*record, dev int) error {
+// ips fills the report with each held IP and every disagreement between
+// the records, the index and the holder device.
+func (r *reporting) ips(recs map[string]*record, dev int) error {
 	want := map[netip.Addr][]string{}
-	for key, r := range recs {
-		for _, ip := range r.IPs {
+	for key, rec := range recs {
+		for _, ip := range rec.IPs {
 			want[ip] = append(want[ip], key)
 		}
 	}
-	on, err := a.holder.Carried(dev)
+	on, err := r.holder.Carried(dev)
 	if err != nil {
 		return err
 	}
 	ips := keys(want)
 	slices.SortFunc(ips, netip.Addr.Compare)
 	for _, ip := range ips {
-		ir, err := a.reportIP(rep, ip, want[ip], recs, on)
+		ir, err := r.ip(ip, want[ip], recs, on)
 		if err != nil {
 			return err
 		}
-		rep.IPs = append(rep.IPs, ir)
+		r.rep.IPs = append(r.rep.IPs, ir)
 	}
-	indexed, err := a.st.Indexed()
+	indexed, err := r.st.Indexed()
 	if err != nil {
 		return err
 	}
-	return a.reportStray(rep, want, on, indexed)
+	return r.stray(want, on, indexed)
 }
 
-func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[string]*record, c host.Carried) (IPReport, error) {
-	e, err := a.st.ReadIP(ip)
+func (r *reporting) ip(ip netip.Addr, keys []string, recs map[string]*record, c host.Carried) (IPReport, error) {
+	e, err := r.st.ReadIP(ip)
 	if err != nil {
 		return IPReport{}, err
 	}
@@ -144,62 +154,62 @@ func (a *Assigner) reportIP(rep *Report, ip netip.Addr, keys []string, recs map[
 		ir.Holders = append(ir.Holders, recs[k].Attachment)
 	}
 	if !slices.Equal(e.Holders, keys) {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: index lists %d holders, records %d", ip, len(e.Holders), len(keys)))
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: index lists %d holders, records %d", ip, len(e.Holders), len(keys)))
 	}
 	switch {
 	case !on && e.Route.Route():
-		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but %s has no route to it with protocol %d", ip, a.opts.Device, e.Route))
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: held as a route but %s has no route to it with protocol %d", ip, r.opts.Device, e.Route))
 	case !on:
-		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held but not on %s", ip, a.opts.Device))
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: held but not on %s", ip, r.opts.Device))
 	}
 	if e.Route.Route() && c.Addrs[ip] {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: held as a route but also an address of %s", ip, a.opts.Device))
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: held as a route but also an address of %s", ip, r.opts.Device))
 	}
-	if e.Uplink != "" && a.ups.Gone(e.Uplink) {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: its uplink %s is gone; the next ADD or GC chooses another", ip, e.Uplink))
+	if e.Uplink != "" && r.ups.Gone(e.Uplink) {
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: its uplink %s is gone; the next ADD or GC chooses another", ip, e.Uplink))
 		return ir, nil
 	}
 	if host.NeedsProxy(ip, e.Route) && e.Uplink != "" {
-		ok, err := a.k.HasProxy(e.Uplink, ip)
+		ok, err := r.k.HasProxy(e.Uplink, ip)
 		ir.Proxy = &ok
 		if err == nil && !ok {
-			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: no proxy neighbour entry on %s", ip, e.Uplink))
+			r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: no proxy neighbour entry on %s", ip, e.Uplink))
 		}
 	}
 	return ir, nil
 }
 
-// reportLost names, when the state directory is missing, what GC and
-// repair would then remove: everything on a holder marked for this very
-// dataDir (lostState's rule), with its proxy entries and NAT rules.
-func (a *Assigner) reportLost(rep *Report, dev int) error {
+// lost names, when the state directory is missing, what GC and repair
+// would then remove: everything on a holder marked for this very dataDir
+// (lostState's rule), with its proxy entries and NAT rules.
+func (r *reporting) lost(dev int) error {
 	if dev == 0 {
 		return nil
 	}
-	if l, err := a.holder.Look(); err != nil || !a.holder.OwnedBy(l.Alias) {
+	if l, err := r.holder.Look(); err != nil || !r.holder.OwnedBy(l.Alias) {
 		return err
 	}
-	c, err := a.holder.Carried(dev)
+	c, err := r.holder.Carried(dev)
 	if err != nil {
 		return err
 	}
-	if err := a.reportStray(rep, nil, c, nil); err != nil {
+	if err := r.stray(nil, c, nil); err != nil {
 		return err
 	}
 	if len(c.Addrs)+len(c.Routes) > 0 {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses or routes: GC and repair remove them", a.st.Dir(), a.opts.Device))
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("state directory %s is missing while %s carries addresses or routes: GC and repair remove them", r.st.Dir(), r.opts.Device))
 	}
-	return a.reportNAT(rep, map[string]*record{}, true)
+	return r.nat(map[string]*record{}, true)
 }
 
-// reportStray names what is on the holder (c) or in the index (indexed)
-// with no record, and the proxy entries of those IPs, which GC removes
-// with them: an IPv6 address's, and a route's of either family.
-func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c host.Carried, indexed []netip.Addr) error {
+// stray names what is on the holder (c) or in the index (indexed) with no
+// record, and the proxy entries of those IPs, which GC removes with them:
+// an IPv6 address's, and a route's of either family.
+func (r *reporting) stray(want map[netip.Addr][]string, c host.Carried, indexed []netip.Addr) error {
 	var stray []netip.Addr
 	for ip := range c.Addrs {
 		if _, held := want[ip]; !held {
-			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: on %s but held by no record", ip, a.opts.Device))
+			r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: on %s but held by no record", ip, r.opts.Device))
 			if ip.Is6() {
 				stray = append(stray, ip)
 			}
@@ -207,26 +217,60 @@ func (a *Assigner) reportStray(rep *Report, want map[netip.Addr][]string, c host
 	}
 	for ip := range c.Routes {
 		if _, held := want[ip]; !held {
-			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: routed to %s but held by no record", ip, a.opts.Device))
+			r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: routed to %s but held by no record", ip, r.opts.Device))
 			stray = append(stray, ip)
 		}
 	}
 	for _, ip := range indexed {
 		if _, held := want[ip]; !held {
-			rep.Drift = append(rep.Drift, fmt.Sprintf("%s: indexed but held by no record", ip))
+			r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: indexed but held by no record", ip))
 			stray = append(stray, ip)
 		}
 	}
-	err := a.reportStrayProxies(rep, stray)
-	slices.Sort(rep.Drift)
+	err := r.strayProxies(stray)
+	slices.Sort(r.rep.Drift)
 	return err
 }
 
-// reportStrayProxies names the proxy entries of the IPs no record holds.
-func (a *Assigner) reportStrayProxies(rep *Report, ips []netip.Addr) error {
-	entries, err := a.holder.StrayProxies(ips)
+// strayProxies names the proxy entries of the IPs no record holds.
+func (r *reporting) strayProxies(ips []netip.Addr) error {
+	entries, err := r.holder.StrayProxies(ips)
 	for _, e := range entries {
-		rep.Drift = append(rep.Drift, fmt.Sprintf("%s: proxy neighbour entry on %s held by no record", e.IP, e.Link))
+		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: proxy neighbour entry on %s held by no record", e.IP, e.Link))
 	}
 	return err
+}
+
+// nat fills in each IP's targets and egress sources as the table has
+// them, and names every way the table and the records disagree
+// (steer.Compare, worded by steer.Diff.Drift).
+func (r *reporting) nat(recs map[string]*record, lost bool) error {
+	if r.opts.NAT == nil {
+		return nil
+	}
+	w := steer.WantOf(recs)
+	st, err := r.opts.NAT.Read()
+	if err != nil {
+		return err
+	}
+	if !st.Present && w.Empty() {
+		return nil
+	}
+	reportTargets(r.rep, st)
+	r.rep.Drift = append(r.rep.Drift, steer.Compare(w, st, r.holder.MayOwn).Drift(lost)...)
+	return nil
+}
+
+// reportTargets fills in each reported IP's targets and egress sources.
+func reportTargets(rep *Report, st *nat.State) {
+	for i := range rep.IPs {
+		ir := &rep.IPs[i]
+		ir.Targets = st.Ingress[ir.Addr]
+		for k, ip := range st.Egress {
+			if ip == ir.Addr {
+				ir.EgressFrom = append(ir.EgressFrom, k.Source)
+			}
+		}
+		slices.SortFunc(ir.EgressFrom, netip.Addr.Compare)
+	}
 }

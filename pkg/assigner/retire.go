@@ -23,7 +23,7 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 	}
 	if l != nil {
 		defer l.Unlock()
-		if kept, err := a.stillHeld(); kept != "" || err != nil {
+		if kept, err := stillHeld(a.st, a.opts.Device); kept != "" || err != nil {
 			return kept, err
 		}
 	}
@@ -54,22 +54,22 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 	return also()
 }
 
-// stillHeld says why the state keeps the holder: a pending change, or
+// stillHeld says why st keeps the holder device: a pending change, or
 // attachments that hold IPs.
-func (a *Assigner) stillHeld() (string, error) {
-	pending, err := a.st.Has(store.JournalFile)
+func stillHeld(st *store.Store, device string) (string, error) {
+	pending, err := st.Has(store.JournalFile)
 	if err != nil {
 		return "", err
 	}
 	if pending {
-		return fmt.Sprintf("holder %s: kept: an interrupted change is pending in %s; run external-ip repair, then uninstall again", a.opts.Device, a.st.Path(store.JournalFile)), nil
+		return fmt.Sprintf("holder %s: kept: an interrupted change is pending in %s; run external-ip repair, then uninstall again", device, st.Path(store.JournalFile)), nil
 	}
-	recs, err := a.st.Records()
+	recs, err := st.Records()
 	if err != nil || len(recs) == 0 {
 		return "", err
 	}
 	return fmt.Sprintf("holder %s and table inet external-ip: kept: %d attachments still hold external IPs (state in %s); run uninstall again once their pods are gone",
-		a.opts.Device, len(recs), a.st.Dir()), nil
+		device, len(recs), st.Dir()), nil
 }
 
 // StateDevices are the devices with state in dataDir and the holders

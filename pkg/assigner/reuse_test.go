@@ -68,10 +68,10 @@ func TestAnAddUndoneOnAReusedAssignerUndoesOnlyWhatItPut(t *testing.T) {
 }
 
 // notCalls are the exported methods that learn nothing in a call of their
-// own: Queued reads what the last call queued, Close closes, and
-// ForgetPending, which GC and Repair run inside their own call, TakeRunner
-// and Drain (the clean-up runner's) read and settle the queue alone.
-var notCalls = map[string]bool{"Queued": true, "Close": true, "ForgetPending": true, "TakeRunner": true, "Drain": true}
+// own: Conntrack hands over the queue as the last call left it (what it
+// queued; the clean-up runner's drain, which GC and Repair run inside
+// their own call, reads and settles the queue alone), Close closes.
+var notCalls = map[string]bool{"Conntrack": true, "Close": true}
 
 // TestEveryCallStartsKnowingNothing reads the package's source: every
 // other exported method of Assigner must start with a.startCall(), or a

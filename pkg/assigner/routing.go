@@ -13,22 +13,6 @@ import (
 // records need is read here (the index has each IP's uplink), decided and
 // made by package uplinkroute.
 
-// routeChange routes, before the NAT step's transaction, what the
-// attachment's steering needs now (uplinkroute.Router.Change); want is
-// each touched IP's targets after the change. Routes without a chain are
-// looked for only after a fault.
-func (a *Assigner) routeChange(j *journal, was []*steering, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
-	if a.router == nil {
-		return uplinkroute.Plan{}, nil
-	}
-	var now []uplinkroute.Need
-	if j.Record != nil {
-		now = uplinkroute.Needs(j.Record.Steering, j.Record.IPs, w.uplinks)
-	}
-	leave := uplinkroute.Leaving(j.Touch, was, want, now, w.uplinks)
-	return a.router.Change(uplinkroute.Change{Now: now, Leave: leave, AfterFault: a.recovering})
-}
-
 // wantRouting is every routed need of the records, each IP's uplink
 // from its index entry.
 func (a *Assigner) wantRouting(recs map[string]*record) ([]uplinkroute.Need, error) {
@@ -70,7 +54,7 @@ func (a *Assigner) readRouting() (*uplinkroute.View, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v, v.FindForeign(a.ownsIP, func() (map[nat.EgressKey]netip.Addr, error) {
+	return v, v.FindForeign(a.holder.MayOwn, func() (map[nat.EgressKey]netip.Addr, error) {
 		if a.opts.NAT == nil {
 			return nil, nil
 		}
@@ -93,48 +77,48 @@ func (a *Assigner) compareRouting(recs map[string]*record) ([]uplinkroute.Need, 
 	return want, v, err
 }
 
-// reconcileRouting makes the kernel's routing of ours match the records
-// both ways: what they need is made, what they do not is taken away.
-func (a *Assigner) reconcileRouting(recs map[string]*record) error {
-	if a.router == nil {
+// routing makes the kernel's routing of ours match the records both
+// ways: what they need is made, what they do not is taken away.
+func (r *reconciling) routing() error {
+	if r.router == nil {
 		return nil
 	}
-	want, v, err := a.compareRouting(recs)
+	want, v, err := r.compareRouting(r.recs)
 	if err != nil {
 		return err
 	}
-	return a.router.Reconcile(want, v)
+	return r.router.Reconcile(want, v)
 }
 
-// checkRouting fails CHECK when rec's flows would not leave by their
+// routing fails CHECK when the record's flows would not leave by their
 // uplink as its routing needs.
-func (a *Assigner) checkRouting(rec *record) error {
-	if a.router == nil || rec.Steering == nil {
+func (c *checking) routing() error {
+	if c.router == nil || c.rec.Steering == nil {
 		return nil
 	}
-	ns, err := a.recordNeeds(rec)
+	ns, err := c.recordNeeds(c.rec)
 	if err != nil || len(ns) == 0 {
 		return err
 	}
-	v, err := a.readRouting()
+	v, err := c.readRouting()
 	if err != nil {
 		return err
 	}
-	return a.router.Check(ns, v)
+	return c.router.Check(ns, v)
 }
 
-// reportRouting names, for status, every way the routing of ours and
-// the records disagree, and lists the routed uplinks.
-func (a *Assigner) reportRouting(rep *Report, recs map[string]*record) error {
-	if a.router == nil {
+// routing names, for status, every way the routing of ours and the
+// records disagree, and lists the routed uplinks.
+func (r *reporting) routing(recs map[string]*record) error {
+	if r.router == nil {
 		return nil
 	}
-	want, v, err := a.compareRouting(recs)
+	want, v, err := r.compareRouting(recs)
 	if err != nil {
 		return err
 	}
-	drift, uplinks := a.router.Report(want, v)
-	rep.Drift = append(rep.Drift, drift...)
-	rep.Uplinks = append(rep.Uplinks, uplinks...)
+	drift, uplinks := r.router.Report(want, v)
+	r.rep.Drift = append(r.rep.Drift, drift...)
+	r.rep.Uplinks = append(r.rep.Uplinks, uplinks...)
 	return nil
 }

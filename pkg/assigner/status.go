@@ -5,6 +5,7 @@ package assigner
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
 )
@@ -21,5 +22,16 @@ func (a *Assigner) Ready(v4, v6 bool) error {
 	if _, err := a.holder.Find(); err != nil {
 		return err
 	}
-	return errkind.OneLine(errors.Join(a.ups.Ready(a.holding(), v4, v6), a.readyNAT()))
+	return errkind.OneLine(errors.Join(a.ups.Ready(a.how, v4, v6), a.readyNAT()))
+}
+
+// readyNAT fails STATUS when nf_tables cannot serve this network's steering.
+func (a *Assigner) readyNAT() error {
+	if !a.steers() {
+		return nil
+	}
+	if err := a.opts.NAT.Probe(); err != nil {
+		return fmt.Errorf("traffic %s: %w", a.opts.Traffic, err)
+	}
+	return nil
 }

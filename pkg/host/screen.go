@@ -102,3 +102,15 @@ func broadcast(p netip.Prefix) netip.Addr {
 	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
+
+// MayOwn tells whether a rule for ip may be ours: ip is on our holder or
+// on no interface at all, not on another holder device of another state.
+func (h *Holder) MayOwn(ip netip.Addr) bool {
+	r, err := h.k.Lookup(ip)
+	if err != nil {
+		return false
+	}
+	dev, _ := h.Find()
+	on := r.On(ip)
+	return on == 0 || on == dev
+}

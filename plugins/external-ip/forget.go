@@ -40,10 +40,11 @@ type forgetJob struct {
 // K DELs start one runner, not K. Its failure is logged: GC and repair
 // retry what stays queued.
 func startForget(inv *invocation) {
-	if !inv.as.Queued() {
+	q := inv.as.Conntrack()
+	if !q.Queued() {
 		return
 	}
-	r, err := inv.as.TakeRunner()
+	r, err := q.TakeRunner()
 	if err == nil && r == nil {
 		return
 	}
@@ -100,9 +101,10 @@ func runForget(env string) int {
 	nat := steer.HostNAT()
 	defer nat.Close()
 	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
-	drain := as.ForgetPending
+	q := as.Conntrack()
+	drain := q.Run
 	if job.Runner {
-		drain = func() error { return as.Drain(os.NewFile(runnerFd, "conntrack runner lock")) }
+		drain = func() error { return q.Drain(os.NewFile(runnerFd, "conntrack runner lock")) }
 	}
 	if err := drain(); err != nil {
 		return 1 // logged by Drain, and kept in the queue

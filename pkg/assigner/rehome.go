@@ -1,6 +1,8 @@
 package assigner
 
 import (
+	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -12,11 +14,11 @@ import (
 // anew) to the uplink the IP leaves by now: until then their flows leave
 // by the new uplink unmatched, masqueraded. Only the IP's holders are read,
 // and only when a held IP was re-homed, so a plain ADD walks no records.
-func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[netip.Addr]string) error {
-	if a.opts.NAT == nil {
+func (ad *adding) followReHomed(self string, rechosen map[netip.Addr]string) error {
+	if ad.opts.NAT == nil {
 		return nil
 	}
-	recs, err := a.otherHolders(self, placed, rechosen)
+	recs, err := ad.otherHolders(self, rechosen)
 	if err != nil || len(recs) == 0 {
 		return err
 	}
@@ -24,7 +26,7 @@ func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[neti
 	for key, r := range recs {
 		was[key] = slices.Clone(steer.EgressOf(r.Steering))
 	}
-	if err := a.followUplinks(recs); err != nil {
+	if err := ad.followUplinks(recs); err != nil {
 		return err
 	}
 	now := map[string][]egressRule{}
@@ -35,18 +37,18 @@ func (a *Assigner) followReHomed(self string, placed []Placed, rechosen map[neti
 	if len(ch.Egress)+len(ch.DelEgress) == 0 {
 		return nil
 	}
-	return a.opts.NAT.Apply(ch)
+	return ad.opts.NAT.Apply(ch)
 }
 
 // otherHolders reads the records, other than self's, of the IPs that
 // already had holders when this ADD re-chose their uplink.
-func (a *Assigner) otherHolders(self string, placed []Placed, rechosen map[netip.Addr]string) (map[string]*record, error) {
+func (ad *adding) otherHolders(self string, rechosen map[netip.Addr]string) (map[string]*record, error) {
 	recs := map[string]*record{}
-	for _, p := range placed {
+	for _, p := range ad.placed {
 		if _, ok := rechosen[p.Addr]; !ok || p.First {
 			continue
 		}
-		e, err := a.st.ReadIP(p.Addr)
+		e, err := ad.st.ReadIP(p.Addr)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +56,7 @@ func (a *Assigner) otherHolders(self string, placed []Placed, rechosen map[netip
 			if key == self || recs[key] != nil {
 				continue
 			}
-			r, err := a.st.ReadRecord(key)
+			r, err := ad.st.ReadRecord(key)
 			if err != nil {
 				return nil, err
 			}
@@ -64,4 +66,31 @@ func (a *Assigner) otherHolders(self string, placed []Placed, rechosen map[netip
 		}
 	}
 	return recs, nil
+}
+
+// followUplinks moves each record's egress rules to the uplinks its IPs
+// leave by now, as the index has them (GC re-homes an IP whose uplink
+// vanished): the table, CHECK and DEL then go by the uplink the flows take.
+func (a *Assigner) followUplinks(recs map[string]*record) error {
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(recs)) {
+		r := recs[key]
+		if len(steer.EgressOf(r.Steering)) == 0 {
+			continue
+		}
+		uplinks := map[netip.Addr]string{}
+		for _, ip := range r.IPs {
+			e, err := a.st.ReadIP(ip)
+			if err != nil {
+				return err
+			}
+			uplinks[ip] = e.Uplink
+		}
+		if eg := steer.EgressVia(r.Steering, r.IPs, uplinks); !slices.Equal(eg, r.Steering.Egress) {
+			a.log.Info("egress follows a re-homed IP", "attachment", key, "egress", eg)
+			r.Steering.Egress = eg
+			errs = append(errs, a.st.WriteRecord(key, r))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 // NAT is what the assigner asks of the host's nftables table and
@@ -32,38 +34,6 @@ func (a *Assigner) steers() bool {
 	return a.opts.NAT != nil && a.opts.Traffic.Steers()
 }
 
-// screenContainer refuses steering when prevResult names, as the
-// container's, an address the node itself holds (a gateway address, the
-// node's own): the rules would DNAT the external IP to the node and SNAT
-// the node's own flows from that address to the external IP.
-func (a *Assigner) screenContainer() error {
-	if !a.steers() {
-		return nil
-	}
-	for _, c := range a.opts.Container {
-		r, err := a.k.Lookup(c.Addr())
-		if err != nil {
-			return err
-		}
-		if r.Local != 0 {
-			return Errorf(ErrRefused, "traffic: prevResult gives the container %s, an address of the node's own %s", c.Addr(), a.k.LinkName(r.Local))
-		}
-	}
-	return nil
-}
-
-// newSteering is an ADD's steering (steer.Decide), when it steers.
-func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
-	if !a.steers() {
-		return nil
-	}
-	uplinks := map[netip.Addr]string{}
-	for _, p := range placed {
-		uplinks[p.Addr] = p.Uplink.Name
-	}
-	return steer.Decide(a.opts.Traffic, a.opts.Container, ips, uplinks)
-}
-
 // steer is the journal's "nat" step: it reads what steer.PlanChange needs
 // (the touched IPs' holders and their steering), makes sure of the
 // uplinks' marks and routes the change needs (routeChange), applies the
@@ -72,43 +42,60 @@ func (a *Assigner) newSteering(ips []netip.Addr, placed []Placed) *steering {
 // member, and the chains are then read again), then takes away the routes
 // of the chains gone (uplinkroute.Router.Settle) and queues the conntrack
 // clean-up of the flows that left.
-func (a *Assigner) steer(j *journal, w *written) error {
-	if a.opts.NAT == nil {
+func (c *change) steer(w *written) error {
+	if c.opts.NAT == nil {
 		return nil
 	}
-	c := steer.Change{Touch: j.Touch, Was: natWas(j)}
+	j := c.j
+	sc := steer.Change{Touch: j.Touch, Was: natWas(j)}
 	// apply has just written j.Record as the attachment's record (or
 	// removed it), so it is what the record says now.
 	if j.Record != nil {
-		c.Now = j.Record.Steering
+		sc.Now = j.Record.Steering
 	}
-	if c.Now == nil && !anySteering(c.Was) {
+	if sc.Now == nil && !anySteering(sc.Was) {
 		return nil
 	}
-	a.step("nat")
+	c.step("nat")
 	var err error
-	if c.Holders, err = a.holdings(c.Touch, w); err != nil {
+	if sc.Holders, err = w.holdings(sc.Touch); err != nil {
 		return err
 	}
-	c.Fresh = freshChains(j, holderKeys(c.Holders))
-	if c.KeepHairpins, err = a.keepSharedHairpins(); err != nil {
+	sc.Fresh = freshChains(j, holderKeys(sc.Holders))
+	if sc.KeepHairpins, err = c.keepSharedHairpins(); err != nil {
 		return err
 	}
-	p := steer.PlanChange(c)
-	r, err := a.routeChange(j, c.Was, p.Targets, w)
+	p := steer.PlanChange(sc)
+	r, err := c.routeChange(sc.Was, p.Targets, w)
 	if err != nil {
 		return err
 	}
 	var unmarked bool
 	r.Into(&p.Change, &unmarked)
-	if err := a.opts.NAT.Apply(p.Change); err != nil {
+	if err := c.opts.NAT.Apply(p.Change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
-	if a.router != nil {
-		err = a.router.Settle(r, p.Change)
+	if c.router != nil {
+		err = c.router.Settle(r, p.Change)
 	}
-	a.queue.Leaving(p.Leaving, p.Change.DelEgress)
+	c.queue.Leaving(p.Leaving, p.Change.DelEgress)
 	return err
+}
+
+// routeChange routes, before the NAT step's transaction, what the
+// attachment's steering needs now (uplinkroute.Router.Change); want is
+// each touched IP's targets after the change. Routes left without a chain
+// are looked for only after a fault (mode.afterFault).
+func (c *change) routeChange(was []*steering, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
+	if c.router == nil {
+		return uplinkroute.Plan{}, nil
+	}
+	var now []uplinkroute.Need
+	if c.j.Record != nil {
+		now = uplinkroute.Needs(c.j.Record.Steering, c.j.Record.IPs, w.uplinks)
+	}
+	leave := uplinkroute.Leaving(c.j.Touch, was, want, now, w.uplinks)
+	return c.router.Change(uplinkroute.Change{Now: now, Leave: leave, AfterFault: c.mode.afterFault()})
 }
 
 // keepSharedHairpins says whether a change keeps the hairpin subnets it
@@ -120,11 +107,11 @@ func (a *Assigner) steer(j *journal, w *written) error {
 // behind design choices"). GC removes the subnets that no record has. Only
 // the undoing of a failed ADD removes them, when the node then holds
 // nothing, so that a failed ADD leaves no trace on an otherwise empty node.
-func (a *Assigner) keepSharedHairpins() (bool, error) {
-	if !a.undoing {
+func (c *change) keepSharedHairpins() (bool, error) {
+	if !c.mode.dropsSharedHairpins() {
 		return true, nil
 	}
-	return a.st.AnyIndexed()
+	return c.st.AnyIndexed()
 }
 
 func anySteering(ss []*steering) bool {
@@ -138,6 +125,7 @@ func anySteering(ss []*steering) bool {
 // types in this process, on every steered ADD (figure: docs/performance.md,
 // "Figures behind design choices").
 type written struct {
+	st      *store.Store
 	key     string
 	record  *record
 	holders map[netip.Addr][]string
@@ -146,38 +134,40 @@ type written struct {
 	uplinks map[netip.Addr]string
 }
 
+// onDisk is a written of no change: what holdings reads comes from the
+// files alone.
+func onDisk(st *store.Store) *written { return &written{st: st} }
+
 // holdersOf is ip's holders as w has them, or from ip's index entry.
-func (a *Assigner) holdersOf(ip netip.Addr, w *written) ([]string, error) {
-	if w != nil {
-		if hs, ok := w.holders[ip]; ok {
-			return hs, nil
-		}
+func (w *written) holdersOf(ip netip.Addr) ([]string, error) {
+	if hs, ok := w.holders[ip]; ok {
+		return hs, nil
 	}
-	e, err := a.st.ReadIP(ip)
+	e, err := w.st.ReadIP(ip)
 	return e.Holders, err
 }
 
 // recordOf is key's record as w has it, or from its file; nil if none.
-func (a *Assigner) recordOf(key string, w *written) (*record, error) {
-	if w != nil && key == w.key {
+func (w *written) recordOf(key string) (*record, error) {
+	if w.key != "" && key == w.key {
 		return w.record, nil
 	}
-	return a.st.ReadRecord(key)
+	return w.st.ReadRecord(key)
 }
 
 // holdings reads each of ips' holders and its steering from its record,
-// taking what w has over the files (w may be nil): O(holders of the IPs),
-// never a walk of every record.
-func (a *Assigner) holdings(ips []netip.Addr, w *written) (map[netip.Addr][]steer.HeldBy, error) {
+// taking what w has over the files: O(holders of the IPs), never a walk
+// of every record.
+func (w *written) holdings(ips []netip.Addr) (map[netip.Addr][]steer.HeldBy, error) {
 	out := map[netip.Addr][]steer.HeldBy{}
 	for _, ip := range ips {
-		keys, err := a.holdersOf(ip, w)
+		keys, err := w.holdersOf(ip)
 		if err != nil {
 			return nil, err
 		}
 		hs := make([]steer.HeldBy, 0, len(keys))
 		for _, key := range keys {
-			r, err := a.recordOf(key, w)
+			r, err := w.recordOf(key)
 			if err != nil {
 				return nil, err
 			}

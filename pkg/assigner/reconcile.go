@@ -1,0 +1,174 @@
+package assigner
+
+// GC's and repair's reconciling of the host with the records: the index,
+// the holder, the table and the uplink routing (routing.go), each made to
+// say what the records say.
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+
+	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/steer"
+)
+
+// reconciling is one GC or repair making the host match recs: the records
+// that stay, which are the truth the index is rebuilt from.
+type reconciling struct {
+	*Assigner
+	recs map[string]*record
+}
+
+// reconcile rebuilds the index from the records and makes the holder
+// carry exactly the held IPs, the table steer them and the uplinks route
+// them as the records say.
+func (a *Assigner) reconcile(recs map[string]*record) error {
+	r := &reconciling{Assigner: a, recs: recs}
+	want := map[netip.Addr][]string{}
+	for key, rec := range recs {
+		for _, ip := range rec.IPs {
+			want[ip] = append(want[ip], key)
+		}
+	}
+	dev, err := r.holderDev(len(want) > 0)
+	if err != nil {
+		return err
+	}
+	indexed, err := a.st.Indexed()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ip := range union(indexed, keys(want)) {
+		errs = append(errs, r.ip(dev, ip, want[ip]))
+	}
+	errs = append(errs, r.dropStray(dev, want), a.st.SweepTmp(), a.followUplinks(recs), r.nat(), r.routing())
+	return errors.Join(errs...)
+}
+
+// holderDev is the holder GC works on: made if any IP is held, else the
+// one there is, if ours (re-marked for this dataDir if need be).
+func (r *reconciling) holderDev(needed bool) (int, error) {
+	if needed {
+		return r.holder.Ensure()
+	}
+	l, err := r.holder.Look()
+	if err != nil || l.Index == 0 {
+		return 0, err
+	}
+	return r.holder.Claim(l)
+}
+
+// ip makes ip's index entry list holders (and its uplink one that still
+// exists), and the holder carry it as they ask, or not at all.
+func (r *reconciling) ip(dev int, ip netip.Addr, holders []string) error {
+	e, err := r.st.ReadIP(ip)
+	if err != nil {
+		return err
+	}
+	slices.Sort(holders)
+	if len(holders) == 0 {
+		return r.release(dev, ip, e)
+	}
+	rehome := e.Uplink == "" || r.ups.Gone(e.Uplink)
+	h := agreedHold(e, holders, r.recs)
+	if h != e.Route {
+		if err := r.holder.Unhold(dev, ip, e.Route, e.Uplink); err != nil {
+			return err
+		}
+		r.log.Info("hold switched", "ip", ip, "from", e.Route.String(), "to", h.String())
+	}
+	if !slices.Equal(e.Holders, holders) || rehome || h != e.Route {
+		e.Holders, e.Route = holders, h
+		if rehome {
+			was := e.Uplink
+			e.Uplink = r.ups.Recover(ip)
+			if was != "" {
+				r.log.Warn("uplink of a held IP is gone; re-homed", "ip", ip, "uplink", was, "now", e.Uplink)
+			}
+		}
+		if err := r.st.WriteIP(ip, e); err != nil {
+			return err
+		}
+	}
+	_, err = r.holder.Hold(dev, ip, e.Route, e.Uplink)
+	return err
+}
+
+// dropStray removes from the holder what no record holds, or what is
+// held the other way (what a switch of hold interrupted by a crash
+// leaves), with the proxy entries of the IPs nobody holds.
+func (r *reconciling) dropStray(dev int, want map[netip.Addr][]string) error {
+	held := func(ip netip.Addr) bool { _, ok := want[ip]; return ok }
+	return r.holder.Sweep(dev, held, func(ip netip.Addr, route bool) bool {
+		if !held(ip) {
+			return true
+		}
+		e, err := r.st.ReadIP(ip)
+		return err == nil && e.Route.Route() != route
+	})
+}
+
+// nat makes the table match the records both ways (GC and
+// repair apply steer.Compare's result): missing rules come back, rules of
+// gone attachments go. A rule for an IP that another holder device
+// carries belongs to that device's state, and is left alone.
+func (r *reconciling) nat() error {
+	if r.opts.NAT == nil {
+		return nil
+	}
+	w := steer.WantOf(r.recs)
+	st, err := r.opts.NAT.Read()
+	if err != nil || (!st.Present && w.Empty()) {
+		return err
+	}
+	d := steer.Compare(w, st, r.holder.MayOwn)
+	if d.Broken != "" && !w.Empty() {
+		if err := r.opts.NAT.Ensure(); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, x := range d.Ingress {
+		errs = append(errs, r.opts.NAT.SetIngress(x.IP, x.Want))
+	}
+	errs = append(errs, r.dropStrayIngress(d.StrayIngress, w.Held))
+	for _, x := range d.Egress {
+		errs = append(errs, r.opts.NAT.SetEgress(x.Key, x.Want))
+	}
+	for _, x := range d.StrayEgress {
+		r.log.Info("stray egress rule removed", "source", x.Key.Source, "uplink", x.Key.Uplink, "ip", x.Got)
+		errs = append(errs, r.opts.NAT.DelEgress(x.Key))
+	}
+	return errors.Join(append(errs, r.applyHairpins(d.Hairpin))...)
+}
+
+// dropStrayIngress removes the ingress rules of our IPs that no record
+// steers, then forgets the flows they DNATed (once the table no longer
+// steers to them, as steer does).
+func (r *reconciling) dropStrayIngress(stray []steer.IngressDiff, held map[netip.Addr]bool) error {
+	var errs []error
+	for _, x := range stray {
+		r.log.Info("stray ingress rule removed", "ip", x.IP)
+		if err := r.opts.NAT.SetIngress(x.IP, nil); err != nil {
+			errs = append(errs, err) // still steered: the next GC forgets
+			continue
+		}
+		r.queue.Add(steer.StrayFlows(x.IP, x.Got, held[x.IP]))
+	}
+	return errors.Join(errs...)
+}
+
+// applyHairpins makes the hairpin sets hold the subnets the comparison
+// keeps, in one change: a subnet replaced by a narrower one never leaves
+// a gap.
+func (r *reconciling) applyHairpins(ch nat.Change) error {
+	for _, p := range ch.DelHairpin {
+		r.log.Info("hairpin subnet no record needs removed", "subnet", p)
+	}
+	if len(ch.Hairpin)+len(ch.DelHairpin) == 0 {
+		return nil
+	}
+	return r.opts.NAT.Apply(ch)
+}
