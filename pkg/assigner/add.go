@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/steer"
@@ -14,12 +15,13 @@ import (
 )
 
 // Add records that att holds ips and makes sure each is on the holder
-// device, replacing att's earlier record. On error att keeps what it held
-// before: its earlier record, or none.
-func (a *Assigner) Add(att Attachment, ips []netip.Addr, h Hooks) ([]Placed, error) {
+// device, replacing att's earlier record; ann (nil: none) probes the LAN
+// for the IPs this node takes first, and announces them all. On error att
+// keeps what it held before: its earlier record, or none.
+func (a *Assigner) Add(att Attachment, ips []netip.Addr, ann Announcer) ([]Placed, error) {
 	a.startCall()
 	// A record lists each IP once, or GC would count it twice.
-	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), hooks: h}
+	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann}
 	if len(ad.ips) == 0 {
 		return nil, nil
 	}
@@ -51,7 +53,7 @@ type adding struct {
 	*Assigner
 	att    Attachment
 	ips    []netip.Addr
-	hooks  Hooks
+	ann    Announcer
 	routes map[netip.Addr]host.Route
 	placed []Placed
 	// fresh lists the IPs that were on no interface when screened and that
@@ -124,8 +126,12 @@ func (ad *adding) journaled(j *journal) error {
 	if err := run.apply(); err != nil {
 		return ad.undo(run, err)
 	}
-	if ad.hooks.Announce != nil {
-		if err := ad.hooks.Announce(ad.placed); err != nil {
+	if ad.ann != nil {
+		targets := make([]announce.Target, len(ad.placed))
+		for i, p := range ad.placed {
+			targets[i] = p.target()
+		}
+		if err := ad.ann.Announce(targets); err != nil {
 			return ad.undo(run, err)
 		}
 	}
@@ -175,8 +181,7 @@ func fresh(placed []Placed, routes map[netip.Addr]host.Route) map[netip.Addr]boo
 // probe asks the LAN, all at once, about every IP that is not yet on the
 // holder: only those could be taking an address another host uses.
 func (ad *adding) probe() error {
-	probe := ad.hooks.Probe
-	if probe == nil {
+	if ad.ann == nil || ad.opts.Probe <= 0 {
 		return nil
 	}
 	// Every uplink first, so that no probe is left running on an early return.
@@ -196,7 +201,7 @@ func (ad *adding) probe() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = probe(p)
+			errs[i] = ad.ann.Probe(p.target(), ad.opts.Probe)
 		}()
 	}
 	wg.Wait()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/host"
 )
 
@@ -153,7 +154,7 @@ func TestReAddRepairsWhatWasRemovedByHand(t *testing.T) {
 
 func TestAddWithNoIPsTouchesNothing(t *testing.T) {
 	f := newFixture(t)
-	placed, err := f.assigner().Add(attA, nil, Hooks{})
+	placed, err := f.assigner().Add(attA, nil, nil)
 	if err != nil || placed != nil {
 		t.Fatalf("Add with no IPs = %v, %v; want nil, nil", placed, err)
 	}
@@ -236,7 +237,7 @@ func TestAddRefusesWhatTheHostCannotServeAndChangesNothing(t *testing.T) {
 			}
 			host := f.k.snapshot(t)
 			// A servable IP beside the refused one must not go on either.
-			_, err := f.assigner().Add(attA, []netip.Addr{tt.ip, v4b}, Hooks{})
+			_, err := f.assigner().Add(attA, []netip.Addr{tt.ip, v4b}, nil)
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("Add(%s) = %v, want an error of kind %v", tt.ip, err, tt.kind)
 			}
@@ -275,7 +276,7 @@ func TestAddRefusesAForeignHolderAndLeavesItAlone(t *testing.T) {
 			f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Addrs[stray] = true })
 			host := f.k.snapshot(t)
 
-			_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil)
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), testDevice) {
 				t.Fatalf("Add on a foreign %s = %v, want ErrRefused naming the device", testDevice, err)
 			}
@@ -305,25 +306,32 @@ func TestProbeRunsOnlyForIPsGettingTheirFirstHolder(t *testing.T) {
 	f.add(attB, v4a)
 	var mu sync.Mutex
 	var probed []netip.Addr
-	probe := func(p Placed) error {
+	probe := hooks{probe: func(t2 announce.Target) error {
 		mu.Lock()
 		defer mu.Unlock()
-		probed = append(probed, p.Addr)
-		if !p.First || p.Uplink.Name != "eth0" {
-			t.Errorf("probe of %s got First=%v uplink %q, want a first holder on eth0", p.Addr, p.First, p.Uplink.Name)
+		probed = append(probed, t2.Addr)
+		if t2.Uplink.Name != "eth0" {
+			t.Errorf("probe of %s got uplink %q, want eth0", t2.Addr, t2.Uplink.Name)
 		}
 		return nil
-	}
+	}}
 
-	if _, err := f.assigner().Add(attA, []netip.Addr{v4a, v6a}, Hooks{Probe: probe}); err != nil {
+	f.probing()
+	placed, err := f.assigner().Add(attA, []netip.Addr{v4a, v6a}, probe)
+	if err != nil {
 		t.Fatalf("Add: %v", err)
 	}
 	if !slices.Equal(sorted(probed), []netip.Addr{v6a}) {
 		t.Errorf("probed %v, want only %s: %s already has a holder on this node", probed, v6a, v4a)
 	}
+	for _, p := range placed {
+		if slices.Contains(probed, p.Addr) && !p.First {
+			t.Errorf("probed %s, which this ADD did not give its first holder", p.Addr)
+		}
+	}
 
 	probed = nil
-	if _, err := f.assigner().Add(attA, []netip.Addr{v4a, v6a}, Hooks{Probe: probe}); err != nil {
+	if _, err := f.assigner().Add(attA, []netip.Addr{v4a, v6a}, probe); err != nil {
 		t.Fatalf("re-Add: %v", err)
 	}
 	if len(probed) != 0 {
@@ -351,8 +359,9 @@ func TestProbeErrorRefusesTheAddWithNothingChanged(t *testing.T) {
 			files, host := tree(t, f.opts.DataDir), f.k.snapshot(t)
 			conflict := errors.New("198.51.100.2 answered by 02:aa:bb:cc:dd:ee")
 
-			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, Hooks{
-				Probe: func(Placed) error { return conflict },
+			f.probing()
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, hooks{
+				probe: func(announce.Target) error { return conflict },
 			})
 			if !errors.Is(err, conflict) {
 				t.Fatalf("Add = %v, want the probe's error", err)
@@ -390,8 +399,8 @@ func TestAnnounceErrorRollsTheAddBack(t *testing.T) {
 			failed := errors.New("sendto: network is down")
 			var announced []netip.Addr
 
-			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b, v6a}, Hooks{
-				Announce: func(ps []Placed) error {
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b, v6a}, hooks{
+				announce: func(ps []announce.Target) error {
 					for _, p := range ps {
 						announced = append(announced, p.Addr)
 					}
@@ -414,7 +423,7 @@ func TestAddRollsBackWhenTheKernelRefusesAnAddress(t *testing.T) {
 	f.add(attB, v4a)
 	f.k.failWith("addAddr", v4c, Errorf(ErrHost, "adding %s to holder device: no buffer space", v4c))
 
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b, v4c}, Hooks{})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b, v4c}, nil)
 	if !errors.Is(err, ErrHost) {
 		t.Fatalf("Add = %v, want ErrHost", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/forget"
 	"github.com/external-ip/external-ip/pkg/host"
@@ -37,6 +38,9 @@ type Options struct {
 	// RouteProtocol holds the ADD's IPs as host routes through the holder
 	// with this routing protocol number; 0 holds them as addresses.
 	RouteProtocol int
+	// Probe is how long an ADD's probe of an IP waits for another host's
+	// answer (Announcer.Probe); 0 probes nothing.
+	Probe time.Duration
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and
@@ -47,14 +51,24 @@ type Placed struct {
 	First  bool
 }
 
-// Hooks let the caller act at the two moments only the assigner knows.
-type Hooks struct {
-	// Probe runs for each IP not yet on the holder, concurrently and before
-	// anything changes; an error refuses the ADD with nothing changed.
-	Probe func(Placed) error
-	// Announce runs once the IPs are on the holder, still under the lock;
-	// an error rolls the ADD back.
-	Announce func([]Placed) error
+// target is p as package announce sends for it.
+func (p Placed) target() announce.Target {
+	u := p.Uplink
+	return announce.Target{Addr: p.Addr, Uplink: announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}}
+}
+
+// Announcer is what an ADD asks of the LAN at the two moments only the
+// assigner knows; announce.Session is the plugin's.
+type Announcer interface {
+	// Probe asks, for wait, whether another host answers for an IP this
+	// node is about to take first. It runs for each such IP, concurrently
+	// and before anything changes; an error refuses the ADD with nothing
+	// changed.
+	Probe(t announce.Target, wait time.Duration) error
+	// Announce sends the first round for every IP of the attachment once
+	// they are on the holder, still under the lock; an error rolls the ADD
+	// back.
+	Announce(targets []announce.Target) error
 }
 
 // Assigner keeps the reference counts of one holder device. It serves one

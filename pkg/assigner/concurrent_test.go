@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/announce"
 )
 
 // ipPool is overlapping IPv4 and IPv6 IPs that random workers fight over.
@@ -67,9 +69,10 @@ func TestConcurrentAddsAndDelsLeaveTheHolderCarryingExactlyTheHeldIPs(t *testing
 	// Announce runs under the lock, so every IP announced must be on the
 	// holder then, whatever the other invocations are doing.
 	var hookErrs sync.Map
-	hooks := Hooks{
-		Probe: func(Placed) error { return nil },
-		Announce: func(ps []Placed) error {
+	f.probing()
+	ann := hooks{
+		probe: func(announce.Target) error { return nil },
+		announce: func(ps []announce.Target) error {
 			on := f.holderAddrs()
 			for _, p := range ps {
 				if !slices.Contains(on, p.Addr) {
@@ -91,7 +94,7 @@ func TestConcurrentAddsAndDelsLeaveTheHolderCarryingExactlyTheHeldIPs(t *testing
 				if op == "del" {
 					return a.Del(att)
 				}
-				_, err := a.Add(att, ips, hooks)
+				_, err := a.Add(att, ips, ann)
 				return err
 			})
 		})
@@ -133,7 +136,7 @@ func TestLockTimeoutWhileAnotherInvocationHoldsTheLock(t *testing.T) {
 				<-release
 			}
 		}
-		_, err := a.Add(attA, []netip.Addr{v4b}, Hooks{})
+		_, err := a.Add(attA, []netip.Addr{v4b}, nil)
 		done <- err
 	}()
 	<-holding
@@ -177,7 +180,7 @@ func TestAddAcceptsAnIPAnotherInvocationPutOnTheHolderItJustMade(t *testing.T) {
 			f.add(attB, v4a)
 		}
 	})
-	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); err != nil {
+	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil); err != nil {
 		t.Fatalf("Add of an IP that a concurrent ADD just put on the new holder: %v", err)
 	}
 	if !raced {

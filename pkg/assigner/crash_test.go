@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/announce"
 )
 
 // allSteps are the named steps of a change; a crash may come after any.
@@ -32,7 +34,7 @@ type crashScenario struct {
 }
 
 func addOp(att Attachment, ips ...netip.Addr) func(a *Assigner) error {
-	return func(a *Assigner) error { _, err := a.Add(att, ips, Hooks{}); return err }
+	return func(a *Assigner) error { _, err := a.Add(att, ips, nil); return err }
 }
 
 func delOp(att Attachment) func(a *Assigner) error {
@@ -66,7 +68,7 @@ var crashScenarios = []crashScenario{
 		name:  "add whose announcement fails and is rolled back",
 		setup: []holding{{attB, []netip.Addr{v4a}}},
 		op: func(a *Assigner) error {
-			_, err := a.Add(attA, []netip.Addr{v4a, v4b, v6a}, Hooks{Announce: func([]Placed) error { return errAnnounce }})
+			_, err := a.Add(attA, []netip.Addr{v4a, v4b, v6a}, hooks{announce: func([]announce.Target) error { return errAnnounce }})
 			return err
 		},
 		fails: true,

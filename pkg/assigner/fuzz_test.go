@@ -28,7 +28,7 @@ func FuzzStateFiles(f *testing.F) {
 		write(t, filepath.Join(dir, "journal"), journal)
 		ops := map[string]func(a *Assigner) error{
 			"Del":    func(a *Assigner) error { return a.Del(attA) },
-			"Add":    func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a}, Hooks{}); return err },
+			"Add":    func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a}, nil); return err },
 			"Check":  func(a *Assigner) error { _, err := a.Check(attA); return err },
 			"GC":     func(a *Assigner) error { return a.GC("net1", []Attachment{attB}) },
 			"Repair": func(a *Assigner) error { return a.Repair() },

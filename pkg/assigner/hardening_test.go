@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/host"
 )
 
@@ -39,7 +40,7 @@ func TestAnUnmarkedDeviceIsNeverAdoptedWhateverTheMarkerSays(t *testing.T) {
 			if err := f.assigner().Ready(true, true); !errors.Is(err, ErrRefused) {
 				t.Errorf("Ready beside a foreign eip0 and a marker = %v, want ErrRefused", err)
 			}
-			if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); !errors.Is(err, ErrRefused) {
+			if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil); !errors.Is(err, ErrRefused) {
 				t.Errorf("Add beside a foreign eip0 and a marker = %v, want ErrRefused", err)
 			}
 			if err := f.assigner().GC("net1", nil); !errors.Is(err, ErrRefused) {
@@ -78,7 +79,7 @@ func TestACrashedCreationLeavesOnlyATemporaryDeviceThatTheNextInvocationRemoves(
 	}
 	func() {
 		defer func() { recover() }()
-		a.Add(attA, []netip.Addr{v4a}, Hooks{})
+		a.Add(attA, []netip.Addr{v4a}, nil)
 		t.Fatal("the Add did not reach the device step")
 	}()
 	if l := f.k.link(t, testDevice); l != nil {
@@ -118,7 +119,7 @@ func TestAHolderOfAnotherDataDirIsRefusedNamingBoth(t *testing.T) {
 	other.opts.DataDir = filepath.Join(t.TempDir(), "other")
 	host := f.k.snapshot(t)
 
-	_, err := other.assigner().Add(attC, []netip.Addr{v4b}, Hooks{})
+	_, err := other.assigner().Add(attC, []netip.Addr{v4b}, nil)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), f.opts.DataDir) || !strings.Contains(err.Error(), other.opts.DataDir) {
 		t.Fatalf("Add from a second dataDir = %v, want ErrRefused naming %s and %s", err, f.opts.DataDir, other.opts.DataDir)
 	}
@@ -236,7 +237,7 @@ func TestAnAddWhoseHeldIPHasNoUplinkLeftNamesTheIP(t *testing.T) {
 	f := newFixture(t)
 	f.add(attA, v4other)
 	f.k.dropUplink("eth1") // and its route still points there
-	_, err := f.assigner().Add(attB, []netip.Addr{v4other}, Hooks{})
+	_, err := f.assigner().Add(attB, []netip.Addr{v4other}, nil)
 	if !errors.Is(err, ErrRefused) || !strings.HasPrefix(err.Error(), v4other.String()+": ") {
 		t.Fatalf("Add = %v, want ErrRefused starting with the IP", err)
 	}
@@ -299,7 +300,7 @@ func TestAFailedReAddAfterTheUplinkVanishedIsUndoneWithoutWedging(t *testing.T) 
 	f.add(attA, v6eth1)
 	f.k.dropUplink("eth1")
 	viaEth0(f)
-	fail := Hooks{Announce: func([]Placed) error { return Errorf(ErrHost, "announce refused") }}
+	fail := hooks{announce: func([]announce.Target) error { return Errorf(ErrHost, "announce refused") }}
 	if _, err := f.assigner().Add(attA, []netip.Addr{v6eth1, v4a}, fail); err == nil || strings.Contains(err.Error(), "rolling back also failed") {
 		t.Fatalf("the failed re-ADD = %v, want its own error with the undo done", err)
 	}
@@ -315,7 +316,7 @@ func TestABridgeOfOursThatGotPortsIsRefused(t *testing.T) {
 	f.k.addLink(t, testDevice, "bridge", host.HolderAlias(host.CanonicalDir(f.opts.DataDir)), true)
 	f.k.changeLink(t, testDevice, func(l *fakeLink) { l.Ports = 1 })
 	host := f.k.snapshot(t)
-	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "1 ports") {
+	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "1 ports") {
 		t.Fatalf("Add on our alias over a bridge with a port = %v, want ErrRefused naming the ports", err)
 	}
 	if f.k.snapshot(t) != host {
@@ -331,7 +332,7 @@ func TestADataDirTooLongForTheAliasIsNamedByItsHash(t *testing.T) {
 	}
 	f := newFixture(t)
 	f.k.addLink(t, testDevice, "dummy", alias, true)
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), alias) || !strings.Contains(err.Error(), f.opts.DataDir) {
 		t.Fatalf("Add beside a holder of a hashed dataDir = %v, want ErrRefused naming its alias and our dataDir", err)
 	}

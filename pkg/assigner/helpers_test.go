@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/host"
 )
 
@@ -45,6 +46,30 @@ var (
 	attC = Attachment{Network: "net2", ContainerID: "ctr-c", IfName: "eth0"}
 )
 
+// hooks is a test's Announcer: probe and announce, each nil for nothing.
+// A probe runs only with Options.Probe set (the fixture's probing does).
+type hooks struct {
+	probe    func(announce.Target) error
+	announce func([]announce.Target) error
+}
+
+func (h hooks) Probe(t announce.Target, _ time.Duration) error {
+	if h.probe == nil {
+		return nil
+	}
+	return h.probe(t)
+}
+
+func (h hooks) Announce(ts []announce.Target) error {
+	if h.announce == nil {
+		return nil
+	}
+	return h.announce(ts)
+}
+
+// probing makes the fixture's Assigners probe the IPs they take first.
+func (f *fixture) probing() { f.opts.Probe = time.Millisecond }
+
 // fixture is one host (the fake kernel) and one data directory, from which
 // each call makes a fresh Assigner, as each plugin invocation does.
 type fixture struct {
@@ -77,7 +102,7 @@ func (f *fixture) add(att Attachment, ips ...netip.Addr) []Placed {
 	// claimed and did not hand to a child is let go.
 	a := f.assigner()
 	defer a.Close()
-	placed, err := a.Add(att, ips, Hooks{})
+	placed, err := a.Add(att, ips, nil)
 	if err != nil {
 		f.t.Fatalf("Add(%s, %v): %v", att, ips, err)
 	}

@@ -23,7 +23,7 @@ func TestAnAddTheKernelRefusesEverythingLeavesNoJournalRecordOrIndex(t *testing.
 	for _, m := range []string{"addAddr", "delAddr", "addProxy", "delProxy"} {
 		f.k.failWith(m, netip.Addr{}, errNoCap)
 	}
-	_, err := f.assigner().Add(attA, []netip.Addr{v4b, v6a}, Hooks{})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4b, v6a}, nil)
 	if !errors.Is(err, ErrHost) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Add without CAP_NET_ADMIN = %q, want one line of ErrHost", err)
 	}
@@ -41,7 +41,7 @@ func TestAnAddWhoseRollbackFailsIsRolledBackByTheNextInvocation(t *testing.T) {
 	// v4a goes on the holder, v4b is refused, and v4a cannot come off.
 	f.k.failWith("addAddr", v4b, errNoCap)
 	f.k.failWith("delAddr", v4a, errNoCap)
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, Hooks{})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, nil)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "the next invocation rolls it back") {
 		t.Fatalf("Add whose rollback failed = %q, want one line saying the next invocation rolls it back", err)
 	}
@@ -68,7 +68,7 @@ func TestAnAddOnAFullFilesystemLeavesNothingBehind(t *testing.T) {
 			}
 			fullfs.Mount(t, f.opts.DataDir, free)
 			ips := []netip.Addr{v4a, v4b, v6a}
-			_, err := f.assigner().Add(attA, ips, Hooks{})
+			_, err := f.assigner().Add(attA, ips, nil)
 			if err == nil {
 				assertState(t, f, holdings{attA: ips})
 				return
@@ -104,10 +104,10 @@ func TestAReAddOnAFullFilesystemIsUndoneAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			fullfs.Mount(t, f.opts.DataDir, free)
-			if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{}); err != nil {
+			if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil); err != nil {
 				t.Fatalf("no room for the first ADD: %v", err)
 			}
-			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, Hooks{})
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a, v4b}, nil)
 			if err == nil {
 				assertState(t, f, holdings{attA: {v4a, v4b}})
 				return

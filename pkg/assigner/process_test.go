@@ -66,7 +66,7 @@ func helperRandom(t testing.TB, f *fixture) {
 		if op == "del" {
 			return a.Del(att)
 		}
-		_, err := a.Add(att, ips, Hooks{})
+		_, err := a.Add(att, ips, nil)
 		return err
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func helperHold(t testing.TB, f *fixture) {
 			io.Copy(io.Discard, os.Stdin)
 		}
 	}
-	if _, err := a.Add(attA, []netip.Addr{v4b}, Hooks{}); err != nil {
+	if _, err := a.Add(attA, []netip.Addr{v4b}, nil); err != nil {
 		t.Fatalf("child: Add while holding the lock: %v", err)
 	}
 }
@@ -251,7 +251,7 @@ func TestLockTimeoutWhileAnotherProcessHoldsTheLock(t *testing.T) {
 	impatient := *f
 	impatient.opts.LockTimeout = 100 * time.Millisecond
 	start := time.Now()
-	_, err := impatient.assigner().Add(attC, []netip.Addr{v4c}, Hooks{})
+	_, err := impatient.assigner().Add(attC, []netip.Addr{v4c}, nil)
 	took := time.Since(start)
 	if !errors.Is(err, ErrLockTimeout) {
 		t.Errorf("Add while another process holds the lock = %v, want ErrLockTimeout", err)

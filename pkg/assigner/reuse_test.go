@@ -19,10 +19,10 @@ import (
 func TestOneAssignerServesAddAddDelGCAndCheckInTurn(t *testing.T) {
 	f := newFixture(t)
 	a := f.assigner()
-	if _, err := a.Add(attA, []netip.Addr{v4a}, Hooks{}); err != nil {
+	if _, err := a.Add(attA, []netip.Addr{v4a}, nil); err != nil {
 		t.Fatalf("Add(attA): %v", err)
 	}
-	if _, err := a.Add(attB, []netip.Addr{v4b}, Hooks{}); err != nil {
+	if _, err := a.Add(attB, []netip.Addr{v4b}, nil); err != nil {
 		t.Fatalf("Add(attB) on the same Assigner: %v", err)
 	}
 	if err := a.Del(attA); err != nil {
@@ -48,7 +48,7 @@ func TestOneAssignerServesAddAddDelGCAndCheckInTurn(t *testing.T) {
 func TestAnAddUndoneOnAReusedAssignerUndoesOnlyWhatItPut(t *testing.T) {
 	f := newFixture(t)
 	a := f.assigner()
-	if _, err := a.Add(attA, []netip.Addr{v4a}, Hooks{}); err != nil {
+	if _, err := a.Add(attA, []netip.Addr{v4a}, nil); err != nil {
 		t.Fatalf("Add(attA): %v", err)
 	}
 	if err := a.Del(attA); err != nil {
@@ -57,7 +57,7 @@ func TestAnAddUndoneOnAReusedAssignerUndoesOnlyWhatItPut(t *testing.T) {
 	refused := Errorf(ErrHost, "operation not permitted")
 	f.k.failWith("addAddr", v4a, refused)
 	f.k.failWith("delAddr", v4a, refused)
-	_, err := a.Add(attB, []netip.Addr{v4a}, Hooks{})
+	_, err := a.Add(attB, []netip.Addr{v4a}, nil)
 	if !errors.Is(err, ErrHost) || strings.Contains(err.Error(), "rolling back") {
 		t.Fatalf("Add the kernel refuses = %v, want the refusal alone, the ADD rolled back", err)
 	}

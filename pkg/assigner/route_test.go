@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/host"
 )
 
@@ -76,7 +77,7 @@ func TestRouteModeNeedsForwardingNotArpIgnoreZero(t *testing.T) {
 		t.Errorf("Ready in route mode with arp_ignore 1: %v", err)
 	}
 	f.k.setSysctl("ipv4/conf/eth0/forwarding", 0)
-	_, err := f.assigner().Add(attB, []netip.Addr{v4b}, Hooks{})
+	_, err := f.assigner().Add(attB, []netip.Addr{v4b}, nil)
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "ipv4.conf.eth0.forwarding") {
 		t.Errorf("Add in route mode without IPv4 forwarding = %v, want ErrUnreachable naming the sysctl", err)
 	}
@@ -89,7 +90,7 @@ func TestRouteModeNeedsForwardingNotArpIgnoreZero(t *testing.T) {
 func TestRouteModeRefusesAnIPAnotherInterfaceHasAHostRouteTo(t *testing.T) {
 	f := routeFixture(t)
 	f.k.setRoute(v4a, host.Route{Dev: eth1Index, Prefix: netip.PrefixFrom(v4a, 32), Connected: true})
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "host route") {
 		t.Errorf("Add of an IP routed to eth1 by a host route = %v, want ErrRefused", err)
 	}
@@ -182,7 +183,7 @@ func TestReAddOfTheOnlyHolderSwitchesTheHoldAndUndoSwitchesBack(t *testing.T) {
 
 	f.opts.RouteProtocol = 0
 	failing := errors.New("announcing failed")
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v6a}, Hooks{Announce: func([]Placed) error { return failing }})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a, v6a}, hooks{announce: func([]announce.Target) error { return failing }})
 	if !errors.Is(err, failing) {
 		t.Fatalf("Add with a failing announcement = %v", err)
 	}

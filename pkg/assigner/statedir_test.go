@@ -33,7 +33,7 @@ func TestRemovingTheLockUnderItsHolderDoesNotLetAnotherInvocationIn(t *testing.T
 			}
 			impatient := *f
 			impatient.opts.LockTimeout = 200 * time.Millisecond
-			_, err := impatient.assigner().Add(attC, []netip.Addr{v4c}, Hooks{})
+			_, err := impatient.assigner().Add(attC, []netip.Addr{v4c}, nil)
 			if !errors.Is(err, ErrLockTimeout) {
 				t.Errorf("Add after the %s was removed under its holder = %v, want ErrLockTimeout: it ran beside the holder", name, err)
 			}
@@ -48,7 +48,7 @@ func TestAWaiterOfAReplacedDataDirStartsOverOnTheNewOne(t *testing.T) {
 	f, kernel := sharedFixture(t)
 	release := holdLock(t, f, kernel)
 	done := make(chan error, 1)
-	go func() { _, err := f.assigner().Add(attC, []netip.Addr{v4c}, Hooks{}); done <- err }()
+	go func() { _, err := f.assigner().Add(attC, []netip.Addr{v4c}, nil); done <- err }()
 	// Once the waiter has the old dataDir open, it locks that one: swap
 	// the directory then, so that it must notice and start over.
 	waitForOpen(t, f.opts.DataDir)
@@ -128,7 +128,7 @@ func TestASymlinkInsideTheStateDirectoryIsNeverFollowed(t *testing.T) {
 		{"index", "ip/198.51.100.1.json", false},
 	}
 	ops := map[string]func(a *Assigner) error{
-		"Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a, v4b}, Hooks{}); return err },
+		"Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a, v4b}, nil); return err },
 		"Del": func(a *Assigner) error { return a.Del(attA) },
 		"GC":  func(a *Assigner) error { return a.GC("net1", nil) },
 	}
@@ -170,7 +170,7 @@ func TestADanglingLockSymlinkCreatesNoFileOutsideDataDir(t *testing.T) {
 	if err := os.Symlink(target, lock); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.assigner().Add(attB, []netip.Addr{v4b}, Hooks{})
+	_, err := f.assigner().Add(attB, []netip.Addr{v4b}, nil)
 	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), lock) {
 		t.Errorf("Add with a dangling lock symlink = %v, want ErrState naming %s", err, lock)
 	}
@@ -224,7 +224,7 @@ func TestASystemDirectoryIsRefusedAsDataDir(t *testing.T) {
 				made = dir
 			}
 			t.Cleanup(func() { os.RemoveAll(made) })
-			_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+			_, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil)
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `dataDir: "`+dir+`"`) {
 				t.Errorf("Add with dataDir %s = %v, want ErrRefused naming dataDir and its value", dir, err)
 			}
@@ -276,7 +276,7 @@ func TestAnUnsafeDataDirIsRefusedAndNothingIsMadeThere(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.opts.DataDir = dir
-			_, err = f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+			_, err = f.assigner().Add(attA, []netip.Addr{v4a}, nil)
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `dataDir: "`+dir+`"`) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("Add = %v, want one line of ErrRefused naming dataDir %q", err, dir)
 			}
@@ -323,7 +323,7 @@ func TestAJournalPlantedWhereOthersCanWriteIsNeverReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, run := range map[string]func(a *Assigner) error{
-		"Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a}, Hooks{}); return err },
+		"Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a}, nil); return err },
 		"GC":  func(a *Assigner) error { return a.GC("net1", []Attachment{attC}) },
 	} {
 		err := run(f.assigner())

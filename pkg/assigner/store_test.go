@@ -17,9 +17,9 @@ func TestCorruptStateFileIsAnErrorNamingItAndChangesNothing(t *testing.T) {
 		"journal": func(f *fixture) string { return filepath.Join(f.stateDir(), "journal") },
 	}
 	ops := map[string]func(a *Assigner) error{
-		"re-Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a, v6a}, Hooks{}); return err },
+		"re-Add": func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a, v6a}, nil); return err },
 		"Add of another attachment sharing the IP": func(a *Assigner) error {
-			_, err := a.Add(attB, []netip.Addr{v4a}, Hooks{})
+			_, err := a.Add(attB, []netip.Addr{v4a}, nil)
 			return err
 		},
 		"Del":   func(a *Assigner) error { return a.Del(attA) },

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
@@ -234,7 +235,7 @@ func TestAttachmentsOnOneSubnetShareItsHairpinElement(t *testing.T) {
 func TestAFailedAddTakesItsRulesBackOut(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
 	f.steered(n, traffic.Both, ctrA4)
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{Announce: func([]Placed) error { return errors.New("no uplink") }})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, hooks{announce: func([]announce.Target) error { return errors.New("no uplink") }})
 	if err == nil {
 		t.Fatal("ADD with a failing announcement succeeded")
 	}
@@ -316,7 +317,7 @@ func TestALeavingTargetIsForgottenOnlyOnceTheTableNoLongerSteersToIt(t *testing.
 func TestAContainerAddressTheNodeHoldsIsRefusedAndNothingChanges(t *testing.T) {
 	f, n := newFixture(t), newFakeNAT()
 	f.steered(n, traffic.Both, netip.PrefixFrom(nodeIP, 24))
-	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, Hooks{})
+	_, err := f.assigner().Add(attA, []netip.Addr{v4a}, nil)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), nodeIP.String()) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("ADD with the node's address as the container's: %v, want one line refusing %s", err, nodeIP)
 	}
@@ -393,7 +394,7 @@ func (f *fixture) addGarbling(att Attachment, ip netip.Addr) error {
 			}
 		}
 	}
-	_, err := a.Add(att, []netip.Addr{ip}, Hooks{})
+	_, err := a.Add(att, []netip.Addr{ip}, nil)
 	return err
 }
 

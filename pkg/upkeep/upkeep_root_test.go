@@ -65,7 +65,7 @@ func newUpkeepNode(t *testing.T) *upkeepNode {
 		if err == nil {
 			u.upMAC = ifi.HardwareAddr
 			_, err = assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second}).
-				Add(assigner.Attachment{Network: "pods", ContainerID: "c1", IfName: "eth0"}, []netip.Addr{u.ip}, assigner.Hooks{})
+				Add(assigner.Attachment{Network: "pods", ContainerID: "c1", IfName: "eth0"}, []netip.Addr{u.ip}, nil)
 		}
 		return err
 	})
@@ -206,7 +206,7 @@ func TestReannounceKeepsTheRoundOfAnIPWhoseFirstHolderLeftWhileAnotherHoldsIt(t 
 	t.Cleanup(as.Close)
 	var first assigner.Attachment
 	u.do(t, func() error {
-		_, err := as.Add(assigner.Attachment{Network: "pods", ContainerID: "c2", IfName: "eth0"}, []netip.Addr{u.ip}, assigner.Hooks{})
+		_, err := as.Add(assigner.Attachment{Network: "pods", ContainerID: "c2", IfName: "eth0"}, []netip.Addr{u.ip}, nil)
 		if err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
 	u.do(t, func() error {
 		_, err := assigner.New(assigner.Options{Device: "eip0", DataDir: u.dataDir, LockTimeout: 5 * time.Second,
 			NAT: steer.HostNAT(), Traffic: traffic.Both, Container: []netip.Prefix{netip.MustParsePrefix("10.88.0.2/32")}}).
-			Add(att, []netip.Addr{ip}, assigner.Hooks{})
+			Add(att, []netip.Addr{ip}, nil)
 		return err
 	})
 	run(t, "ip", "netns", "exec", u.nodeName, "nft", "delete", "table", "inet", "external-ip")

@@ -11,8 +11,9 @@ import (
 	"github.com/external-ip/external-ip/pkg/config"
 )
 
-// session is ADD's announce.Session, wired to the assigner: the first round
-// under the lock, the probes before it, both of the IPs the assigner placed.
+// session is ADD's announce.Session, which the assigner asks to probe
+// before the lock and to send the first round under it, both for the IPs
+// it placed.
 func session(inv *invocation) *announce.Session {
 	return announce.NewSession(announce.SessionOptions{
 		Rounds: inv.conf.Announce.Count, Interval: inv.conf.Announce.Interval,
@@ -39,27 +40,6 @@ func heldHere(conf *config.Config) func(netip.Addr) (bool, bool) {
 		held, err := as.Holds(ip)
 		return held, err == nil
 	}
-}
-
-// callbacks are the assigner's calls into the session for one ADD;
-// conflictProbe "0s" probes nothing.
-func callbacks(s *announce.Session, conf *config.Config) assigner.Hooks {
-	h := assigner.Hooks{Announce: func(placed []assigner.Placed) error {
-		targets := make([]announce.Target, len(placed))
-		for i, p := range placed {
-			targets[i] = target(p)
-		}
-		return s.Announce(targets)
-	}}
-	if conf.Probe > 0 {
-		h.Probe = func(p assigner.Placed) error { return s.Probe(target(p), conf.Probe) }
-	}
-	return h
-}
-
-func target(p assigner.Placed) announce.Target {
-	u := p.Uplink
-	return announce.Target{Addr: p.Addr, Uplink: announce.Uplink{Name: u.Name, Index: u.Index, MAC: u.MAC, Router: u.Router}}
 }
 
 // runAnnouncer is the detached process's whole life. It logs each round

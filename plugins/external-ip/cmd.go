@@ -56,6 +56,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 		NAT: nat, Traffic: conf.Traffic, Container: conf.ContainerAddrs(),
 		Routing:       routing,
 		RouteProtocol: routeProtocol(conf),
+		Probe:         conf.Probe,
 	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	inv := &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, nat: nat,
@@ -124,7 +125,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return cniError(err, nil)
 	}
 	s := session(inv)
-	_, err = inv.as.Add(inv.att, addrs(reqs), callbacks(s, inv.conf))
+	_, err = inv.as.Add(inv.att, addrs(reqs), s)
 	startForget(inv)
 	inv.lingerNAT()
 	if herr := s.Finish(err == nil); herr != nil {
