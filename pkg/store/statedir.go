@@ -23,9 +23,14 @@ var (
 		"/proc", "/sbin", "/sys", "/usr"}
 )
 
-// refuseDataDir is a refusal of the configured dataDir (code 7).
-func (s *Store) refuseDataDir(format string, args ...any) error {
-	return errorf(ErrRefused, "dataDir: %q: %s", s.dataDir, fmt.Sprintf(format, args...))
+// trust judges the directories on the way to the state and the state's
+// own, for the configured dataDir, which a refusal names: whether only
+// root (or this user) could have changed them.
+type trust string
+
+// refuse is a refusal of the configured dataDir (code 7).
+func (t trust) refuse(format string, args ...any) error {
+	return errorf(ErrRefused, "dataDir: %q: %s", string(t), fmt.Sprintf(format, args...))
 }
 
 // isSystemDir says whether path is one of the system's directories.
@@ -63,16 +68,16 @@ func resolve(path string) (string, string, error) {
 // state of their own, a journal that the next invocation replays.
 func (s *Store) prepare(create bool) (string, error) {
 	if isSystemDir(s.dataDir) {
-		return "", s.refuseDataDir("is a system directory")
+		return "", trust(s.dataDir).refuse("is a system directory")
 	}
 	resolved, existing, err := resolve(s.dataDir)
 	if err != nil {
 		return "", errorf(ErrState, "resolving dataDir %s: %w", s.dataDir, err)
 	}
 	if isSystemDir(resolved) {
-		return "", s.refuseDataDir("is the system directory %s", resolved)
+		return "", trust(s.dataDir).refuse("is the system directory %s", resolved)
 	}
-	if err := s.trustPath(existing); err != nil || !create || existing == resolved {
+	if err := trust(s.dataDir).path(existing); err != nil || !create || existing == resolved {
 		return resolved, err
 	}
 	s.beforeMkdir.at(existing)
@@ -82,13 +87,13 @@ func (s *Store) prepare(create bool) (string, error) {
 	// A directory on the way that another user made first, between the
 	// check and MkdirAll (under a sticky /tmp, say), is theirs: checked
 	// again now that the whole path exists.
-	return resolved, s.trustPath(resolved)
+	return resolved, trust(s.dataDir).path(resolved)
 }
 
-// trustPath checks path and each of its ancestors (trustAncestor).
-func (s *Store) trustPath(path string) error {
+// path checks path and each of its ancestors (ancestor).
+func (t trust) path(path string) error {
 	for p := path; ; p = filepath.Dir(p) {
-		if err := s.trustAncestor(p); err != nil {
+		if err := t.ancestor(p); err != nil {
 			return err
 		}
 		if p == "/" {
@@ -97,43 +102,43 @@ func (s *Store) trustPath(path string) error {
 	}
 }
 
-// trustAncestor refuses a directory on the way to the state that another
-// user owns, or that others may write to without the sticky bit (which
-// keeps them from renaming or removing what is not theirs).
-func (s *Store) trustAncestor(path string) error {
+// ancestor refuses a directory on the way to the state that another user
+// owns, or that others may write to without the sticky bit (which keeps
+// them from renaming or removing what is not theirs).
+func (t trust) ancestor(path string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return errorf(ErrState, "checking dataDir %s: %s: %w", s.dataDir, path, err)
+		return errorf(ErrState, "checking dataDir %s: %s: %w", string(t), path, err)
 	}
-	if err := s.trustOwner(path, &st); err != nil {
+	if err := t.owner(path, &st); err != nil {
 		return err
 	}
 	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
-		return s.refuseDataDir("%s is writable by other users and not sticky, so they could plant state there", path)
+		return t.refuse("%s is writable by other users and not sticky, so they could plant state there", path)
 	}
 	return nil
 }
 
-func (s *Store) trustOwner(path string, st *unix.Stat_t) error {
+func (t trust) owner(path string, st *unix.Stat_t) error {
 	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return s.refuseDataDir("%s is owned by uid %d, not by root", path, st.Uid)
+		return t.refuse("%s is owned by uid %d, not by root", path, st.Uid)
 	}
 	return nil
 }
 
-// trustState refuses a directory of the state itself that another user
-// owns or may write to: its journal and records are trusted only if nobody
+// state refuses a directory of the state itself that another user owns
+// or may write to: its journal and records are trusted only if nobody
 // but root could have written them.
-func (s *Store) trustState(fd int, path string) error {
+func (t trust) state(fd int, path string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return errorf(ErrState, "checking state directory %s: %w", path, err)
 	}
-	if err := s.trustOwner(path, &st); err != nil {
+	if err := t.owner(path, &st); err != nil {
 		return err
 	}
 	if st.Mode&0o022 != 0 {
-		return s.refuseDataDir("%s has mode %04o: other users could plant state there; make it 0700", path, st.Mode&0o7777)
+		return t.refuse("%s has mode %04o: other users could plant state there; make it 0700", path, st.Mode&0o7777)
 	}
 	return nil
 }
@@ -154,7 +159,7 @@ func (s *Store) openData(create bool) (bool, error) {
 	}
 	s.fd[data] = fd // closed with the store from here on
 	s.resolved = resolved
-	return true, s.trustState(fd, s.dataDir)
+	return true, trust(s.dataDir).state(fd, s.dataDir)
 }
 
 // openInside opens the device's directory and its subdirectories relative
@@ -211,7 +216,7 @@ func (s *Store) openDir(parent int, name, path string, create bool) (int, error)
 	case err != nil:
 		return -1, errorf(ErrState, "opening state directory %s: %w", path, err)
 	}
-	if err := s.trustState(fd, path); err != nil {
+	if err := trust(s.dataDir).state(fd, path); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
