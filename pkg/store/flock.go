@@ -8,8 +8,8 @@ import (
 )
 
 // RunnerFile is the conntrack clean-up's runner lock: whoever holds an
-// exclusive flock on it drains the ConntrackFile queue (pkg/assigner's
-// forget_run.go says how it is handed on).
+// exclusive flock on it drains the ConntrackFile queue (package forget's
+// runner.go says how it is handed on).
 const RunnerFile File = "conntrack.run"
 
 // TryFlock opens f in the device's state directory, under the state lock
