@@ -1,8 +1,8 @@
 // Package layout_test holds the house to its figures, so that they cannot
 // regress unseen: no package over its budget of production lines, no
 // type with more methods than a reader can hold, a config parser that
-// links no kernel library, and docs/architecture.md naming every package
-// and only tests that exist.
+// links no kernel library, docs/architecture.md naming every package and
+// only tests that exist, and no code citing a tracker's issue number.
 package layout_test
 
 import (
@@ -220,5 +220,35 @@ func TestEveryTestTheArchitecturePageCitesExists(t *testing.T) {
 		if name := strings.Trim(c, "`"); !defined[name] {
 			t.Errorf("docs/architecture.md cites %s, which no test defines", name)
 		}
+	}
+}
+
+// issueNumber is a tracker's number cited in place of the goal itself,
+// which a reader of the code cannot follow.
+var issueNumber = regexp.MustCompile(`\b[Ii]ssues? #?[0-9]`)
+
+func TestNoCodeCitesAnIssueNumber(t *testing.T) {
+	if !issueNumber.MatchString("meets " + "issue" + " 24's goal") {
+		t.Fatal("the pattern misses an issue number")
+	}
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		checked++
+		for i, line := range strings.Split(string(b), "\n") {
+			if issueNumber.MatchString(line) {
+				t.Errorf("%s:%d cites an issue number; say the goal itself: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("read %d Go files: the walk looked in the wrong place", checked)
 	}
 }
