@@ -97,8 +97,8 @@ type call struct {
 	holder *host.Holder
 	ups    *host.Uplinks
 	// queue is the conntrack clean-up queue as the call sees it: what it
-	// queued, and the runner lock it claimed (package forget); Queued and
-	// TakeRunner read it once the call has returned.
+	// queued, and the runner lock it claimed (package forget); Conntrack
+	// hands it over once the call has returned.
 	queue *forget.Queue
 	// router decides the call's uplink routing, nil without Routing.
 	router *uplinkroute.Router

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/forget"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
@@ -11,22 +12,11 @@ import (
 
 // NAT is what the assigner asks of the host's nftables table and
 // conntrack: the steering's table (steer.NAT) and the conntrack clean-up's
-// side of it; steer.HostTable is the host's, tests give a fake.
+// side of it (forget.Conntrack); steer.HostTable is the host's, tests give
+// a fake.
 type NAT interface {
 	steer.NAT
-	// Forget deletes the conntrack entries of flows to ip DNATed to
-	// target, or, with no target, every entry our rules made for ip.
-	Forget(ip, target netip.Addr) error
-	// StartPass says that the Forgets to come were all queued before now
-	// (one pass of Drain), so that they may share the walks they make.
-	StartPass()
-	// Tracked says whether the node has any conntrack entry at all.
-	Tracked() (bool, error)
-	// Seen says whether our rules recorded a flow NATed for addr: an
-	// external IP DNATed to a target, or a container address SNATed.
-	Seen(addr netip.Addr) (bool, error)
-	// Unsee forgets that addrs had flows, once their clean-up is done.
-	Unsee(addrs []netip.Addr) error
+	forget.Conntrack
 }
 
 // steers tells whether this invocation makes NAT rules for its ADD.
