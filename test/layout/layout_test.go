@@ -35,7 +35,7 @@ const (
 // uplink marking (uplinks.go) would go beside pkg/uplinkroute, and its
 // Table's methods to a type per object it makes.
 var overBudget = map[string]int{
-	"pkg/nat":          3279,
+	"pkg/nat":          3247,
 	"pkg/nat.Table":    70,
 	"test/bench.bench": 41,
 }
