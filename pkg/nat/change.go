@@ -67,46 +67,46 @@ func (t *Table) Apply(ch Change) error {
 	if ch.Unmarked != nil {
 		*ch.Unmarked = false
 	}
-	if ok, err := t.commit(ch); ok || err != nil {
+	first, err := t.commit(ch) // the kernel's reason, kept for the slow way's error
+	if first == nil || err != nil {
 		return err
 	}
-	// An uplink member to remove may not be there (an IP that never
-	// steered in, a family the uplink does not route): the same change
-	// with each removal made sure of, in one transaction still.
+	// An uplink member to remove may not be there (an IP that never steered
+	// in, a family the uplink does not route): each removal made sure of, still in one transaction.
 	if len(ch.UplinkDel) > 0 {
 		ch.anyMembersGone = true
-		if ok, err := t.commit(ch); ok || err != nil {
+		if refused, err := t.commit(ch); refused == nil || err != nil {
 			return err
 		}
 	}
-	// A chain that a member still goes to: the change without the
-	// chains, which the caller then reads again.
+	// A chain that a member still goes to: the change without the chains, which the caller rereads.
 	if len(ch.UplinkUnmark) > 0 {
 		ch.UplinkUnmark = nil
-		if ok, err := t.commit(ch); ok || err != nil {
+		if refused, err := t.commit(ch); refused == nil || err != nil {
 			return err
 		}
 	}
-	// A refused hairpin subnet overlaps one the set holds: the same change
-	// with the subnets merged, in one transaction still, before the slow way.
+	// A refused hairpin subnet overlaps one the set holds: the subnets merged, still in one transaction.
 	if len(ch.Hairpin) > 0 && t.applyMerged(ch) == nil {
 		return nil
 	}
-	return t.applyEach(ch)
+	if err := t.applyEach(ch); err != nil {
+		return fmt.Errorf("%w (the change as one transaction was refused first: %v)", err, first)
+	}
+	return nil
 }
 
-// commit stages ch and commits it: ok when the kernel took it, err only
-// when staging failed (a bug, not a refusal to retry). Unmarked says
-// whether UplinkUnmark's chains went with it.
-func (t *Table) commit(ch Change) (ok bool, err error) {
+// commit stages ch and commits it: refused is the kernel's reason when it
+// did not take it (nil: taken), err a failure to stage (a bug, not a
+// refusal to retry). Unmarked says whether UplinkUnmark's chains went too.
+func (t *Table) commit(ch Change) (refused, err error) {
 	if err := t.stage(ch); err != nil {
-		return false, err
+		return nil, err
 	}
-	ok = t.c.Flush() == nil
-	if ok && ch.Unmarked != nil {
+	if refused = t.c.Flush(); refused == nil && ch.Unmarked != nil {
 		*ch.Unmarked = len(ch.UplinkUnmark) > 0
 	}
-	return ok, nil
+	return refused, nil
 }
 
 func (t *Table) stage(ch Change) error {

@@ -2,6 +2,7 @@ package nat
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -722,5 +723,35 @@ func TestATableWithoutTheSeenSetsReadsEveryAddressAsSeen(t *testing.T) {
 				t.Errorf("with no set seen4, %s reads as seen %v (%v), want seen", a, seen, err)
 			}
 		}
+	})
+}
+
+// A change the kernel refuses as one transaction, and that then fails step
+// by step too, returns the kernel's reason for the first refusal beside
+// the step's own error: the step's may say less (here a check of ours
+// that never reaches the kernel), and the transaction's is what a person
+// debugging the table needs.
+func TestARefusedTransactionsKernelReasonIsKeptInTheFinalError(t *testing.T) {
+	inNetNS(t, func(_ string, tb *Table) {
+		must(t, tb.Ensure())
+		// An IPv4 source sent from an IPv6 address: a 16-byte value in a
+		// map of 4-byte ones, which the kernel refuses (ERANGE or EINVAL).
+		err := tb.Apply(Change{Egress: map[EgressKey]netip.Addr{{ctrA, "uplink0"}: ext6}})
+		if err == nil {
+			t.Fatal("Apply of an IPv4 source sent from an IPv6 address succeeded")
+		}
+		t.Logf("Apply: %v", err)
+		var errno unix.Errno
+		if !strings.Contains(err.Error(), "families differ") || !strings.Contains(err.Error(), "refused first: ") ||
+			errors.As(err, &errno) {
+			t.Errorf("Apply's error %q: want the step's reason (families differ) and the transaction's, "+
+				"the latter as text only (callers tell errors apart by the step's)", err)
+		}
+		for _, reason := range []error{unix.ERANGE, unix.EINVAL} {
+			if strings.Contains(err.Error(), reason.Error()) {
+				return
+			}
+		}
+		t.Errorf("Apply's error %q names neither ERANGE nor EINVAL, the kernel's reason for the refused transaction", err)
 	})
 }
