@@ -104,21 +104,17 @@ func (s undoStore) watcherRunning() (bool, error) {
 	return false, err
 }
 
-// leave ends an uninstall: with no watcher left to obey the mark, our
-// directory goes (the conf dir is as before the first install); with one,
-// the mark stays, and kept says so.
-func (s undoStore) leave() (kept string, err error) {
-	running, err := s.watcherRunning()
-	if err != nil || running {
-		return fmt.Sprintf("kept %s: an install --watch is still running and obeys it (chains nothing more); remove %s once it has stopped, or run uninstall again then", s.markPath(), s.dir), err
-	}
+// leave ends an uninstall that left nothing for later (no watcher runs:
+// see Installer.pending): the mark and the watchers' lock file go, then
+// our directory, and the conf dir is as before the first install.
+func (s undoStore) leave() error {
 	if err := sweepTemps(s.dir); err != nil {
-		return "", err
+		return err
 	}
 	for _, name := range []string{markName, watchName} {
 		if err := removeFile(s.dir, name, s.fault); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return "", s.removeDir()
+	return s.removeDir()
 }

@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,11 +12,15 @@ import (
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
 )
 
-// Uninstall restores every conf dir file we changed, removes the binary
-// we installed and then the undo file. Run again after a kill, it finishes.
-// It first marks the conf dir, so that a watcher still running chains
-// nothing more (see mark.go). Without the undo file it removes what is
-// provably ours and fails naming what it had to leave.
+// Uninstall restores every conf dir file we changed, then removes the
+// binary we installed and the undo file, unless something is left for a
+// later run: an install --watch still running (it obeys the mark, see
+// mark.go), or, with Retire, a holder or table kept while pods hold IPs.
+// Then it keeps the binary and an undo file recording it, since running
+// uninstall (or repair) again is the advice, and the binary is what runs
+// it; the pods' DELs need it too. Run again, after a kill or once nothing
+// is left, it finishes. Without the undo file it removes what is provably
+// ours and fails naming what it had to leave.
 func (i *Installer) Uninstall() error {
 	unlock, err := lockDir(i.ConfDir)
 	if err != nil {
@@ -33,31 +38,100 @@ func (i *Installer) Uninstall() error {
 	if err != nil {
 		return err
 	}
+	var bin *binaryUndo
+	var left []string
 	if u != nil {
-		err = i.undoRecorded(st, u)
+		bin, err = u.Binary, i.restoreFiles(u)
 	} else {
-		err = i.undoUnrecorded()
+		left, bin, err = i.undoUnrecorded()
 	}
 	if err != nil {
 		return err
 	}
-	var kept []string
-	if i.Retire {
-		if kept, err = i.retire(i.retireDataDir(u)); err != nil {
-			return err
-		}
+	kept, err := i.pending(st, u)
+	if err == nil && len(kept) > 0 {
+		err = i.keepForLater(st, u, bin, kept)
+	} else if err == nil {
+		err = i.finish(st, bin)
 	}
-	line, err := st.leave()
-	for _, k := range append(kept, line) {
-		if k != "" {
-			i.log().Warn(k)
-		}
+	if err == nil && len(left) > 0 {
+		err = fmt.Errorf("no undo file %s, so left: %s", st.path(), strings.Join(left, "; "))
 	}
 	return err
 }
 
-// undoRecorded carries out the undo file and removes it.
-func (i *Installer) undoRecorded(st undoStore, u *undo) error {
+// pending says what a later uninstall is left to do: the holders and table
+// retire keeps, and the mark a running watcher obeys. A watcher takes its
+// lock under the conf dir's lock, which Uninstall holds: none starts
+// meanwhile.
+func (i *Installer) pending(st undoStore, u *undo) ([]string, error) {
+	var kept []string
+	if i.Retire {
+		var err error
+		if kept, err = i.retire(i.retireDataDir(u)); err != nil {
+			return nil, err
+		}
+	}
+	running, err := st.watcherRunning()
+	if err != nil {
+		return nil, err
+	}
+	if running {
+		kept = append(kept, fmt.Sprintf("kept %s: an install --watch is still running and obeys it (chains nothing more); run uninstall again once it has stopped", st.markPath()))
+	}
+	return kept, nil
+}
+
+// finish removes the binary we installed, the undo file and our directory.
+func (i *Installer) finish(st undoStore, bin *binaryUndo) error {
+	if bin != nil && !bin.Preexisting {
+		if err := i.removeBinary(bin); err != nil {
+			return err
+		}
+	}
+	if err := st.remove(); err != nil {
+		return err
+	}
+	return st.leave()
+}
+
+// keepForLater keeps what the advice to run uninstall again needs: the
+// binary, and an undo file recording it (the conf dir's files are
+// restored already, so it records none of them), which the later run
+// carries out; it says what to run.
+func (i *Installer) keepForLater(st undoStore, u *undo, bin *binaryUndo, kept []string) error {
+	rest := &undo{Files: map[string]*fileUndo{}, Binary: bin, DataDir: i.retireDataDir(u)}
+	if err := st.save(rest); err != nil {
+		return err
+	}
+	run, err := i.rerunPath()
+	if err != nil {
+		return err
+	}
+	kept = append(kept, fmt.Sprintf("kept %s for the next run, with %s: run %s uninstall --bin-dir %s --conf-dir %s to finish",
+		run, st.path(), run, i.BinDir, i.ConfDir))
+	for _, k := range kept {
+		i.log().Warn(k)
+	}
+	return nil
+}
+
+// rerunPath is a binary that will still be there for the next run: the
+// bin dir's, which keepForLater keeps, else this one.
+func (i *Installer) rerunPath() (string, error) {
+	path := filepath.Join(i.BinDir, BinaryName)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
+		return path, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding this binary: %w", err)
+	}
+	return exe, nil
+}
+
+// restoreFiles puts back every conf dir file the undo file records.
+func (i *Installer) restoreFiles(u *undo) error {
 	names := make([]string, 0, len(u.Files))
 	for n := range u.Files {
 		names = append(names, n)
@@ -76,39 +150,26 @@ func (i *Installer) undoRecorded(st undoStore, u *undo) error {
 			return err
 		}
 	}
-	if u.Binary != nil && !u.Binary.Preexisting {
-		if err := i.removeBinary(u.Binary); err != nil {
-			return err
-		}
-	}
-	return st.remove()
+	return nil
 }
 
 // undoUnrecorded is an uninstall without the undo file (deleted by hand,
 // or a conf dir copied without it): nothing says what the files were, so
-// it removes what is provably ours, our entries from the lists and, when
-// it found one (so an install of ours ran), a binary identical to this
-// one; it fails naming what it had to leave. With no entry of ours
-// chained, a binary is left alone: it may be a package's, kept by an
-// earlier uninstall that then removed its undo file.
-func (i *Installer) undoUnrecorded() error {
+// it removes what is provably ours, our entries from the lists, and, when
+// it found one (so an install of ours ran), takes a binary identical to
+// this one as ours (bin); left names what it had to leave. With no entry
+// of ours chained, a binary is left alone: it may be a package's, kept by
+// an earlier uninstall that then removed its undo file.
+func (i *Installer) undoUnrecorded() (left []string, bin *binaryUndo, err error) {
 	left, removed, err := i.unchainAll()
-	if err != nil {
-		return err
+	if err != nil || removed == 0 {
+		return left, nil, err
 	}
-	if removed > 0 {
-		l, err := i.removeOurBinary()
-		if err != nil {
-			return err
-		}
-		if l != "" {
-			left = append(left, l)
-		}
+	bin, line, err := i.ourBinary()
+	if line != "" {
+		left = append(left, line)
 	}
-	if len(left) > 0 {
-		return fmt.Errorf("no undo file %s, so left: %s", i.store().path(), strings.Join(left, "; "))
-	}
-	return nil
+	return left, bin, err
 }
 
 // unchainAll removes our entries from every list of the conf dir; it
@@ -160,27 +221,23 @@ func hasOurEntry(path string) bool {
 	return false
 }
 
-// removeOurBinary removes the bin dir's binary when it is byte for byte
-// this installer's; otherwise it says why it stays.
-func (i *Installer) removeOurBinary() (string, error) {
+// ourBinary records the bin dir's binary as ours when it is byte for
+// byte this installer's; otherwise it says why it stays.
+func (i *Installer) ourBinary() (*binaryUndo, string, error) {
 	path := filepath.Join(i.BinDir, BinaryName)
 	cur, _, err := readRegular(i.BinDir, BinaryName)
 	if err != nil || cur == nil {
-		return "", err
+		return nil, "", err
 	}
 	want, err := i.exeBytes()
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if !bytes.Equal(cur, want) {
-		return fmt.Sprintf("binary %s (sha256 %.12s): not this uninstaller's (sha256 %.12s), so not provably ours; run the uninstall of the binary that installed it, or remove it by hand",
+		return nil, fmt.Sprintf("binary %s (sha256 %.12s): not this uninstaller's (sha256 %.12s), so not provably ours; run the uninstall of the binary that installed it, or remove it by hand",
 			path, digest(cur), digest(want)), nil
 	}
-	if err := removeFile(i.BinDir, BinaryName, i.fault); err != nil {
-		return "", err
-	}
-	i.log().Info("removed the plugin binary (no undo file; identical to this one)", "path", path)
-	return "", nil
+	return &binaryUndo{Wrote: []string{digest(cur)}}, "", nil
 }
 
 // removeBinary removes the binary we installed, and leaves one that

@@ -1,11 +1,14 @@
 package install
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // primaries are the two shapes a primary comes in.
@@ -152,4 +155,49 @@ func TestUninstallWithoutUndoAndWithoutOurEntryLeavesTheBinary(t *testing.T) {
 			t.Fatalf("after uninstall %d the binary that was there before the install is gone (%v)", k+1, err)
 		}
 	}
+}
+
+// An uninstall while a watcher still runs (a plain `kubectl delete`, whose
+// pod is still terminating) restores the conf dir but keeps the binary and
+// says to run it again: the advice names a binary that is there. Run as
+// advised once the watcher has stopped, uninstall finishes: binary, undo
+// file and mark gone, the conf dir as before the first install.
+func TestUninstallWhileAWatcherRunsKeepsTheBinaryItAdvisesRunningAgain(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	before := snapshot(t, n.conf)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.installer(t).Watch(ctx, WatchOptions{Resync: time.Hour}) }()
+	defer stop()
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+
+	logs := &logBuffer{}
+	in := &Installer{BinDir: n.bin, ConfDir: n.conf, Log: logs.logger()}
+	if err := in.Uninstall(); err != nil {
+		t.Fatalf("uninstall beside a running watcher: %v", err)
+	}
+	bin := filepath.Join(n.bin, BinaryName)
+	advice := fmt.Sprintf("run %s uninstall --bin-dir %s --conf-dir %s to finish", bin, n.bin, n.conf)
+	if !strings.Contains(logs.String(), advice) || !strings.Contains(logs.String(), "install --watch is still running") {
+		t.Errorf("uninstall's lines:\n%s\nwant the watcher named and the advice %q", logs, advice)
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("the binary the advice runs: %v, %v; want it kept, executable", fi, err)
+	}
+	if got := n.read(t, "10-bridge.conflist"); string(got) != bridgeList {
+		t.Errorf("the primary was not restored while the watcher runs:\n%s", got)
+	}
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if err := in.Uninstall(); err != nil { // what the advised command runs
+		t.Fatalf("uninstall run again as advised: %v", err)
+	}
+	if _, err := os.Stat(bin); !os.IsNotExist(err) {
+		t.Errorf("the binary is still there after the advised run (%v)", err)
+	}
+	sameContent(t, "conf dir after the advised run", before, snapshot(t, n.conf))
 }

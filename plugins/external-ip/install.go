@@ -42,7 +42,9 @@ removes the binary it installed; a running install --watch then chains
 nothing more. Once no pod holds an external IP it also removes the holder
 device of DIR (default: the dataDir of the entry install chained) and table
 inet external-ip, when they are ours and empty, and says what it keeps and
-why otherwise. version prints the version and revision.
+why otherwise. While it keeps something (or a watcher still runs) it keeps
+the binary too, and its last line is the command that finishes. version
+prints the version and revision.
 `
 
 // nodeUsage is install's and uninstall's -h.

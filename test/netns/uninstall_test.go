@@ -1,9 +1,11 @@
 package netns
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -81,5 +83,70 @@ func TestUninstallKeepsAHolderWithStrayAddressesAndADeviceNotOurs(t *testing.T) 
 	h.inNode("ip link add eip1 type bridge")
 	if code, out := h.uninstallIn(t); code != 0 || !h.deviceExists("eip1") {
 		t.Errorf("uninstall: exit %d (%s); eip1, not ours, exists: %v", code, out, h.deviceExists("eip1"))
+	}
+}
+
+// nodeCommand runs the built binary, or another, with args in the node:
+// exit code and output.
+func (h *host) nodeCommand(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", h.name, bin}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("running %s %v: %v", bin, args, err)
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// advisedRun is the command an uninstall's last line tells a person to run.
+var advisedRun = regexp.MustCompile(`run (\S+) (uninstall --bin-dir \S+ --conf-dir \S+) to finish`)
+
+// An uninstall while a pod still holds an IP keeps the binary it installed,
+// and says to run it again: the advised command is there to run (before,
+// uninstall removed the binary and then advised running it again). Run
+// once the pod has left, it finishes: holder, table, binary and our
+// directory gone.
+func TestUninstallWhilePodsHoldIPsKeepsTheBinaryAndTheAdvisedCommandFinishes(t *testing.T) {
+	h := newHost(t)
+	dir := t.TempDir()
+	binDir, confDir, entryFile := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d"), filepath.Join(dir, "entry.json")
+	os.Mkdir(binDir, 0o755)
+	os.Mkdir(confDir, 0o755)
+	primary := `{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"bridge"}]}`
+	os.WriteFile(filepath.Join(confDir, "10-pods.conflist"), []byte(primary), 0o644)
+	os.WriteFile(entryFile, []byte(fmt.Sprintf(`{"type":"external-ip","dataDir":%q,"allowedRanges":["192.0.2.0/24"]}`, h.dataDir)), 0o644)
+	if code, out := h.nodeCommand(t, pluginBin, "install", "--plugin-config", entryFile, "--bin-dir", binDir, "--conf-dir", confDir); code != 0 {
+		t.Fatalf("install: exit %d: %s", code, out)
+	}
+	installed := filepath.Join(binDir, "external-ip")
+	conf := h.netConf("1.0.0", map[string]any{"hold": "address", "runtimeConfig": runtimeIPs("192.0.2.10")})
+	h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD")
+
+	code, out := h.nodeCommand(t, installed, "uninstall", "--bin-dir", binDir, "--conf-dir", confDir)
+	m := advisedRun.FindStringSubmatch(out)
+	if code != 0 || !strings.Contains(out, "kept: 1 attachments still hold external IPs") || m == nil {
+		t.Fatalf("uninstall while a pod holds an IP: exit %d, output %q; want 0, the kept line and a command to run", code, out)
+	}
+	if m[1] != installed {
+		t.Errorf("the advice runs %s, want the installed binary %s", m[1], installed)
+	}
+	if b, err := os.ReadFile(filepath.Join(confDir, "10-pods.conflist")); err != nil || string(b) != primary {
+		t.Errorf("the primary after the first uninstall: %q, %v; want it restored", b, err)
+	}
+
+	h.run(attach("DEL", "c1", conf)).mustOK(t, "DEL")
+	code, out = h.nodeCommand(t, m[1], strings.Fields(m[2])...)
+	if code != 0 {
+		t.Fatalf("the advised %s %s: exit %d: %s", m[1], m[2], code, out)
+	}
+	if _, err := os.Stat(installed); !os.IsNotExist(err) {
+		t.Errorf("the installed binary is still there after the advised run (%v)", err)
+	}
+	if h.deviceExists("eip0") || h.hasTable() {
+		t.Errorf("after the advised run: holder %v, table %v; want both gone", h.deviceExists("eip0"), h.hasTable())
+	}
+	if entries, _ := os.ReadDir(confDir); len(entries) != 1 {
+		t.Errorf("the conf dir after the advised run holds %v, want only the primary", entries)
 	}
 }
