@@ -322,8 +322,9 @@ func TestWatchStartedBeforeTheConfDirExistsWaitsForIt(t *testing.T) {
 // Uninstall wins against an `install --watch` still
 // running (a DaemonSet pod terminating after `kubectl delete` returned),
 // also while the primary CNI keeps rewriting its file: once uninstall has
-// returned, nothing is chained again and the binary stays gone. The
-// watcher's mark goes with the next uninstall, once the watcher stopped.
+// returned, nothing is chained again and the binary is not written again.
+// It keeps the binary, to run again as it advises; the binary and the
+// watcher's mark go with the next uninstall, once the watcher stopped.
 func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 	const tries = 5
 	for try := range tries {
@@ -336,9 +337,14 @@ func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 			t.Fatalf("try %d: the watch did not chain; stderr:\n%s", try, w.stderr)
 		}
 		stopRewrites := rewriteEvery(primary, podsList, 150*time.Millisecond)
+		bin := filepath.Join(n.bin, "external-ip")
+		installed, err := os.Stat(bin)
+		if err != nil {
+			t.Fatalf("try %d: the watch installed no binary: %v", try, err)
+		}
 		code, stderr := runBin(t, n.uninstall()...)
-		if code != 0 {
-			t.Fatalf("try %d: uninstall: %d %s", try, code, stderr)
+		if code != 0 || !strings.Contains(stderr, "run "+bin+" uninstall") {
+			t.Fatalf("try %d: uninstall: %d %s; want 0 and the command that finishes", try, code, stderr)
 		}
 		// Ten times the watch's settle time, with the primary rewriting.
 		time.Sleep(time.Second)
@@ -346,8 +352,8 @@ func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 		if chained(primary) {
 			t.Fatalf("try %d: chained again after uninstall returned; watch stderr:\n%s", try, w.stderr)
 		}
-		if _, err := os.Stat(filepath.Join(n.bin, "external-ip")); !os.IsNotExist(err) {
-			t.Fatalf("try %d: the binary is back after uninstall returned (%v)", try, err)
+		if kept, err := os.Stat(bin); err != nil || !os.SameFile(kept, installed) {
+			t.Fatalf("try %d: the binary after uninstall returned: %v; want the one installed kept, not written again", try, err)
 		}
 		if !strings.Contains(w.stderr.String(), "external-ip uninstall ran") {
 			t.Errorf("try %d: the watch did not say it stopped chaining; stderr:\n%s", try, w.stderr)
@@ -361,6 +367,9 @@ func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 			t.Fatalf("try %d: the second uninstall: %d %s", try, code, stderr)
 		}
 		sameTree(t, "conf dir once the watch stopped and uninstall ran again", before, tree(t, n.conf))
+		if _, err := os.Stat(bin); !os.IsNotExist(err) {
+			t.Fatalf("try %d: the binary is still there after the second uninstall (%v)", try, err)
+		}
 	}
 }
 
