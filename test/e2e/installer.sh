@@ -12,7 +12,10 @@
 #     a bin dir without external-ip: only the installer adds it. A pod with
 #     the annotation gets its external IP, reachable from the LAN namespace;
 #     the installer's upkeep re-announces it (--reannounce-every) and puts it
-#     back after it is removed by hand (--repair-every).
+#     back after it is removed by hand (--repair-every). `uninstall` from the
+#     image, without CAP_NET_ADMIN, restores the conf dir and keeps the
+#     binary for the holder it cannot remove; the command it prints, run as
+#     root on the node, removes both.
 #   usage: installer.sh     (root; install-deps.sh and make image first)
 #   env:   E2E_BIN, PLUGIN, IMAGE_TAR (default bin/external-ip-image.tar),
 #          E2E_KEEP=1, E2E_TIMEOUT
@@ -152,8 +155,15 @@ step "2. remove the pod, stop and uninstall"
 check "crictl stopp + rmp" bash -c "${CRICTL[*]} stopp $POD && ${CRICTL[*]} rmp $POD"
 expect_holder "after rmp"
 "${PODMAN[@]}" rm --force --time 10 eip-2 >/dev/null
-check "external-ip uninstall" "${PODMAN[@]}" run --rm --network host --cap-drop all "${MOUNTS[@]}" "$IMAGE" uninstall "${DIRS[@]}"
+# Without CAP_NET_ADMIN the image cannot remove the empty holder: it keeps
+# the binary for that and prints the command that finishes.
+require "external-ip uninstall" "${PODMAN[@]}" run --rm --network host --cap-drop all "${MOUNTS[@]}" "$IMAGE" uninstall "${DIRS[@]}"
+check "it says it keeps the holder for lack of CAP_NET_ADMIN" grep -q "needs CAP_NET_ADMIN" <<<"$E2E_OUT"
+check "and the command that finishes" grep -q "run /host/opt/cni/bin/external-ip uninstall --bin-dir /host/opt/cni/bin --conf-dir /host/etc/cni/net.d to finish" <<<"$E2E_OUT"
 check "the primary's conflist is back byte for byte" cmp "$T/primary.conflist" "$CONF/10-containerd-net.conflist"
+check "the binary that command runs is kept" cmp "$BIN/external-ip" "$PLUGIN"
+check "that command, as root on the node (the node's paths)" hostns "$BIN/external-ip" uninstall --bin-dir "$BIN" --conf-dir "$CONF"
 expect_eq "nothing else in the conf dir" "10-containerd-net.conflist" "$(ls -A "$CONF")"
 expect_eq "external-ip is gone from the bin dir" "bridge host-local loopback" "$(ls -A "$BIN" | paste -sd' ' -)"
+expect_eq "and the holder $E2E_HOLDER from the node" "" "$(ip -n "$E2E_HOST_NS" -br link show dev "$E2E_HOLDER" 2>/dev/null)"
 step_done
