@@ -41,7 +41,7 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 		}, []string{"kind"}),
 		conflict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "external_ip_conflict",
-			Help: "1 while another MAC claims one of the node's held IPs.",
+			Help: "1 while another host claims one of the node's held IPs; mac is the MAC that began the episode (one series per IP).",
 		}, []string{"ip", "mac"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "external_ip_conflicts_total",

@@ -80,7 +80,7 @@ func TestTheConflictGaugeLastsForTheEpisodeAndTheCounterCountsEpisodes(t *testin
 	ip, mac := netip.MustParseAddr("192.0.2.5"), net.HardwareAddr{2, 0, 0, 0, 0, 0x66}
 	m.ConflictBegan(ip, mac)
 	expect(t, m, `
-# HELP external_ip_conflict 1 while another MAC claims one of the node's held IPs.
+# HELP external_ip_conflict 1 while another host claims one of the node's held IPs; mac is the MAC that began the episode (one series per IP).
 # TYPE external_ip_conflict gauge
 external_ip_conflict{ip="192.0.2.5",mac="02:00:00:00:00:66"} 1
 # HELP external_ip_conflicts_total Conflict episodes: another MAC began to claim a held IP.

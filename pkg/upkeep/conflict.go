@@ -23,31 +23,42 @@ const defendInterval = 10 * time.Second
 // within a minute or two, with requests that carry its sender IP.
 const episodeQuiet = 5 * time.Minute
 
+// namedPerEpisode bounds the claimant MACs an episode names in the log. A
+// host claiming an IP from rotating MACs must not grow the node's memory,
+// its log or Prometheus' series with each: an episode is one IP's, as
+// MetalLB keys its layer-2 series by IP alone, and its series keeps the
+// MAC that began it.
+const namedPerEpisode = 8
+
 // conflicts decides, from the frames the uplinks receive, when another
 // host claims an IP we hold: an ARP packet (request, reply, gratuitous)
 // whose sender IP is ours, or a neighbour advertisement whose target is
 // ours, from a MAC that is not one of the node's. It has no socket: the
-// listener feeds it frames, so that it is tested without root.
+// listener feeds it frames, so that it is tested without root. What it
+// keeps is bounded by the IPs the node holds, whatever the LAN sends: one
+// episode per held IP, with at most namedPerEpisode MACs.
 type conflicts struct {
 	held     map[netip.Addr]HeldIP
 	uplinks  map[string]net.HardwareAddr // each uplink's own MAC, for the log
 	ours     map[string]bool             // every MAC of the node
-	episodes map[claim]time.Time         // when each claimant was last heard
+	episodes map[netip.Addr]*episode
 	defended map[netip.Addr]time.Time
 	log      *slog.Logger
 	rec      Recorder
 	defend   func(h HeldIP)
 }
 
-// claim is another host's claim on one of our IPs.
-type claim struct {
-	ip  netip.Addr
-	mac string
+// episode is a time in which other hosts claim one held IP.
+type episode struct {
+	first net.HardwareAddr // began it: its series' MAC
+	last  time.Time        // a claim was last heard
+	named map[string]bool  // the MACs logged, at most namedPerEpisode
+	more  bool             // a MAC past those was heard, and logged once
 }
 
 func newConflicts(log *slog.Logger, rec Recorder, defend func(HeldIP)) *conflicts {
 	return &conflicts{held: map[netip.Addr]HeldIP{}, uplinks: map[string]net.HardwareAddr{}, ours: map[string]bool{},
-		episodes: map[claim]time.Time{}, defended: map[netip.Addr]time.Time{}, log: log, rec: rec, defend: defend}
+		episodes: map[netip.Addr]*episode{}, defended: map[netip.Addr]time.Time{}, log: log, rec: rec, defend: defend}
 }
 
 // setHeld replaces what the node holds and the MACs that are the node's;
@@ -62,9 +73,9 @@ func (c *conflicts) setHeld(held []HeldIP, uplinks map[string]net.HardwareAddr, 
 	for _, m := range ours {
 		c.ours[m.String()] = true
 	}
-	for k, last := range c.episodes {
-		if _, ok := c.held[k.ip]; !ok || now.Sub(last) >= episodeQuiet {
-			c.end(k)
+	for ip, e := range c.episodes {
+		if _, ok := c.held[ip]; !ok || now.Sub(e.last) >= episodeQuiet {
+			c.end(ip, e)
 		}
 	}
 	for ip := range c.defended {
@@ -74,11 +85,10 @@ func (c *conflicts) setHeld(held []HeldIP, uplinks map[string]net.HardwareAddr, 
 	}
 }
 
-func (c *conflicts) end(k claim) {
-	delete(c.episodes, k)
-	mac, _ := net.ParseMAC(k.mac)
-	c.rec.ConflictEnded(k.ip, mac)
-	c.log.Info("conflict over", "ip", k.ip, "theirs", k.mac)
+func (c *conflicts) end(ip netip.Addr, e *episode) {
+	delete(c.episodes, ip)
+	c.rec.ConflictEnded(ip, e.first)
+	c.log.Info("conflict over", "ip", ip, "theirs", e.first.String(), "macs", len(e.named))
 }
 
 // seen takes one frame received on uplink.
@@ -91,17 +101,35 @@ func (c *conflicts) seen(uplink string, frame []byte, now time.Time) {
 	if !held || h.Uplink != uplink {
 		return // a claim on another LAN than the one we announce it on
 	}
-	k := claim{ip, mac.String()}
-	if _, on := c.episodes[k]; !on {
-		c.rec.ConflictBegan(ip, mac)
-		c.log.Warn("conflict: another host claims a held IP", "ip", ip, "uplink", uplink,
-			"theirs", k.mac, "ours", c.uplinks[uplink].String())
-	}
-	c.episodes[k] = now
+	c.claimed(ip, mac, uplink, now)
 	if last, ok := c.defended[ip]; !ok || now.Sub(last) >= defendInterval {
 		c.defended[ip] = now
 		c.defend(h)
 	}
+}
+
+// claimed begins ip's episode, or names a new claimant in it while it
+// names fewer than namedPerEpisode, and says once when more claim it.
+func (c *conflicts) claimed(ip netip.Addr, mac net.HardwareAddr, uplink string, now time.Time) {
+	e := c.episodes[ip]
+	theirs := mac.String()
+	switch {
+	case e == nil:
+		e = &episode{first: mac, named: map[string]bool{theirs: true}}
+		c.episodes[ip] = e
+		c.rec.ConflictBegan(ip, mac)
+		c.log.Warn("conflict: another host claims a held IP", "ip", ip, "uplink", uplink,
+			"theirs", theirs, "ours", c.uplinks[uplink].String())
+	case e.named[theirs]:
+	case len(e.named) < namedPerEpisode:
+		e.named[theirs] = true
+		c.log.Warn("conflict: one more host claims a held IP", "ip", ip, "uplink", uplink, "theirs", theirs, "macs", len(e.named))
+	case !e.more:
+		e.more = true
+		c.log.Warn("conflict: more hosts claim a held IP; the next are not logged until the episode ends",
+			"ip", ip, "uplink", uplink, "theirs", theirs, "logged", namedPerEpisode)
+	}
+	e.last = now
 }
 
 // claimIn returns the IP and MAC an Ethernet frame claims: the sender of an

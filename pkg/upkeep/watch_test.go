@@ -3,6 +3,7 @@ package upkeep
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,64 @@ func TestTheWatchHandsEachUplinksFramesOnAndStopsItsReaders(t *testing.T) {
 	case <-l.done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the readers did not stop when the uplink's sockets were closed")
+	}
+}
+
+// claimants is how many MACs the bound is tested with: the goal is a node
+// process whose memory stays bounded under 10,000 claiming MACs.
+const claimants = 10000
+
+// A host claiming a held IP from rotating MACs, through the sockets the
+// watch opens: one episode, one series, a bounded log and a bounded
+// memory of MACs, however many MACs it uses. Each MAC used to begin an
+// episode of its own: a series, a log line and a map entry per MAC,
+// kept for five minutes after the last claim.
+func TestThousandsOfMACsClaimingAHeldIPKeepOneEpisodeAndABoundedLog(t *testing.T) {
+	frames := make([][]byte, claimants)
+	for i := range frames {
+		mac := net.HardwareAddr{0x02, 0x66, 0, byte(i >> 16), byte(i >> 8), byte(i)}
+		grat, err := announce.GratuitousARP(mac, held4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames[i] = grat[i%2]
+	}
+	rec, logs, conn := newFakeRecorder(), &logBuffer{}, newFakeConn(frames...)
+	u := &Upkeep{Recorder: rec, Log: logs.logger(), Listen: func(announce.Uplink) ([]FrameConn, error) {
+		return []FrameConn{conn}, nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := u.newWatch(ctx)
+	defer w.close()
+	var defends int
+	w.c.defend = func(HeldIP) { defends++ }
+	t0 := time.Unix(1e9, 0)
+	w.c.setHeld([]HeldIP{{IP: held4, Uplink: "up0", Device: "eip0", Holders: 1}},
+		map[string]net.HardwareAddr{"up0": nodeMAC}, []net.HardwareAddr{nodeMAC}, t0)
+	w.listen("up0", announce.Uplink{Name: "up0", Index: 7, MAC: nodeMAC})
+	for i := range claimants {
+		select {
+		case f := <-w.frames:
+			w.c.seen(f.uplink, f.data, t0.Add(time.Duration(i)*time.Millisecond))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("frame %d of %d did not arrive", i, claimants)
+		}
+	}
+	if len(w.c.episodes) != 1 {
+		t.Fatalf("%d claiming MACs kept %d episodes; want one, of %s", claimants, len(w.c.episodes), held4)
+	}
+	if e := w.c.episodes[held4]; len(e.named) != namedPerEpisode {
+		t.Errorf("%s's episode names %d MACs, want %d", held4, len(e.named), namedPerEpisode)
+	}
+	if want := held4.String() + " 02:66:00:00:00:00"; len(rec.began) != 1 || rec.began[0] != want {
+		t.Errorf("%d claiming MACs began %d series (first %v); want one, [%s]", claimants, len(rec.began), rec.began[:min(3, len(rec.began))], want)
+	}
+	lines := strings.Count(logs.String(), "\n")
+	if lines != namedPerEpisode+1 || !strings.Contains(logs.String(), "the next are not logged") {
+		t.Errorf("%d claiming MACs logged %d lines; want %d (one per MAC named, one saying more claim it)", claimants, lines, namedPerEpisode+1)
+	}
+	if defends != 1 { // the claims span 10 s less a millisecond: one DEFEND_INTERVAL
+		t.Errorf("%d claims over 10 s defended %d times, want once", claimants, defends)
 	}
 }
