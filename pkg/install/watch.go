@@ -30,6 +30,11 @@ type WatchOptions struct {
 	// directory) it is read again and the new entry chained. An entry that
 	// does not parse is logged and the last good one kept.
 	EntryFile string
+	// OnEntry, when set, is told each new entry read from EntryFile,
+	// before it is chained: the node's upkeep follows it (its dataDir and
+	// uplinkRouting), or it would keep repairing what the plugin no
+	// longer uses.
+	OnEntry func(*Entry)
 }
 
 func (o *WatchOptions) defaults() {
@@ -302,4 +307,7 @@ func (wt *watcher) reloadEntry() {
 	wt.i.Entry = e
 	wt.chained = map[string]bool{}
 	wt.i.log().Info("plugin entry changed; chaining it", "file", wt.o.EntryFile)
+	if wt.o.OnEntry != nil {
+		wt.o.OnEntry(e)
+	}
 }

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -224,6 +225,34 @@ func TestWatchChainsTheNewEntryWhenItsConfigMapChangesAndKeepsTheLastGoodOne(t *
 	}
 	if strings.Contains(logs.String(), "rewrite storm") {
 		t.Errorf("an entry change counted as a fight:\n%s", logs)
+	}
+}
+
+// The node's upkeep is told each new entry the watch reloads, and only
+// those: a bad one, or the same one again, is not news.
+func TestWatchTellsTheUpkeepEachNewEntryItReloads(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	cm := newConfigMap(t, entryJSON)
+	var mu sync.Mutex
+	var told []string
+	onEntry := func(e *Entry) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, fmt.Sprintf("%s %#x %v", e.DataDir(), e.UplinkRouting().Route.Mask, e.UplinkRouting().Gateways))
+	}
+	logs := watching(t, n.installer(t), WatchOptions{Resync: time.Hour, EntryFile: cm.file(), OnEntry: onEntry})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	next := strings.Replace(entryJSON, `"allowedRanges"`, `"dataDir": "/run/eip-next", "uplinkRouting": {"mark": "0xf00000", "gateways": {"up1": ["192.0.2.254"]}}, "allowedRanges"`, 1)
+	cm.update(t, next)
+	eventually(t, 5*time.Second, "the new entry chained", func() bool { return strings.Contains(string(n.read(t, "10-bridge.conflist")), "/run/eip-next") })
+	cm.update(t, next)
+	cm.update(t, `{"type": "external-ip", "allowedRanges": ["not a cidr"]}`)
+	eventually(t, 5*time.Second, "the bad entry logged", func() bool { return strings.Contains(logs.String(), "plugin entry not reloaded") })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "/run/eip-next 0xf00000 map[up1:[192.0.2.254]]"; len(told) != 1 || told[0] != want {
+		t.Errorf("the upkeep was told %q, want once %q", told, want)
 	}
 }
 

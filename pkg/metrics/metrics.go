@@ -3,6 +3,7 @@ package metrics
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -20,6 +21,7 @@ type Metrics struct {
 	repairs       *prometheus.CounterVec
 	conflict      *prometheus.GaugeVec
 	conflicts     prometheus.Counter
+	cni           *cniCollector
 }
 
 var _ upkeep.Recorder = (*Metrics)(nil)
@@ -56,7 +58,8 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 	for _, r := range []string{upkeep.ReasonPeriodic, upkeep.ReasonDefend} {
 		m.announcements.WithLabelValues(r) // 0 from the start: rate() needs a first sample
 	}
-	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, newCNICollector(dataDir, others))
+	m.cni = newCNICollector(dataDir, others)
+	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, m.cni)
 	return m
 }
 
@@ -100,10 +103,28 @@ func (h *heldCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// FoldFrom folds the plugin's tally from dataDir too, from now on: the
+// node's plugin entry was reloaded with it. The folders of before stay,
+// so that no counter goes down; one already folded is not added twice.
+func (m *Metrics) FoldFrom(dataDir string) { m.cni.add(dataDir) }
+
 // cniCollector folds the plugin's tally at each scrape.
 type cniCollector struct {
 	mu      sync.Mutex
+	dirs    []string
 	folders []*tally.Folder
+}
+
+func (c *cniCollector) add(dataDir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slices.Contains(c.dirs, dataDir) {
+		return
+	}
+	f := tally.NewFolder(dataDir)
+	f.MakeDir = true // the entry's: its first call must count
+	f.Fold()         // makes the file: the plugin counts from now on
+	c.dirs, c.folders = append(c.dirs, dataDir), append(c.folders, f)
 }
 
 var cniDesc = prometheus.NewDesc("external_ip_cni_requests_total",
@@ -115,7 +136,7 @@ func newCNICollector(dataDir string, others []string) *cniCollector {
 	for i, d := range append([]string{dataDir}, others...) {
 		f := tally.NewFolder(d)
 		f.MakeDir = i == 0
-		c.folders = append(c.folders, f)
+		c.dirs, c.folders = append(c.dirs, d), append(c.folders, f)
 	}
 	c.fold() // creates the files: the plugin counts from now on
 	return c

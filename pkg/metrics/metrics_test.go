@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -155,4 +157,27 @@ func TestAPortInUseFailsAtTheStart(t *testing.T) {
 	if _, err := Listen(l.Addr().String()); err == nil || !strings.Contains(err.Error(), "--metrics-address "+l.Addr().String()) {
 		t.Errorf("a second listener on %s: %v, want an error naming --metrics-address", l.Addr(), err)
 	}
+}
+
+// After the plugin entry is reloaded with another dataDir, the plugin
+// counts its calls there: they are folded from then on, the counts of the
+// first dataDir kept, and a dataDir given twice folded once.
+func TestCNIRequestsAreFoldedFromTheNewDataDirOnceTheEntryChanges(t *testing.T) {
+	dir, next := t.TempDir(), filepath.Join(t.TempDir(), "new")
+	m := New("v", "r", dir)
+	tally.Record(dir, "ADD", 0)
+	m.FoldFrom(next)
+	m.FoldFrom(next)
+	m.FoldFrom(dir)
+	if _, err := os.Stat(next); err != nil {
+		t.Fatalf("the new dataDir was not made for the plugin's first call there: %v", err)
+	}
+	tally.Record(next, "ADD", 0)
+	tally.Record(next, "DEL", 0)
+	expect(t, m, `
+# HELP external_ip_cni_requests_total The plugin's invocations on this node since the node process started folding them, by verb and CNI result code (0: success).
+# TYPE external_ip_cni_requests_total counter
+external_ip_cni_requests_total{code="0",verb="ADD"} 2
+external_ip_cni_requests_total{code="0",verb="DEL"} 1
+`, "external_ip_cni_requests_total")
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/announce"
@@ -46,6 +47,51 @@ type Upkeep struct {
 
 	beforeRound func(uplink string) // tests only: a release between report and round
 	clock       func() time.Time    // tests only
+
+	// next carries the entry Use gives to Run (the latest wins).
+	nextOnce sync.Once
+	next     chan Entry
+}
+
+// Entry is what the upkeep takes from the plugin entry: where the plugin
+// keeps its state, and how it routes the uplinks that are not the
+// default route's (marks, tables, priorities and gateways).
+type Entry struct {
+	DataDir       string
+	UplinkRouting config.UplinkRouting
+}
+
+// Use makes the running upkeep work with e from its next job on: the
+// plugin entry was reloaded, and the plugin now keeps its state and routes
+// as e says. Run takes it between two jobs, so that a job never sees half
+// of each; the latest of several not yet taken wins. Use is for one
+// goroutine (the entry's watcher) beside Run's.
+func (u *Upkeep) Use(e Entry) {
+	c := u.entries()
+	for {
+		select {
+		case c <- e:
+			return
+		default:
+			select { // an older entry Run has not taken: e replaces it
+			case <-c:
+			default:
+			}
+		}
+	}
+}
+
+func (u *Upkeep) entries() chan Entry {
+	u.nextOnce.Do(func() { u.next = make(chan Entry, 1) })
+	return u.next
+}
+
+// take switches to e, on Run's goroutine.
+func (u *Upkeep) take(e Entry) {
+	u.DataDir, u.UplinkRouting = e.DataDir, e.UplinkRouting
+	r := e.UplinkRouting.Route
+	u.log().Info("the upkeep follows the new plugin entry", "dataDir", e.DataDir,
+		"mark", fmt.Sprintf("%#x", r.Mask), "table", r.Table, "priority", r.Priority, "gateways", fmt.Sprint(e.UplinkRouting.Gateways))
 }
 
 // Run does each enabled job at its period until ctx ends.
@@ -74,6 +120,11 @@ func (u *Upkeep) Run(ctx context.Context) {
 			u.logErr("repairing", u.Repair())
 		case <-held:
 			u.logErr("reading the held IPs", w.refresh())
+		case e := <-u.entries():
+			u.take(e)
+			if u.WatchEvery > 0 {
+				u.logErr("reading the held IPs", w.refresh())
+			}
 		case f := <-w.frames:
 			w.c.seen(f.uplink, f.data, u.now())
 		}

@@ -213,7 +213,13 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair,
 		WatchEvery: watchEvery, LockTimeout: 10 * time.Second, Log: log, Recorder: rec, UplinkRouting: f.routing}
 	wg.Go(func() { up.Run(ctx) })
-	err = in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig})
+	follow := func(e *install.Entry) {
+		up.Use(upkeep.Entry{DataDir: e.DataDir(), UplinkRouting: e.UplinkRouting()})
+		if m, ok := rec.(interface{ FoldFrom(dataDir string) }); ok {
+			m.FoldFrom(e.DataDir())
+		}
+	}
+	err = in.Watch(ctx, install.WatchOptions{EntryFile: f.pluginConfig, OnEntry: follow})
 	stop()
 	wg.Wait()
 	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")
