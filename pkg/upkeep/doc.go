@@ -5,7 +5,11 @@
 //   - repairing drift between the state and the kernel as `external-ip
 //     repair` does, under the state lock: addresses, NAT, and the routing
 //     of uplinks that are not the default route's (with the plugin
-//     entry's uplinkRouting, where `repair` takes the defaults);
+//     entry's uplinkRouting, where `repair` takes the defaults, and the
+//     reloaded entry's from its reload on, see Use); at its period, and at
+//     once when an uplink of a held IP comes up again (the node's link
+//     events, through LinkFunc), since going down flushed its proxy
+//     entries;
 //   - watching each uplink that holds an IP for another host claiming one
 //     (ARP with our IP as sender, a neighbour advertisement for it, from a
 //     MAC that is not the node's), logging each episode once and defending

@@ -4,8 +4,8 @@ import "strings"
 
 // Kinds of drift, the label of external_ip_repairs_total.
 const (
-	KindAddress = "address" // an IP missing from the holder, or there with no holder
-	KindProxy   = "proxy"   // an IPv6 IP's proxy neighbour entry
+	KindAddress = "address" // an IP missing from the holder (as an address, or held as a route its route), or there with no holder
+	KindProxy   = "proxy"   // a proxy neighbour entry: an IPv6 IP's, or an IP's held as a route
 	KindNAT     = "nat"     // table inet external-ip
 	KindIndex   = "index"   // the per-IP index disagrees with the records
 	KindJournal = "journal" // an interrupted change was finished
@@ -19,6 +19,12 @@ const (
 // lines are prose for a person, and this keeps the reading of them in one
 // place, tested against the assigner's own output.
 var driftKinds = []struct{ word, kind string }{
+	// An IP held as a route is on the holder by its route (report.go):
+	// first, since a device or dataDir named in these lines may hold any
+	// word below.
+	{"has no route to it with protocol", KindAddress},
+	{"held as a route but also an address of", KindAddress},
+	{"carries addresses or routes", KindAddress},
 	{"interrupted change", KindJournal},
 	// The uplink routing's lines (uplinks_sync.go) name a slot, a rule, a
 	// table's gateway, the marking or its chains and maps (nat's

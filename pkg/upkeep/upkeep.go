@@ -40,6 +40,11 @@ type Upkeep struct {
 	Recorder Recorder
 	// Listen opens an uplink's receiving sockets; nil: raw packet sockets.
 	Listen ListenFunc
+	// Links subscribes to the node's link events, by which the repair
+	// (RepairEvery set) puts back at once what an uplink that went down
+	// lost; nil: netlink. It needs the conflict watch (WatchEvery set),
+	// whose read of the state says which links are uplinks.
+	Links LinkFunc
 	// UplinkRouting is the plugin entry's uplinkRouting, with which the
 	// repair reads and mends the routing of external IPs on uplinks other
 	// than the default route's; a zero Route.Mask means the defaults.
@@ -107,6 +112,7 @@ func (u *Upkeep) Run(ctx context.Context) {
 	reannounce, repair, held := tick(u.ReannounceEvery), tick(u.RepairEvery), tick(u.WatchEvery)
 	w := u.newWatch(ctx)
 	defer w.close()
+	bounced := u.followLinks(ctx, w)
 	if u.WatchEvery > 0 {
 		u.logErr("reading the held IPs", w.refresh())
 	}
@@ -117,6 +123,9 @@ func (u *Upkeep) Run(ctx context.Context) {
 		case <-reannounce:
 			u.logErr("re-announcing", u.Reannounce())
 		case <-repair:
+			u.logErr("repairing", u.Repair())
+		case name := <-bounced:
+			u.log().Info("an uplink came up again: repairing its proxy entries now", "uplink", name)
 			u.logErr("repairing", u.Repair())
 		case <-held:
 			u.logErr("reading the held IPs", w.refresh())
@@ -129,6 +138,22 @@ func (u *Upkeep) Run(ctx context.Context) {
 			w.c.seen(f.uplink, f.data, u.now())
 		}
 	}
+}
+
+// followLinks starts the link watch when both the repair and the conflict
+// watch are on, and returns where it signals; nil (never) otherwise.
+func (u *Upkeep) followLinks(ctx context.Context, w *watch) <-chan string {
+	if u.RepairEvery <= 0 || u.WatchEvery <= 0 {
+		return nil
+	}
+	links := u.Links
+	if links == nil {
+		links = subscribeLinks
+	}
+	out := make(chan string, 1)
+	w.bounces = newBounces()
+	go w.bounces.follow(ctx, links, out, u.logErr)
+	return out
 }
 
 // logErr logs err on one line, however many devices failed at once.

@@ -19,6 +19,8 @@ type watch struct {
 	c       *conflicts
 	frames  chan frame
 	uplinks map[string]*listening
+	// bounces, when the link watch runs, is told the held IPs' uplinks.
+	bounces *bounces
 }
 
 // listening is one uplink's sockets, for the interface index they were
@@ -51,6 +53,13 @@ func (w *watch) refresh() error {
 		}
 	}
 	w.c.setHeld(held, macs, nodeMACs(), w.u.now())
+	if w.bounces != nil {
+		names := map[string]bool{}
+		for _, h := range held {
+			names[h.Uplink] = h.Uplink != ""
+		}
+		w.bounces.setHeld(names)
+	}
 	for name, l := range w.uplinks {
 		if up, ok := ups[name]; !ok || up.Index != l.index || isDone(l.done) {
 			l.stop()

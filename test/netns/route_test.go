@@ -83,6 +83,12 @@ func resolveARP(ifi *net.Interface, ip netip.Addr) (net.HardwareAddr, error) {
 }
 
 func solicit(ifi *net.Interface, ip netip.Addr) (net.HardwareAddr, error) {
+	return solicitWithin(ifi, ip, 2*time.Second)
+}
+
+// solicitWithin sends one neighbour solicitation for ip and waits up to
+// wait for its answer.
+func solicitWithin(ifi *net.Interface, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
 	if err != nil {
 		return nil, err
@@ -95,7 +101,7 @@ func solicit(ifi *net.Interface, ip netip.Addr) (net.HardwareAddr, error) {
 	ns := &ndp.NeighborSolicitation{TargetAddress: ip, Options: []ndp.Option{
 		&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr},
 	}}
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+	c.SetDeadline(time.Now().Add(wait))
 	if err := c.WriteTo(ns, nil, snm); err != nil {
 		return nil, err
 	}
