@@ -43,6 +43,16 @@ type Sockets struct {
 	// Probe opens a socket bound to the uplink that receives only the
 	// frames of protocol proto that filter passes.
 	Probe func(up Uplink, proto int, filter []bpf.Instruction) (Conn, error)
+	// AskFrom is the uplink's own IPv4 address an IPv4 probe for ip asks
+	// from, the zero Addr when it has none (see uplinkIPv4).
+	AskFrom func(up Uplink, ip netip.Addr) (netip.Addr, error)
+}
+
+func (s Sockets) askFrom(up Uplink, ip netip.Addr) (netip.Addr, error) {
+	if s.AskFrom != nil {
+		return s.AskFrom(up, ip)
+	}
+	return uplinkIPv4(up, ip)
 }
 
 func (s Sockets) arp(up Uplink) (Conn, error) {

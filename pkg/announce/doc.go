@@ -16,9 +16,11 @@
 // decisions are tested without root; the raw sockets are behind Sockets.
 //
 // It never adds, removes or lists addresses or neighbour entries, and never
-// lists addresses to find a source, because listing costs milliseconds per
-// thousand addresses on a node that holds many: it opens raw sockets bound to
-// the one uplink and lets the kernel choose the IPv6 source, which must be
-// the uplink's link-local address. Whether an IP is still held is the
-// caller's to say (Runner.WhileHeld).
+// lists the node's addresses to find a source, because listing costs
+// milliseconds per thousand addresses on a node that holds many: it opens
+// raw sockets bound to the one uplink and lets the kernel choose the IPv6
+// source, which must be the uplink's link-local address. The one address
+// it reads is the uplink's own IPv4 address that an IPv4 probe asks from,
+// in a request the kernel answers with that interface's addresses alone.
+// Whether an IP is still held is the caller's to say (Runner.WhileHeld).
 package announce

@@ -2,6 +2,7 @@ package announce
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"sync"
 	"testing"
@@ -81,6 +82,8 @@ type fakeNet struct {
 	answers [][]byte
 	// fail makes opening a socket of that kind fail.
 	fail map[string]error
+	// from is the uplink's IPv4 address, for the probes' requests.
+	from netip.Addr
 }
 
 func newFakeNet(t *testing.T) *fakeNet { return &fakeNet{t: t, fail: map[string]error{}} }
@@ -90,6 +93,9 @@ func (n *fakeNet) sockets() Sockets {
 		ARP:   func(Uplink) (Conn, error) { return n.open("arp", true) },
 		NA:    func(Uplink) (Conn, error) { return n.open("na", false) },
 		Probe: func(Uplink, int, []bpf.Instruction) (Conn, error) { return n.open("probe", true) },
+		// An uplink with no IPv4 address: the probe is the RFC 5227 one
+		// alone, unless a test gives it one.
+		AskFrom: func(Uplink, netip.Addr) (netip.Addr, error) { return n.from, nil },
 	}
 }
 

@@ -41,17 +41,28 @@ const (
 // socket is then closed.
 //
 // IPv4 sends an ARP probe per RFC 5227 section 2.1.1 (sender IP 0.0.0.0, so
-// that no neighbour learns anything from it) and takes as a claim any ARP
-// whose sender IP is ip, or another host's ARP probe for ip. IPv6 sends a
-// duplicate address detection neighbour solicitation per RFC 4862 section
-// 5.4.2 (from ::, to ip's solicited-node group) and takes as a claim a
-// neighbour advertisement for ip, or another host's DAD solicitation for it
-// (section 5.4.3). Frames from the uplink's own MAC never count.
+// that no neighbour learns anything from it) and, when from is an address
+// of the uplink, the request a node sends to resolve ip (sender from): Linux
+// answers a probe from 0.0.0.0 only for its local addresses (arp_process's
+// special case), and answers for a proxy entry (an IP another node holds as
+// a route) only a request with a sender it can route back to. Either is
+// answered with an ARP whose sender IP is ip, which is taken as a claim, as
+// is another host's ARP probe for ip. IPv6 sends a duplicate address
+// detection neighbour solicitation per RFC 4862 section 5.4.2 (from ::, to
+// ip's solicited-node group), which Linux answers for its addresses and for
+// its proxy entries alike (ndisc_recv_ns), and takes as a claim a neighbour
+// advertisement for ip, or another host's DAD solicitation for it (section
+// 5.4.3). Frames from the uplink's own MAC never count.
+//
+// A proxy entry answers a broadcast (or multicast) question after a random
+// delay below its interface's proxy_delay (pneigh_enqueue), 0 on a node
+// running external-ip (the plugin sets it) and 0.8 s by the kernel's
+// default: wait must exceed the delay of the proxies it is to see.
 //
 // A BPF filter on the socket passes only frames about ip, so a busy LAN
 // costs the wait nothing.
-func probe(open Sockets, up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, Conn, error) {
-	q, err := newQuestion(up, ip)
+func probe(open Sockets, up Uplink, ip, from netip.Addr, wait time.Duration) (net.HardwareAddr, Conn, error) {
+	q, err := newQuestion(up, ip, from)
 	if err != nil {
 		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
 	}
@@ -71,27 +82,45 @@ func probe(open Sockets, up Uplink, ip netip.Addr, wait time.Duration) (net.Hard
 // which of those are a claim.
 type question struct {
 	proto  int
-	frame  []byte
+	frames [][]byte
 	filter []bpf.Instruction
 	claim  func([]byte) net.HardwareAddr
 }
 
-func newQuestion(up Uplink, ip netip.Addr) (question, error) {
+// newQuestion is the probe for ip on up; from, an IPv4 address of the
+// uplink or the zero Addr, is what its IPv4 request asks from.
+func newQuestion(up Uplink, ip, from netip.Addr) (question, error) {
 	var q question
 	var err error
 	switch {
 	case ip.Is4():
 		q.proto, q.filter = unix.ETH_P_ARP, arpFilter(ip)
-		q.frame, err = arpProbe(up.MAC, ip)
+		q.frames, err = arpQuestions(up.MAC, ip, from)
 		q.claim = func(f []byte) net.HardwareAddr { return arpClaim(f, up.MAC, ip) }
 	case ip.Is6() && !ip.Is4In6() && ip.Zone() == "":
 		q.proto, q.filter = unix.ETH_P_IPV6, ndFilter(ip)
-		q.frame, err = dadSolicitation(up.MAC, ip)
+		var f []byte
+		f, err = dadSolicitation(up.MAC, ip)
+		q.frames = [][]byte{f}
 		q.claim = func(f []byte) net.HardwareAddr { return ndClaim(f, up.MAC, ip) }
 	default:
 		err = errors.New("not an unzoned IPv4 or IPv6 address")
 	}
 	return q, err
+}
+
+// arpQuestions are the RFC 5227 probe for ip and, when from is valid, the
+// request a node sends to resolve ip from its address from.
+func arpQuestions(mac net.HardwareAddr, ip, from netip.Addr) ([][]byte, error) {
+	f, err := arpRequest(mac, netip.IPv4Unspecified(), ip)
+	if err != nil || !from.IsValid() {
+		return [][]byte{f}, err
+	}
+	if !from.Is4() {
+		return nil, fmt.Errorf("asking from %s: not an IPv4 address", from)
+	}
+	g, err := arpRequest(mac, from, ip)
+	return [][]byte{f, g}, err
 }
 
 // ask sends the probe on c, which already listens, then reads until a frame
@@ -100,8 +129,10 @@ func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
 	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
 		return nil, err
 	}
-	if err := c.WriteFrame(q.frame); err != nil {
-		return nil, fmt.Errorf("sending probe: %w", err)
+	for _, f := range q.frames {
+		if err := c.WriteFrame(f); err != nil {
+			return nil, fmt.Errorf("sending probe: %w", err)
+		}
 	}
 	buf := make([]byte, 9216) // a jumbo frame: a truncated NA would not parse
 	for {
@@ -161,10 +192,17 @@ const lateFrames = 64
 // probe: broadcast, operation 1, sender mac and 0.0.0.0, target hardware
 // address zero, target ip; padded to the 60-byte Ethernet minimum.
 func arpProbe(mac net.HardwareAddr, ip netip.Addr) ([]byte, error) {
+	return arpRequest(mac, netip.IPv4Unspecified(), ip)
+}
+
+// arpRequest is a broadcast ARP request for ip from sender, as arpProbe's
+// but for the sender address: 0.0.0.0 for a probe, the uplink's own
+// address for the question a node asks when it resolves ip.
+func arpRequest(mac net.HardwareAddr, sender, ip netip.Addr) ([]byte, error) {
 	if len(mac) != ethernetAddrLen {
 		return nil, fmt.Errorf("hardware address %q is not a 6-byte Ethernet address", mac)
 	}
-	p, err := arp.NewPacket(arp.OperationRequest, mac, netip.IPv4Unspecified(), make(net.HardwareAddr, ethernetAddrLen), ip)
+	p, err := arp.NewPacket(arp.OperationRequest, mac, sender, make(net.HardwareAddr, ethernetAddrLen), ip)
 	if err != nil {
 		return nil, err
 	}

@@ -76,9 +76,17 @@ func (l *link) lanMAC(t *testing.T) net.HardwareAddr {
 	return mac
 }
 
-// probeOnce probes on real sockets and closes the socket.
+// probeOnce probes on real sockets, asking as the node would from the
+// uplink's IPv4 address, and closes the socket.
 func probeOnce(open Sockets, up Uplink, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
-	mac, c, err := probe(open, up, ip, wait)
+	var from netip.Addr
+	if ip.Is4() {
+		var err error
+		if from, err = open.askFrom(up, ip); err != nil {
+			return nil, err
+		}
+	}
+	mac, c, err := probe(open, up, ip, from, wait)
 	if c != nil {
 		c.Close()
 	}
@@ -278,7 +286,7 @@ func TestProbeHearsAnAnswerThatCameInTimeButWasReadLate(t *testing.T) {
 			l := newLink(t)
 			l.lanHolds(t, addr)
 			want := l.lanMAC(t)
-			q, err := newQuestion(l.uplink, addr)
+			q, err := newQuestion(l.uplink, addr, netip.Addr{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +299,7 @@ func TestProbeHearsAnAnswerThatCameInTimeButWasReadLate(t *testing.T) {
 					return err
 				}
 				defer c.Close()
-				if err := c.WriteFrame(q.frame); err != nil {
+				if err := c.WriteFrame(q.frames[0]); err != nil {
 					return err
 				}
 				// The answer comes within a millisecond, later on a loaded
@@ -331,5 +339,30 @@ func waitQueued(c Conn) error {
 			return errors.New("no answer queued within 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The address a probe asks from is the uplink's own, chosen as the node
+// would for the IP, whatever other interfaces carry; none while the uplink
+// has no IPv4 address.
+func TestTheProbeAsksFromTheUplinksOwnIPv4Address(t *testing.T) {
+	l := newLink(t)
+	var none netip.Addr
+	l.inNode(t, func() (err error) { none, err = uplinkIPv4(l.uplink, testIP4); return err })
+	if none.IsValid() {
+		t.Errorf("an uplink with no IPv4 address asks from %s", none)
+	}
+	ip(t, "-n", l.nodeName, "addr", "add", "10.9.0.1/8", "dev", nodeIf)
+	ip(t, "-n", l.nodeName, "addr", "add", "198.51.100.1/24", "dev", nodeIf)
+	ip(t, "-n", l.nodeName, "addr", "add", "198.51.100.9/24", "dev", nodeIf) // secondary
+	for i := range 50 {
+		ip(t, "-n", l.nodeName, "addr", "add", fmt.Sprintf("198.51.100.%d/32", 100+i), "dev", "lo") // as a holder's
+	}
+	for _, tc := range []struct{ ip, want string }{{"198.51.100.7", "198.51.100.1"}, {"192.0.2.7", "10.9.0.1"}} {
+		var got netip.Addr
+		l.inNode(t, func() (err error) { got, err = uplinkIPv4(l.uplink, netip.MustParseAddr(tc.ip)); return err })
+		if got.String() != tc.want {
+			t.Errorf("asking for %s from %s, want %s", tc.ip, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
@@ -98,7 +100,7 @@ func TestProbeRefusesBadInputBeforeOpeningASocket(t *testing.T) {
 				t.Errorf("a socket was opened for %s", tc.ip)
 				return nil, errors.New("no socket")
 			}}
-			if mac, _, err := probe(opened, tc.up, tc.ip, time.Millisecond); err == nil {
+			if mac, _, err := probe(opened, tc.up, tc.ip, netip.Addr{}, time.Millisecond); err == nil {
 				t.Errorf("probe(%q, %s) = %v, nil; want an error", tc.up.MAC, tc.ip, mac)
 			}
 		})
@@ -116,7 +118,7 @@ func TestProbeSendsItsFrameThenTakesTheFirstClaimAmongWhatItReads(t *testing.T) 
 	}
 	const wait = time.Hour
 	before := time.Now()
-	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, wait)
+	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, netip.Addr{}, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestProbeHearingNoClaimReturnsNilAtTheDeadlineAndKeepsTheSocket(t *testing.
 	n := newFakeNet(t)
 	n.answers = [][]byte{ndFrameOf(t, otherMAC, netip.MustParseAddr("fe80::aa"), netip.IPv6LinkLocalAllNodes(), 64,
 		&ndp.NeighborAdvertisement{TargetAddress: testIP6})} // routed: not a claim
-	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP6, time.Millisecond)
+	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP6, netip.Addr{}, time.Millisecond)
 	if err != nil || mac != nil || c == nil {
 		t.Fatalf("probe = %v, %v, %v; want no claim, the socket, no error", mac, c, err)
 	}
@@ -157,7 +159,7 @@ func TestProbeThatCannotSendClosesItsSocketAndSaysWhy(t *testing.T) {
 		c.(packetConn).writeErr = unix.ENETDOWN
 		return c, nil
 	}
-	_, c, err := probe(s, Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, time.Millisecond)
+	_, c, err := probe(s, Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, netip.Addr{}, time.Millisecond)
 	if !errors.Is(err, unix.ENETDOWN) || c != nil || !strings.Contains(err.Error(), "up0") {
 		t.Errorf("probe = %v, %v; want ENETDOWN naming up0 and no socket", c, err)
 	}
@@ -329,7 +331,7 @@ func (c *lateConn) Queued() (bool, error) {
 }
 
 func TestProbeReadsAnAnswerQueuedInTimeThoughItsDeadlinePassedBeforeItRead(t *testing.T) {
-	q, err := newQuestion(Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4)
+	q, err := newQuestion(Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +347,127 @@ func TestProbeReadsAnAnswerQueuedInTimeThoughItsDeadlinePassedBeforeItRead(t *te
 	quiet := &lateConn{fakeConn{toRead: [][]byte{notAClaim, notAClaim}}}
 	if mac, err := q.ask(quiet, 0); err != nil || mac != nil || len(quiet.toRead) != 0 {
 		t.Errorf("ask = %v, %v with %d frames unread; want no claim, every queued frame read", mac, err, len(quiet.toRead))
+	}
+}
+
+// uplinkAddr is the uplink's own IPv4 address in the tests that give it
+// one.
+var uplinkAddr = netip.MustParseAddr("198.51.100.1")
+
+// A node holding an IP as a route answers only a request it can route back
+// to (arp_process answers 0.0.0.0 for local addresses alone): the IPv4
+// probe also asks as the node would, from the uplink's own address.
+func TestTheIPv4ProbeAlsoAsksAsTheNodeWouldFromTheUplinksAddress(t *testing.T) {
+	want := join(
+		[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, // Ethernet dst: broadcast: the holder is unknown
+		[]byte{0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f}, // Ethernet src: uplink MAC
+		[]byte{0x08, 0x06},                         // ethertype: ARP
+		[]byte{0x00, 0x01, 0x08, 0x00, 0x06, 0x04}, // Ethernet, IPv4, 6, 4
+		[]byte{0x00, 0x01},                         // op: request
+		[]byte{0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f}, // sha: uplink MAC
+		[]byte{198, 51, 100, 1},                    // spa: the uplink's own address, which a proxy can route back to
+		[]byte{0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, // tha: zero
+		[]byte{198, 51, 100, 7},                    // tpa: the IP probed for
+		padding,
+	)
+	n := newFakeNet(t)
+	n.from = uplinkAddr
+	s := NewSession(SessionOptions{Sockets: n.sockets(), Start: (&starts{t: t}).start})
+	defer s.Finish(false)
+	if err := s.Probe(Target{testIP4, Uplink{Name: "up0", Index: 1, MAC: testMAC}}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	probe, _ := arpProbe(testMAC, testIP4)
+	got := n.of("probe")[0].written
+	if len(got) != 2 || !bytes.Equal(got[0], probe) || !bytes.Equal(got[1], want) {
+		t.Errorf("the IPv4 probe wrote\n% x\nwant the RFC 5227 probe, then\n% x", got, want)
+	}
+}
+
+// With no IPv4 address on the uplink there is nothing to ask from: the
+// probe is the RFC 5227 one alone, and the log says what it cannot see.
+func TestAnUplinkWithoutIPv4AddressProbesFromZeroAndSaysWhatItCannotSee(t *testing.T) {
+	n := newFakeNet(t)
+	var logs bytes.Buffer
+	s := NewSession(SessionOptions{Sockets: n.sockets(), Start: (&starts{t: t}).start, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	defer s.Finish(false)
+	if err := s.Probe(Target{testIP4, Uplink{Name: "up0", Index: 1, MAC: testMAC}}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.of("probe")[0].written; len(got) != 1 {
+		t.Errorf("the probe wrote %d frames, want the RFC 5227 probe alone", len(got))
+	}
+	if !strings.Contains(logs.String(), "no IPv4 address") || !strings.Contains(logs.String(), "as a route") {
+		t.Errorf("the log does not say the probe cannot see a holder by route:\n%s", logs.String())
+	}
+	n.from = netip.MustParseAddr("2001:db8::1")
+	if err := s.Probe(Target{testIP4, Uplink{Name: "up0", Index: 1, MAC: testMAC}}, time.Millisecond); !errors.Is(err, ErrAnnounce) {
+		t.Errorf("a probe asking from an IPv6 address: %v, want ErrAnnounce", err)
+	}
+}
+
+// A proxy's answer to the node's request is a reply from the IP to the
+// uplink's own address: a claim, as the answer to the RFC 5227 probe is.
+func TestAProxysAnswerToTheNodesRequestIsAClaim(t *testing.T) {
+	reply := arpFrameOf(t, arp.OperationReply, otherMAC, testIP4, testMAC, uplinkAddr)
+	if got := arpClaim(reply, testMAC, testIP4); !bytes.Equal(got, otherMAC) {
+		t.Errorf("arpClaim(a proxy's reply to the uplink's address) = %v, want %s", got, otherMAC)
+	}
+	ours, _ := arpRequest(testMAC, uplinkAddr, testIP4)
+	if got := arpClaim(ours, otherMAC, testIP4); got != nil {
+		t.Errorf("arpClaim(another node's request for the IP) = %v, want no claim: it only asks", got)
+	}
+}
+
+func TestTheUplinksOwnAddressIsTheOneAsANodeWouldChooseIt(t *testing.T) {
+	a := func(p string, secondary bool) ifAddr {
+		return ifAddr{prefix: netip.MustParsePrefix(p), index: 2, secondary: secondary}
+	}
+	ip := netip.MustParseAddr("192.0.2.7")
+	for _, tc := range []struct {
+		name  string
+		addrs []ifAddr
+		want  string
+	}{
+		{"none", nil, "invalid IP"},
+		{"the one of the IP's subnet", []ifAddr{a("10.0.0.1/8", false), a("192.0.2.1/24", false)}, "192.0.2.1"},
+		{"a primary before a secondary of the subnet", []ifAddr{a("10.0.0.1/8", false), a("192.0.2.9/24", true)}, "10.0.0.1"},
+		{"the first primary when none holds the IP", []ifAddr{a("10.0.0.9/32", true), a("10.0.0.1/8", false)}, "10.0.0.1"},
+		{"a secondary when that is all", []ifAddr{a("10.0.0.9/8", true)}, "10.0.0.9"},
+	} {
+		if got := pickSource(tc.addrs, ip).String(); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestAnAddressMessageIsReadForItsLocalAddressPrefixAndFlags(t *testing.T) {
+	msg := func(family byte, index uint32, attrs func(*netlink.AttributeEncoder)) []byte {
+		h := make([]byte, unix.SizeofIfAddrmsg)
+		h[0], h[1] = family, 24
+		binary.NativeEndian.PutUint32(h[4:], index)
+		ae := netlink.NewAttributeEncoder()
+		attrs(ae)
+		b, err := ae.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(h, b...)
+	}
+	ptp := msg(unix.AF_INET, 3, func(ae *netlink.AttributeEncoder) {
+		ae.Bytes(unix.IFA_ADDRESS, []byte{192, 0, 2, 254}) // the peer, on a point-to-point link
+		ae.Bytes(unix.IFA_LOCAL, []byte{192, 0, 2, 1})
+		ae.Uint32(unix.IFA_FLAGS, unix.IFA_F_SECONDARY)
+	})
+	a, ok := parseIfAddr(ptp)
+	if !ok || a.prefix != netip.MustParsePrefix("192.0.2.1/24") || a.index != 3 || !a.secondary {
+		t.Errorf("parseIfAddr = %+v, %v; want 192.0.2.1/24 on 3, secondary", a, ok)
+	}
+	v6 := msg(unix.AF_INET6, 3, func(ae *netlink.AttributeEncoder) { ae.Bytes(unix.IFA_ADDRESS, make([]byte, 16)) })
+	if _, ok := parseIfAddr(v6); ok {
+		t.Error("an IPv6 address was read as an IPv4 one")
+	}
+	if _, ok := parseIfAddr(ptp[:5]); ok {
+		t.Error("a truncated message was read")
 	}
 }

@@ -95,7 +95,18 @@ func startSelf(p Plan, files []*os.File) error {
 // not be sent or heard. It is safe to run for several targets at once; its
 // socket is kept for Finish to hand over.
 func (s *Session) Probe(t Target, wait time.Duration) error {
-	mac, c, err := probe(s.o.Sockets, t.Uplink, t.Addr, wait)
+	var from netip.Addr
+	if t.Addr.Is4() {
+		var err error
+		if from, err = s.o.Sockets.askFrom(t.Uplink, t.Addr); err != nil {
+			return errkind.Errorf(ErrAnnounce, "%s: probing on %s: %w", t.Addr, t.Uplink.Name, err)
+		}
+		if !from.IsValid() {
+			s.o.Logger.Warn("the uplink has no IPv4 address: the conflict probe asks only from 0.0.0.0, which a node holding the IP as a route does not answer",
+				"uplink", t.Uplink.Name, "ip", t.Addr)
+		}
+	}
+	mac, c, err := probe(s.o.Sockets, t.Uplink, t.Addr, from, wait)
 	if c != nil {
 		s.mu.Lock()
 		s.probed = append(s.probed, c)
