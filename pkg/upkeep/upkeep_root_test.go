@@ -1,10 +1,8 @@
 package upkeep
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -71,12 +69,6 @@ func newUpkeepNode(t *testing.T) *upkeepNode {
 	})
 	return u
 }
-
-// logBuffer collects the JSON log lines of an upkeep that the test calls
-// (no goroutine writes to it meanwhile).
-type logBuffer struct{ bytes.Buffer }
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 func run(t *testing.T, name string, args ...string) {
 	t.Helper()

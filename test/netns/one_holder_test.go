@@ -1,15 +1,15 @@
 package netns
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mdlayher/arp"
-	"github.com/mdlayher/ethernet"
-	"github.com/mdlayher/ndp"
 )
 
 // One L2 segment, one node answering for an IP. Node 1 holds the IP, as a
@@ -103,8 +103,11 @@ func arpAnswers(ifi *net.Interface, ip netip.Addr) ([]string, error) {
 	var macs []string
 	for {
 		p, _, err := c.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return macs, nil // the end of the 500 ms
+		}
 		if err != nil {
-			return macs, nil // the deadline
+			return macs, err
 		}
 		if p.Operation == arp.OperationReply && p.SenderIP == ip {
 			macs = append(macs, p.SenderHardwareAddr.String())
@@ -113,38 +116,15 @@ func arpAnswers(ifi *net.Interface, ip netip.Addr) ([]string, error) {
 }
 
 func naAnswers(ifi *net.Interface, ip netip.Addr) ([]string, error) {
-	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	snm, err := ndp.SolicitedNodeMulticast(ip)
-	if err != nil {
-		return nil, err
-	}
-	ns := &ndp.NeighborSolicitation{TargetAddress: ip, Options: []ndp.Option{
-		&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr},
-	}}
-	if err := c.WriteTo(ns, nil, snm); err != nil {
-		return nil, err
-	}
-	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	var macs []string
-	for {
-		m, _, _, err := c.ReadFrom()
-		if err != nil {
-			return macs, nil // the deadline
-		}
-		if na, ok := m.(*ndp.NeighborAdvertisement); ok && na.TargetAddress == ip {
-			mac := ethernet.Broadcast.String() // an answer without the option is still one
-			for _, o := range na.Options {
-				if l, ok := o.(*ndp.LinkLayerAddress); ok && l.Direction == ndp.Target {
-					mac = l.Addr.String()
-				}
-			}
-			macs = append(macs, mac)
-		}
+	err := solicitNAs(ifi, ip, 500*time.Millisecond, func(mac net.HardwareAddr) bool {
+		macs = append(macs, mac.String()) // an answer without the option is still one
+		return false
+	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = nil // the end of the 500 ms
 	}
+	return macs, err
 }
 
 // Several nodes may hold one IP only where no LAN sees two answers: on a

@@ -89,37 +89,53 @@ func solicit(ifi *net.Interface, ip netip.Addr) (net.HardwareAddr, error) {
 // solicitWithin sends one neighbour solicitation for ip and waits up to
 // wait for its answer.
 func solicitWithin(ifi *net.Interface, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+	var mac net.HardwareAddr
+	err := solicitNAs(ifi, ip, wait, func(m net.HardwareAddr) bool { mac = m; return true })
+	if err == nil && mac == nil {
+		err = fmt.Errorf("neighbour advertisement for %s carries no target link-layer address", ip)
+	}
+	return mac, err
+}
+
+// solicitNAs sends one neighbour solicitation for ip from ifi and hands
+// each advertisement for ip to each (its target link-layer address, nil
+// without one) until each returns true; past wait it returns the read's
+// deadline error.
+func solicitNAs(ifi *net.Interface, ip netip.Addr, wait time.Duration, each func(net.HardwareAddr) bool) error {
 	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.Close()
 	snm, err := ndp.SolicitedNodeMulticast(ip)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ns := &ndp.NeighborSolicitation{TargetAddress: ip, Options: []ndp.Option{
 		&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr},
 	}}
 	c.SetDeadline(time.Now().Add(wait))
 	if err := c.WriteTo(ns, nil, snm); err != nil {
-		return nil, err
+		return err
 	}
 	for {
 		m, _, _, err := c.ReadFrom()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		na, ok := m.(*ndp.NeighborAdvertisement)
 		if !ok || na.TargetAddress != ip {
 			continue
 		}
+		var mac net.HardwareAddr
 		for _, o := range na.Options {
 			if l, ok := o.(*ndp.LinkLayerAddress); ok && l.Direction == ndp.Target {
-				return l.Addr, nil
+				mac = l.Addr
 			}
 		}
-		return nil, fmt.Errorf("neighbour advertisement for %s carries no target link-layer address", ip)
+		if each(mac) {
+			return nil
+		}
 	}
 }
 
