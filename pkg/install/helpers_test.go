@@ -1,15 +1,12 @@
 package install
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -171,26 +168,6 @@ func pluginTypes(t *testing.T, data []byte) []string {
 	}
 	return out
 }
-
-// logBuffer collects JSON log lines from goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 // eventually waits for cond, polling, up to bound; it reports how long it took.
 func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {

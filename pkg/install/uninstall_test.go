@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/test/logbuf"
 )
 
 // primaries are the two shapes a primary comes in.
@@ -172,8 +174,8 @@ func TestUninstallWhileAWatcherRunsKeepsTheBinaryItAdvisesRunningAgain(t *testin
 	defer stop()
 	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
 
-	logs := &logBuffer{}
-	in := &Installer{BinDir: n.bin, ConfDir: n.conf, Log: logs.logger()}
+	logs := &logbuf.Buffer{}
+	in := &Installer{BinDir: n.bin, ConfDir: n.conf, Log: logs.Logger()}
 	if err := in.Uninstall(); err != nil {
 		t.Fatalf("uninstall beside a running watcher: %v", err)
 	}

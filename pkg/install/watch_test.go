@@ -10,13 +10,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/test/logbuf"
 )
 
 // watching runs Watch until the test ends, and checks it returned cleanly.
-func watching(t *testing.T, in *Installer, o WatchOptions) *logBuffer {
+func watching(t *testing.T, in *Installer, o WatchOptions) *logbuf.Buffer {
 	t.Helper()
-	logs := &logBuffer{}
-	in.Log = logs.logger()
+	logs := &logbuf.Buffer{}
+	in.Log = logs.Logger()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -133,7 +135,7 @@ func TestARewriteStormsBackOffDoublesFromASecondUpToTheCap(t *testing.T) {
 	n := newNode(t)
 	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
 	in := n.installer(t)
-	in.Log = (&logBuffer{}).logger()
+	in.Log = (&logbuf.Buffer{}).Logger()
 	o := WatchOptions{StormLimit: 3, StormWindow: time.Minute, MaxBackoff: 4 * time.Second}
 	o.defaults()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

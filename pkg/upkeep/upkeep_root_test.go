@@ -20,6 +20,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/traffic"
+	"github.com/external-ip/external-ip/test/logbuf"
 )
 
 // upkeepNode is a node namespace holding one external IP on eip0, its
@@ -84,8 +85,8 @@ func (u *upkeepNode) do(t *testing.T, f func() error) {
 	}
 }
 
-func (u *upkeepNode) upkeep(logs *logBuffer) *Upkeep {
-	return &Upkeep{DataDir: u.dataDir, LockTimeout: 5 * time.Second, Log: logs.logger()}
+func (u *upkeepNode) upkeep(logs *logbuf.Buffer) *Upkeep {
+	return &Upkeep{DataDir: u.dataDir, LockTimeout: 5 * time.Second, Log: logs.Logger()}
 }
 
 // arpCapture opens a capture on lan0 and returns a function counting the ARP
@@ -124,7 +125,7 @@ func (u *upkeepNode) arpCapture(t *testing.T) func(wait time.Duration) int {
 func TestReannounceSendsARoundForEveryHeldIPOnItsUplink(t *testing.T) {
 	u := newUpkeepNode(t)
 	count := u.arpCapture(t)
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	u.do(t, u.upkeep(logs).Reannounce)
 	if n := count(2 * time.Second); n != 2 {
 		t.Errorf("the LAN saw %d announcements of %s; want one round, a request and a reply", n, u.ip)
@@ -136,7 +137,7 @@ func TestReannounceSendsARoundForEveryHeldIPOnItsUplink(t *testing.T) {
 
 func TestRepairPutsBackAnAddressRemovedByHandAndLogsWhatItFixed(t *testing.T) {
 	u := newUpkeepNode(t)
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	up := u.upkeep(logs)
 	u.do(t, up.Repair)
 	if strings.Contains(logs.String(), "repaired drift") {
@@ -153,8 +154,8 @@ func TestRepairPutsBackAnAddressRemovedByHandAndLogsWhatItFixed(t *testing.T) {
 }
 
 func TestUpkeepOnANodeWithNoStateDoesNothing(t *testing.T) {
-	logs := &logBuffer{}
-	up := &Upkeep{DataDir: filepath.Join(t.TempDir(), "none"), Log: logs.logger()}
+	logs := &logbuf.Buffer{}
+	up := &Upkeep{DataDir: filepath.Join(t.TempDir(), "none"), Log: logs.Logger()}
 	if err := up.Reannounce(); err != nil {
 		t.Errorf("reannounce without state: %v", err)
 	}
@@ -172,7 +173,7 @@ func TestUpkeepOnANodeWithNoStateDoesNothing(t *testing.T) {
 func TestReannounceSendsNothingForAnIPReleasedAfterTheStateWasRead(t *testing.T) {
 	u := newUpkeepNode(t)
 	count := u.arpCapture(t)
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	up := u.upkeep(logs)
 	up.beforeRound = func(string) {
 		att := assigner.Attachment{Network: "pods", ContainerID: "c1", IfName: "eth0"}
@@ -212,7 +213,7 @@ func TestReannounceKeepsTheRoundOfAnIPWhoseFirstHolderLeftWhileAnotherHoldsIt(t 
 		return err
 	})
 	count := u.arpCapture(t)
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	up := u.upkeep(logs)
 	up.beforeRound = func(string) {
 		if err := as.Del(first); err != nil {
@@ -251,7 +252,7 @@ func TestRepairReleasesTheAddressesOfAHolderWhoseStateDirectoryWasLost(t *testin
 	if err := os.RemoveAll(filepath.Join(u.dataDir, "eip0")); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	u.do(t, u.upkeep(logs).Repair)
 	if u.holderCarries(t) {
 		t.Errorf("%s is still on eip0 after the upkeep's repair, though its state directory was lost:\n%s", u.ip, logs)
@@ -271,7 +272,7 @@ func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
 		return err
 	})
 	run(t, "ip", "netns", "exec", u.nodeName, "nft", "delete", "table", "inet", "external-ip")
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	u.do(t, u.upkeep(logs).Repair)
 	out, err := exec.Command("ip", "netns", "exec", u.nodeName, "nft", "list", "table", "inet", "external-ip").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "10.88.0.2") {
@@ -293,7 +294,7 @@ func openFDs(t *testing.T) int {
 // socket (netlink, nftables) open, or the process runs out of descriptors.
 func TestUpkeepRoundsLeaveNoDescriptorOpen(t *testing.T) {
 	u := newUpkeepNode(t)
-	up := u.upkeep(&logBuffer{})
+	up := u.upkeep(&logbuf.Buffer{})
 	round := func() error { return errors.Join(up.Reannounce(), up.Repair()) }
 	u.do(t, round) // the first round may open what the runtime keeps
 	before := openFDs(t)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/announce"
+	"github.com/external-ip/external-ip/test/logbuf"
 )
 
 // fakeConn hands out its frames, then blocks until closed, as a socket does.
@@ -95,8 +96,8 @@ func TestThousandsOfMACsClaimingAHeldIPKeepOneEpisodeAndABoundedLog(t *testing.T
 		}
 		frames[i] = grat[i%2]
 	}
-	rec, logs, conn := newFakeRecorder(), &logBuffer{}, newFakeConn(frames...)
-	u := &Upkeep{Recorder: rec, Log: logs.logger(), Listen: func(announce.Uplink) ([]FrameConn, error) {
+	rec, logs, conn := newFakeRecorder(), &logbuf.Buffer{}, newFakeConn(frames...)
+	u := &Upkeep{Recorder: rec, Log: logs.Logger(), Listen: func(announce.Uplink) ([]FrameConn, error) {
 		return []FrameConn{conn}, nil
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
