@@ -158,8 +158,9 @@ expect_holder "after rmp"
 # Without CAP_NET_ADMIN the image cannot remove the empty holder: it keeps
 # the binary for that and prints the command that finishes.
 require "external-ip uninstall" "${PODMAN[@]}" run --rm --network host --cap-drop all "${MOUNTS[@]}" "$IMAGE" uninstall "${DIRS[@]}"
-check "it says it keeps the holder for lack of CAP_NET_ADMIN" grep -q "needs CAP_NET_ADMIN" <<<"$E2E_OUT"
-check "and the command that finishes" grep -q "run /host/opt/cni/bin/external-ip uninstall --bin-dir /host/opt/cni/bin --conf-dir /host/etc/cni/net.d to finish" <<<"$E2E_OUT"
+said=$E2E_OUT
+check "it says it keeps the holder for lack of CAP_NET_ADMIN" grep -q "needs CAP_NET_ADMIN" <<<"$said"
+check "and the command that finishes" grep -q "run /host/opt/cni/bin/external-ip uninstall --bin-dir /host/opt/cni/bin --conf-dir /host/etc/cni/net.d to finish" <<<"$said"
 check "the primary's conflist is back byte for byte" cmp "$T/primary.conflist" "$CONF/10-containerd-net.conflist"
 check "the binary that command runs is kept" cmp "$BIN/external-ip" "$PLUGIN"
 check "that command, as root on the node (the node's paths)" hostns "$BIN/external-ip" uninstall --bin-dir "$BIN" --conf-dir "$CONF"
