@@ -95,16 +95,9 @@ func startSelf(p Plan, files []*os.File) error {
 // not be sent or heard. It is safe to run for several targets at once; its
 // socket is kept for Finish to hand over.
 func (s *Session) Probe(t Target, wait time.Duration) error {
-	var from netip.Addr
-	if t.Addr.Is4() {
-		var err error
-		if from, err = s.o.Sockets.askFrom(t.Uplink, t.Addr); err != nil {
-			return errkind.Errorf(ErrAnnounce, "%s: probing on %s: %w", t.Addr, t.Uplink.Name, err)
-		}
-		if !from.IsValid() {
-			s.o.Logger.Warn("the uplink has no IPv4 address: the conflict probe asks only from 0.0.0.0, which a node holding the IP as a route does not answer",
-				"uplink", t.Uplink.Name, "ip", t.Addr)
-		}
+	from, err := s.askFrom(t)
+	if err != nil {
+		return err
 	}
 	mac, c, err := probe(s.o.Sockets, t.Uplink, t.Addr, from, wait)
 	if c != nil {
@@ -119,6 +112,25 @@ func (s *Session) Probe(t Target, wait time.Duration) error {
 		return s.conflict(t, mac)
 	}
 	return nil
+}
+
+// askFrom is the uplink's own address t's IPv4 probe asks from (see
+// probe); none for IPv6, and none, logged, where the uplink has no IPv4
+// address, since the probe then cannot see a node holding t.Addr as a
+// route.
+func (s *Session) askFrom(t Target) (netip.Addr, error) {
+	if !t.Addr.Is4() {
+		return netip.Addr{}, nil
+	}
+	from, err := s.o.Sockets.askFrom(t.Uplink, t.Addr)
+	if err != nil {
+		return from, errkind.Errorf(ErrAnnounce, "%s: probing on %s: %w", t.Addr, t.Uplink.Name, err)
+	}
+	if !from.IsValid() {
+		s.o.Logger.Warn("the uplink has no IPv4 address: the conflict probe asks only from 0.0.0.0, which a node holding the IP as a route does not answer",
+			"uplink", t.Uplink.Name, "ip", t.Addr)
+	}
+	return from, nil
 }
 
 // conflict is the refusal of t.Addr that mac answered for: one line, the
