@@ -12,4 +12,7 @@ func atStep(step string) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
+	if os.Getenv(PauseEnv) == step {
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	}
 }

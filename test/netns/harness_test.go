@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,6 +164,18 @@ func (h *host) run(c call) result {
 // runWith runs another build of the plugin, with extra environment.
 func (h *host) runWith(bin string, c call, env ...string) result {
 	h.t.Helper()
+	return h.start(bin, c, env...).wait()
+}
+
+// started is a call of the plugin under way.
+type started struct {
+	cmd            *exec.Cmd
+	stdout, stderr *bytes.Buffer
+}
+
+// start starts bin as runWith runs it, without waiting for it.
+func (h *host) start(bin string, c call, env ...string) started {
+	h.t.Helper()
 	stdin, err := json.Marshal(c.conf)
 	if err != nil {
 		h.t.Fatal(err)
@@ -179,9 +192,17 @@ func (h *host) runWith(bin string, c call, env ...string) result {
 	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	r := result{err: cmd.Run(), stdout: stdout.Bytes(), stderr: stderr.String()}
+	s := started{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("starting %s: %v", bin, err)
+	}
+	return s
+}
+
+// wait waits for the call to exit and reads what it printed.
+func (s started) wait() result {
+	r := result{err: s.cmd.Wait(), stdout: s.stdout.Bytes(), stderr: s.stderr.String()}
 	if r.err != nil {
 		var e types.Error
 		if json.Unmarshal(r.stdout, &e) == nil {
@@ -246,19 +267,24 @@ func (h *host) netConf(cniVersion string, extra map[string]any) map[string]any {
 
 func prevResult(t *testing.T, cniVersion string) map[string]any {
 	t.Helper()
+	return prevResultGiving(t, cniVersion, "10.1.0.5/24", "fd00:1::5/64")
+}
+
+// prevResultGiving is a prevResult that gives the container the addresses
+// v4 and v6 (each with its prefix), on its interface eth0.
+func prevResultGiving(t *testing.T, cniVersion, v4, v6 string) map[string]any {
+	t.Helper()
 	idx := 0
 	r := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,
 		Interfaces: []*types100.Interface{{Name: "eth0", Mac: "0a:58:0a:01:00:05", Sandbox: "/var/run/netns/c"}},
-		// One container address per family: with traffic "both" (the
-		// default) ADD refuses an external IP of a family it cannot steer.
-		IPs: []*types100.IPConfig{{
-			Interface: &idx,
-			Address:   net.IPNet{IP: net.ParseIP("10.1.0.5").To4(), Mask: net.CIDRMask(24, 32)},
-		}, {
-			Interface: &idx,
-			Address:   net.IPNet{IP: net.ParseIP("fd00:1::5"), Mask: net.CIDRMask(64, 128)},
-		}},
+	}
+	// One container address per family: with traffic "both" (the default)
+	// ADD refuses an external IP of a family it cannot steer.
+	for _, a := range []string{v4, v6} {
+		p := netip.MustParsePrefix(a)
+		r.IPs = append(r.IPs, &types100.IPConfig{Interface: &idx,
+			Address: net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}})
 	}
 	conv, err := r.GetAsVersion(cniVersion)
 	if err != nil {

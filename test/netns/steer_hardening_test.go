@@ -106,7 +106,13 @@ func TestNestedContainerSubnetsAllSteerAndGCKeepsWhatRecordsNeed(t *testing.T) {
 // drift is every drift line of `external-ip status --json`.
 func (h *host) drift() []string {
 	h.t.Helper()
-	out := h.inNode("%s status --json --data-dir %s", pluginBin, h.dataDir)
+	return h.driftIn(h.dataDir)
+}
+
+// driftIn is drift of the state in dataDir.
+func (h *host) driftIn(dataDir string) []string {
+	h.t.Helper()
+	out := h.inNode("%s status --json --data-dir %s", pluginBin, dataDir)
 	var reps []steeredStatus
 	if err := json.Unmarshal([]byte(out), &reps); err != nil {
 		h.t.Fatalf("status --json printed %q: %v", out, err)
