@@ -289,8 +289,14 @@ func (q *Queue) Pending() ([]Entry, error) {
 // pair again, and records the errors of those that failed.
 func (q *Queue) Settle(done []Entry, errs []error) error {
 	l, err := q.st.Lock(store.MakeParts, q.lockTimeout)
-	if err != nil || l == nil {
+	if err != nil {
 		return err
+	}
+	if l == nil {
+		// The state directory went while the flows were deleted: no
+		// record holds any IP now, and the queue went with it.
+		q.unsee(released(done, errs, func(netip.Addr) bool { return true }))
+		return nil
 	}
 	defer l.Unlock()
 	entries, err := q.read()
@@ -309,28 +315,32 @@ func (q *Queue) Settle(done []Entry, errs []error) error {
 		}
 		out = append(out, e)
 	}
-	q.unseeGone(done, errs)
+	q.unsee(released(done, errs, q.unheld))
 	if len(out) == 0 {
 		return q.st.Remove(store.ConntrackFile)
 	}
 	return q.st.Write(store.ConntrackFile, out)
 }
 
-// unseeGone forgets, under the state lock, that the external IPs whose
-// flows done deleted had flows, for each that nobody holds now: no rule
-// steers it, so no flow can be recorded for it meanwhile. One held again
-// keeps its record, which its own new flows may have made.
-func (q *Queue) unseeGone(done []Entry, errs []error) {
-	var gone []netip.Addr
+// released lists the external IPs whose flows done deleted (errs[i] nil)
+// that unheld says nobody holds now, so that the table forgets they had
+// flows: no rule steers them, so no flow can be recorded for them
+// meanwhile. One held again keeps its record, which its own new flows may
+// have made.
+func released(done []Entry, errs []error, unheld func(netip.Addr) bool) []netip.Addr {
+	var out []netip.Addr
 	for i, e := range done {
-		if errs[i] != nil || e.Target.IsValid() || slices.Contains(gone, e.IP) {
-			continue
-		}
-		if ent, err := q.st.ReadIP(e.IP); err == nil && len(ent.Holders) == 0 {
-			gone = append(gone, e.IP)
+		if errs[i] == nil && !e.Target.IsValid() && !slices.Contains(out, e.IP) && unheld(e.IP) {
+			out = append(out, e.IP)
 		}
 	}
-	q.unsee(gone)
+	return out
+}
+
+// unheld says, under the state lock, whether nobody holds ip.
+func (q *Queue) unheld(ip netip.Addr) bool {
+	ent, err := q.st.ReadIP(ip)
+	return err == nil && len(ent.Holders) == 0
 }
 
 // Overdue lists the queued clean-ups that failed or are past Bound,
