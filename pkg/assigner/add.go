@@ -89,12 +89,12 @@ func (ad *adding) add() ([]Placed, error) {
 	if err != nil {
 		return nil, err
 	}
-	uplinks, err := ad.place()
+	uplinks, proxied, err := ad.place()
 	if err != nil {
 		return nil, err
 	}
 	rec := &record{Attachment: ad.att, IPs: ad.ips, Steering: ad.newSteering(), Route: ad.how}
-	j := &journal{Op: store.OpAdd, Key: key, Record: rec, Touch: slices.Clone(ad.ips), Uplinks: uplinks}
+	j := &journal{Op: store.OpAdd, Key: key, Record: rec, Touch: slices.Clone(ad.ips), Uplinks: uplinks, Proxied: proxied}
 	if old != nil {
 		if err := ad.remember(j, old); err != nil {
 			return nil, err
@@ -232,27 +232,46 @@ func (ad *adding) remember(j *journal, old *record) error {
 
 // place decides, under the lock, each IP's uplink and whether this ADD
 // gives it its first holder (ad.placed), and returns the uplinks it chose
-// anew, which the journal records. An IP that is already held keeps the
-// uplink it was first announced on, so its proxy entry is removed from
-// the right place.
-func (ad *adding) place() (map[netip.Addr]string, error) {
+// anew, which the journal records, and the IPs whose proxy entry another
+// program made there before (proxiedBefore). An IP that is already held
+// keeps the uplink it was first announced on, so its proxy entry is
+// removed from the right place.
+func (ad *adding) place() (map[netip.Addr]string, []netip.Addr, error) {
 	ad.placed = make([]Placed, 0, len(ad.ips))
 	chosen := map[netip.Addr]string{}
+	var proxied []netip.Addr
 	for _, ip := range ad.ips {
 		e, err := ad.st.ReadIP(ip)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		up, rechosen, err := ad.placeIP(ip, e)
+		if err == nil && ad.proxyNew(ip, e, rechosen) {
+			var there bool
+			if there, err = ad.holder.ProxyThere(up.Name, ip); there {
+				proxied = append(proxied, ip)
+			}
+		}
 		if err != nil {
-			return nil, host.AboutIP(ip, err)
+			return nil, nil, host.AboutIP(ip, err)
 		}
 		if rechosen {
 			chosen[ip] = up.Name
 		}
 		ad.placed = append(ad.placed, Placed{Addr: ip, Uplink: up, First: len(e.Holders) == 0})
 	}
-	return chosen, nil
+	return chosen, proxied, nil
+}
+
+// proxyNew says whether this ADD may give ip a proxy entry on its uplink
+// that the IP's holders had not: held as it asks or as it is held, on an
+// uplink chosen anew or as it was not held before. An entry found there
+// then is another program's.
+func (ad *adding) proxyNew(ip netip.Addr, e ipEntry, rechosen bool) bool {
+	if len(e.Holders) > 0 && !rechosen && host.NeedsProxy(ip, e.Route) {
+		return false
+	}
+	return host.NeedsProxy(ip, ad.how) || len(e.Holders) > 0 && host.NeedsProxy(ip, e.Route)
 }
 
 // placeIP is ip's uplink: the one it was first announced on while it is
@@ -271,23 +290,12 @@ func (ad *adding) placeIP(ip netip.Addr, e ipEntry) (host.Uplink, bool, error) {
 }
 
 // screenContainer refuses steering when prevResult names, as the
-// container's, an address the node itself holds (a gateway address, the
-// node's own): the rules would DNAT the external IP to the node and SNAT
-// the node's own flows from that address to the external IP.
+// container's, an address the node itself holds (host.Holder.ScreenContainer).
 func (ad *adding) screenContainer() error {
 	if !ad.steers() {
 		return nil
 	}
-	for _, c := range ad.opts.Container {
-		r, err := ad.k.Lookup(c.Addr())
-		if err != nil {
-			return err
-		}
-		if r.Local != 0 {
-			return Errorf(ErrRefused, "traffic: prevResult gives the container %s, an address of the node's own %s", c.Addr(), ad.k.LinkName(r.Local))
-		}
-	}
-	return nil
+	return ad.holder.ScreenContainer(ad.opts.Container)
 }
 
 // newSteering is the ADD's steering (steer.Decide), when it steers.

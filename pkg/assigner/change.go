@@ -103,9 +103,13 @@ func (c *change) applyIP(dev int, ip netip.Addr, hold bool, w *written) error {
 		return err
 	}
 	holders, changed := withHolder(e.Holders, j.Key, hold)
-	// A new uplink for an IP that had none, or whose uplink vanished.
+	// A new uplink for an IP that had none, or whose uplink vanished; an
+	// ADD run first says whose proxy entry it finds there.
 	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
-		e.Uplink, changed = up, true
+		e.Uplink, e.KeepProxy, changed = up, false, true
+	}
+	if hold && c.mode == firstRun && !e.KeepProxy && slices.Contains(j.Proxied, ip) {
+		e.KeepProxy, changed = true, true
 	}
 	w.uplinks[ip] = e.Uplink
 	if len(holders) == 0 {
@@ -150,7 +154,7 @@ func (c *change) holdAs(dev int, ip netip.Addr, e *ipEntry, key string, want hel
 		e.Route = want
 		return true, nil
 	case len(e.Holders) == 1 && e.Holders[0] == key:
-		if err := c.holder.Unhold(dev, ip, e.Route, e.Uplink); err != nil {
+		if err := c.holder.Unhold(dev, ip, *e); err != nil {
 			return false, err
 		}
 		c.log.Info("hold switched", "ip", ip, "from", e.Route.String(), "to", want.String())
@@ -164,7 +168,7 @@ func (c *change) holdAs(dev int, ip netip.Addr, e *ipEntry, key string, want hel
 // hold puts ip on the holder as e says (host.Holder.Hold), keeping what
 // this run put there: an ADD undone takes away only that.
 func (c *change) hold(dev int, ip netip.Addr, e ipEntry) error {
-	added, err := c.holder.Hold(dev, ip, e.Route, e.Uplink)
+	added, err := c.holder.Hold(dev, ip, e)
 	if added {
 		c.put[ip] = true
 	}
@@ -173,18 +177,20 @@ func (c *change) hold(dev int, ip netip.Addr, e ipEntry) error {
 
 // release takes an IP nobody holds off the holder and out of the index;
 // one whose address and proxy entry the undone ADD never put there
-// (untouched) only leaves the index.
+// (untouched) only leaves the index. A proxy entry the ADD undone found
+// there stays, also when a crash came before its index said so.
 func (c *change) release(dev int, ip netip.Addr, e ipEntry) error {
 	if c.untouched[ip] {
 		return c.st.WriteIP(ip, ipEntry{})
 	}
+	e.KeepProxy = e.KeepProxy || slices.Contains(c.j.Proxied, ip)
 	return c.Assigner.release(dev, ip, e)
 }
 
 // release takes an IP nobody holds off the holder and its proxy entry off
 // the uplink, as e says it is held, and out of the index.
 func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
-	if err := a.holder.Unhold(dev, ip, e.Route, e.Uplink); err != nil {
+	if err := a.holder.Unhold(dev, ip, e); err != nil {
 		return err
 	}
 	return a.st.WriteIP(ip, ipEntry{})

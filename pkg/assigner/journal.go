@@ -60,9 +60,9 @@ func (a *Assigner) begin(j *journal) error {
 // never journaled: the ADD's journal stands for it until it is done.
 func reverse(j *journal) *journal {
 	if j.Old == nil {
-		return &journal{Op: store.OpRelease, Key: j.Key, Touch: j.Touch, Steps: natUndone(j)}
+		return &journal{Op: store.OpRelease, Key: j.Key, Touch: j.Touch, Steps: natUndone(j), Proxied: j.Proxied}
 	}
-	return &journal{Op: store.OpAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks, Steps: natUndone(j)}
+	return &journal{Op: store.OpAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks, Steps: natUndone(j), Proxied: j.Proxied}
 }
 
 // recover sweeps what a killed write left in tmp/, removes a holder device a

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/steer"
 )
@@ -74,26 +75,45 @@ func (r *reconciling) ip(dev int, ip netip.Addr, holders []string) error {
 	rehome := e.Uplink == "" || r.ups.Gone(e.Uplink)
 	h := agreedHold(e, holders, r.recs)
 	if h != e.Route {
-		if err := r.holder.Unhold(dev, ip, e.Route, e.Uplink); err != nil {
+		if err := r.holder.Unhold(dev, ip, e); err != nil {
 			return err
 		}
 		r.log.Info("hold switched", "ip", ip, "from", e.Route.String(), "to", h.String())
 	}
-	if !slices.Equal(e.Holders, holders) || rehome || h != e.Route {
-		e.Holders, e.Route = holders, h
-		if rehome {
-			was := e.Uplink
-			e.Uplink = r.ups.Recover(ip)
-			if was != "" {
-				r.log.Warn("uplink of a held IP is gone; re-homed", "ip", ip, "uplink", was, "now", e.Uplink)
-			}
+	changed := !slices.Equal(e.Holders, holders) || rehome || h != e.Route
+	hadNone := !host.NeedsProxy(ip, e.Route) // a switch may bring the proxy entry
+	e.Holders, e.Route = holders, h
+	if rehome {
+		was := e.Uplink
+		e.Uplink = r.ups.Recover(ip)
+		if was != "" {
+			r.log.Warn("uplink of a held IP is gone; re-homed", "ip", ip, "uplink", was, "now", e.Uplink)
 		}
+	}
+	keep, err := r.keepProxy(ip, e, rehome || hadNone)
+	if err != nil {
+		return err
+	}
+	changed, e.KeepProxy = changed || keep != e.KeepProxy, keep
+	if changed {
 		if err := r.st.WriteIP(ip, e); err != nil {
 			return err
 		}
 	}
-	_, err = r.holder.Hold(dev, ip, e.Route, e.Uplink)
+	_, err = r.holder.Hold(dev, ip, e)
 	return err
+}
+
+// keepProxy says whether the proxy entry ip needs on its uplink is
+// another program's, asked only where that may have changed: when the
+// entry is to be made anew (anew: re-homed, or the IP switched to a hold
+// that needs one), or when it was another program's, which may have
+// removed it since (the one repair then makes is ours).
+func (r *reconciling) keepProxy(ip netip.Addr, e ipEntry, anew bool) (bool, error) {
+	if !host.NeedsProxy(ip, e.Route) || e.Uplink == "" || !anew && !e.KeepProxy {
+		return e.KeepProxy, nil
+	}
+	return r.holder.ProxyThere(e.Uplink, ip)
 }
 
 // dropStray removes from the holder what no record holds, or what is

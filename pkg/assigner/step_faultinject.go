@@ -13,6 +13,7 @@ func atStep(step string) {
 		select {}
 	}
 	if os.Getenv(PauseEnv) == step {
+		os.Unsetenv(PauseEnv) // once: an undo passes the step again
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 	}
 }

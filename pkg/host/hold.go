@@ -9,15 +9,15 @@ import (
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
-// Hold puts ip on the holder dev, as an address or a route as how says,
-// and its proxy entry on uplink where the LAN needs one (NeedsProxy). It
-// says whether it put the address or route there: what an ADD put is its
-// own to take away when it is undone.
-func (h *Holder) Hold(dev int, ip netip.Addr, how store.HeldAs, uplink string) (bool, error) {
+// Hold puts ip on the holder dev as e says (an address, or a route of
+// its protocol number), and its proxy entry on e's uplink where the LAN
+// needs one (NeedsProxy). It says whether it put the address or route
+// there: what an ADD put is its own to take away when it is undone.
+func (h *Holder) Hold(dev int, ip netip.Addr, e store.IPEntry) (bool, error) {
 	var added bool
 	var err error
-	if how.Route() {
-		added, err = h.k.AddRoute(dev, ip, int(how))
+	if e.Route.Route() {
+		added, err = h.addRoute(dev, ip, e.Route)
 	} else {
 		added, err = h.k.AddAddr(dev, ip)
 	}
@@ -25,15 +25,15 @@ func (h *Holder) Hold(dev int, ip netip.Addr, how store.HeldAs, uplink string) (
 		return false, err
 	}
 	if added {
-		h.Log.Info(how.String()+" added", "ip", ip)
+		h.Log.Info(e.Route.String()+" added", "ip", ip)
 	}
 	h.Step("address")
-	if NeedsProxy(ip, how) && uplink != "" {
-		err := h.k.AddProxy(uplink, ip)
+	if NeedsProxy(ip, e.Route) && e.Uplink != "" {
+		err := h.k.AddProxy(e.Uplink, ip)
 		if errors.Is(err, ErrNoLink) {
 			// The uplink went, and no entry can be on it: the next ADD or
 			// GC re-homes the IP. Failing here would wedge every replay.
-			h.Log.Warn("uplink gone; no proxy entry until the IP is re-homed", "ip", ip, "uplink", uplink)
+			h.Log.Warn("uplink gone; no proxy entry until the IP is re-homed", "ip", ip, "uplink", e.Uplink)
 			return added, nil
 		}
 		return added, err
@@ -41,14 +41,34 @@ func (h *Holder) Hold(dev int, ip netip.Addr, how store.HeldAs, uplink string) (
 	return added, nil
 }
 
+// addRoute puts ip's host route through the holder dev. The kernel's
+// EEXIST says only that a route to ip of the same metric is there: ours,
+// or another program's that came after screening. What the kernel uses is
+// then asked, so that an ADD never succeeds holding nothing.
+func (h *Holder) addRoute(dev int, ip netip.Addr, how store.HeldAs) (bool, error) {
+	added, err := h.k.AddRoute(dev, ip, int(how))
+	if err != nil || added {
+		return added, err
+	}
+	r, err := h.k.Lookup(ip)
+	if err != nil {
+		return false, err
+	}
+	if r.On(ip) != dev {
+		return false, h.refuseRoute(ip, r)
+	}
+	return false, nil
+}
+
 // Unhold takes ip's address or route off the holder dev (none when dev is
-// 0: the holder is missing or not ours) and its proxy entry off uplink,
-// as how says it is held.
-func (h *Holder) Unhold(dev int, ip netip.Addr, how store.HeldAs, uplink string) error {
+// 0: the holder is missing or not ours) and its proxy entry off e's
+// uplink, as e says it is held; a proxy entry that another program made
+// (e.KeepProxy) stays.
+func (h *Holder) Unhold(dev int, ip netip.Addr, e store.IPEntry) error {
 	if dev != 0 {
 		var removed bool
 		var err error
-		if how.Route() {
+		if e.Route.Route() {
 			removed, err = h.k.DelRoute(dev, ip)
 		} else {
 			removed, err = h.k.DelAddr(dev, ip)
@@ -57,14 +77,25 @@ func (h *Holder) Unhold(dev int, ip netip.Addr, how store.HeldAs, uplink string)
 			return err
 		}
 		if removed {
-			h.Log.Info(how.String()+" removed", "ip", ip)
+			h.Log.Info(e.Route.String()+" removed", "ip", ip)
 		}
 	}
 	h.Step("address")
-	if NeedsProxy(ip, how) && uplink != "" {
-		return h.k.DelProxy(uplink, ip)
+	if !NeedsProxy(ip, e.Route) || e.Uplink == "" {
+		return nil
 	}
-	return nil
+	if e.KeepProxy {
+		h.Log.Info("proxy neighbour kept: another program made it", "ip", ip, "uplink", e.Uplink)
+		return nil
+	}
+	return h.k.DelProxy(e.Uplink, ip)
+}
+
+// ProxyThere says whether a proxy entry for ip is on uplink already,
+// before this invocation needs one: asked before the change that makes
+// it, since adding a proxy entry that is there succeeds and tells nothing.
+func (h *Holder) ProxyThere(uplink string, ip netip.Addr) (bool, error) {
+	return h.k.HasProxy(uplink, ip)
 }
 
 // CheckOn fails, with ErrDrift, when ip is not on the holder dev the way

@@ -54,8 +54,12 @@ type Route struct {
 	// interface (the subnet's broadcast, IPv6 subnet-router anycast). It
 	// answers with a host route, so Prefix is not the subnet.
 	Special bool
-	// Proto is the matched route's routing protocol number.
-	Proto int
+	// Proto is the matched route's routing protocol number; Gateway its
+	// gateway (invalid: none), Table its table and Metric its metric.
+	Proto   int
+	Gateway netip.Addr
+	Table   int
+	Metric  int
 }
 
 // On is the interface that carries ip itself: the one it is an address of,

@@ -220,16 +220,28 @@ func holderRoute(dev int, ip netip.Addr, proto int) *netlink.Route {
 	return &netlink.Route{
 		LinkIndex: dev,
 		Dst:       &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())},
-		Table:     unix.RT_TABLE_MAIN,
+		Table:     mainTable,
 		Scope:     netlink.SCOPE_LINK,
 		Protocol:  netlink.RouteProtocol(proto),
 		Family:    family(ip),
 	}
 }
 
+// mainTable is the table our routes are in.
+const mainTable = unix.RT_TABLE_MAIN
+
+// ourMetric is the metric the kernel gives a route added without one, as
+// ours are: IPv6 routes get IP6_RT_PRIO_USER.
+func ourMetric(ip netip.Addr) int {
+	if ip.Is6() {
+		return 1024
+	}
+	return 0
+}
+
 // AddRoute adds without asking first, as AddAddr does. EEXIST is a route
-// to ip of the same metric in the main table: screening refused an IP
-// whose host route goes anywhere but the holder, so it is ours.
+// to ip of the same metric in the main table: ours when held already, or
+// another program's, which Hold tells apart.
 func (k *Netlink) AddRoute(dev int, ip netip.Addr, proto int) (bool, error) {
 	err := k.nl().RouteAdd(holderRoute(dev, ip, proto))
 	if errors.Is(err, unix.EEXIST) {
@@ -320,7 +332,10 @@ func (k *Netlink) Lookup(ip netip.Addr) (Route, error) {
 }
 
 func toRoute(ip netip.Addr, r netlink.Route) Route {
-	out := Route{Dev: r.LinkIndex, Proto: int(r.Protocol)}
+	out := Route{Dev: r.LinkIndex, Proto: int(r.Protocol), Table: r.Table, Metric: r.Priority}
+	if gw, ok := netip.AddrFromSlice(r.Gw); ok {
+		out.Gateway = gw.Unmap()
+	}
 	if r.Type == unix.RTN_LOCAL {
 		out.Local = r.LinkIndex
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/pkg/store"
@@ -133,14 +134,36 @@ func (k *Netlink) DelProxy(uplink string, ip netip.Addr) error {
 	return nil
 }
 
+// HasProxy asks the kernel for the one entry (RTM_GETNEIGH with
+// NTF_PROXY, Linux 5.0 and later), on a socket of its own since the
+// netlink library has no such request: a listing of the uplink's proxy
+// entries grows with the IPs held as routes, and ADD asks before each IP
+// it gives its first proxy entry.
 func (k *Netlink) HasProxy(uplink string, ip netip.Addr) (bool, error) {
-	link, err := k.nl().LinkByName(uplink)
+	n, err := k.proxyNeigh(uplink, ip)
 	if err != nil {
-		return false, errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, linkErr(err))
+		return false, errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
 	}
-	entries, err := k.nl().NeighProxyList(link.Attrs().Index, family(ip))
+	req := nl.NewNetlinkRequest(unix.RTM_GETNEIGH, 0)
+	req.AddData(&netlink.Ndmsg{Family: uint8(n.Family), Index: uint32(n.LinkIndex), Flags: netlink.NTF_PROXY})
+	req.AddData(nl.NewRtAttr(netlink.NDA_DST, ip.AsSlice()))
+	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
+		return k.listedProxy(n.LinkIndex, ip) // a kernel before 5.0
+	}
+	return false, errorf(ErrHost, "looking up proxy neighbour %s on %s: %w", ip, uplink, err)
+}
+
+// listedProxy finds ip among the proxy entries on link index.
+func (k *Netlink) listedProxy(index int, ip netip.Addr) (bool, error) {
+	entries, err := k.nl().NeighProxyList(index, family(ip))
 	if err != nil {
-		return false, errorf(ErrHost, "listing proxy neighbours on %s: %w", uplink, err)
+		return false, errorf(ErrHost, "listing proxy neighbours on %s: %w", k.LinkName(index), err)
 	}
 	for _, e := range entries {
 		if got, ok := netip.AddrFromSlice(e.IP); ok && got.Unmap() == ip {

@@ -1,7 +1,9 @@
 package host
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -59,6 +61,9 @@ func (h *Holder) screenIP(ups *Uplinks, how store.HeldAs, dev int, ip netip.Addr
 		}
 		return r, errorf(ErrRefused, "%s: is already an address of interface %s on this node", ip, h.k.LinkName(r.Local))
 	}
+	if how.Route() && !routeWins(ip, r) {
+		return r, h.refuseRoute(ip, r)
+	}
 	if r.Special {
 		return r, h.refuseSpecial(ip, r)
 	}
@@ -72,6 +77,39 @@ func (h *Holder) screenIP(ups *Uplinks, how store.HeldAs, dev int, ip netip.Addr
 		return r, err
 	}
 	return r, AboutIP(ip, h.k.Reachable(up, ip.Is6(), how))
+}
+
+// routeWins says whether a host route of ours to ip would be the one the
+// kernel uses, beside r, the route it uses now: always but where r is
+// another host route to ip, in a table looked up before ours or of a
+// metric no higher than ours (where the kernel refuses ours as existing).
+// That route is another program's (a static route, one a routing daemon
+// learned): a route of ours through the holder is found ours first.
+func routeWins(ip netip.Addr, r Route) bool {
+	if r.Prefix.Bits() != ip.BitLen() || r.Local != 0 || r.Special {
+		return true
+	}
+	return r.Table == mainTable && r.Metric > ourMetric(ip)
+}
+
+// refuseRoute names the host route of another program that would keep
+// external-ip from holding ip as a route: holding would put nothing in
+// place, and taking the route over would change another program's.
+func (h *Holder) refuseRoute(ip netip.Addr, r Route) error {
+	return errorf(ErrRefused, "%s: is routed by another program's host route (%s), which the kernel would use instead of external-ip's; remove that route, or choose another IP", ip, h.describe(r))
+}
+
+// describe is r as ip route prints it, its table if not the main one.
+func (h *Holder) describe(r Route) string {
+	s := r.Prefix.String()
+	if r.Gateway.IsValid() {
+		s += " via " + r.Gateway.String()
+	}
+	s += fmt.Sprintf(" dev %s proto %d metric %d", h.k.LinkName(r.Dev), r.Proto, r.Metric)
+	if r.Table != mainTable {
+		s += fmt.Sprintf(" table %d", r.Table)
+	}
+	return s
 }
 
 // refuseSpecial names the subnet whose broadcast or subnet-router anycast
@@ -113,4 +151,42 @@ func (h *Holder) MayOwn(ip netip.Addr) bool {
 	dev, _ := h.Find()
 	on := r.On(ip)
 	return on == 0 || on == dev
+}
+
+// ScreenContainer refuses, before anything changes, a container whose
+// address (from prevResult) the node itself holds: an address of the
+// node's (a gateway's, the node's own, an external IP held as an
+// address), or an external IP held as a route through a holder device,
+// ours or another dataDir's. The steering would DNAT the external IP to
+// the node, or to that other external IP, and SNAT the node's own flows
+// from it.
+func (h *Holder) ScreenContainer(addrs []netip.Prefix) error {
+	for _, p := range addrs {
+		c := p.Addr()
+		r, err := h.k.Lookup(c)
+		if err != nil {
+			return err
+		}
+		if r.Local != 0 {
+			return errorf(ErrRefused, "traffic: prevResult gives the container %s, an address of the node's own %s", c, h.k.LinkName(r.Local))
+		}
+		if on := r.On(c); on != 0 {
+			if name, ok := h.holderAt(on); ok {
+				return errorf(ErrRefused, "traffic: prevResult gives the container %s, an external IP held as a route on holder device %s", c, name)
+			}
+		}
+	}
+	return nil
+}
+
+// holderAt names the device of index dev when it is a holder of external
+// IPs: ours, or one marked by another dataDir. A container's own host
+// route (a veth of the ptp plugin) costs two lookups of its device.
+func (h *Holder) holderAt(dev int) (string, bool) {
+	if ours, err := h.Find(); err == nil && ours == dev {
+		return h.Name, true
+	}
+	name := h.k.LinkName(dev)
+	l, err := h.k.LookupHolder(name)
+	return name, err == nil && l.Index == dev && strings.HasPrefix(l.Alias, HolderMark)
 }

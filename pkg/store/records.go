@@ -44,6 +44,10 @@ type IPEntry struct {
 	// Route is how the IP is held now: 0 as an address, else as a route of
 	// that protocol number. The first holder's record decides it.
 	Route HeldAs `json:"route,omitempty"`
+	// KeepProxy says that the proxy neighbour entry for the IP on Uplink
+	// was there before external-ip needed one: another program's, which
+	// the release keeps (a proxy entry carries no mark of its owner).
+	KeepProxy bool `json:"keepProxy,omitempty"`
 }
 
 // Journal is one change under way, the file journal. Applying it is
@@ -63,6 +67,10 @@ type Journal struct {
 	// restores with its IPs' uplinks OldUplinks.
 	Old        *Record               `json:"old,omitempty"`
 	OldUplinks map[netip.Addr]string `json:"oldUplinks,omitempty"`
+	// Proxied lists the IPs whose proxy neighbour entry on their uplink
+	// was there before this ADD, another program's: kept by the release
+	// that undoes the ADD, also when a crash came before the index said so.
+	Proxied []netip.Addr `json:"proxied,omitempty"`
 	// Steps are changes beyond the record, the index and the addresses,
 	// each named by its kind; a kind this binary does not know is refused
 	// by name rather than skipped.

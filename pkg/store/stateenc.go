@@ -66,6 +66,9 @@ func (j *Journal) appendJSON(b []byte) []byte {
 		b = appendKey(b, ',', "oldUplinks")
 		b = appendUplinks(b, j.OldUplinks)
 	}
+	if len(j.Proxied) > 0 {
+		b = appendAddrs(appendKey(b, ',', "proxied"), j.Proxied)
+	}
 	return append(b, '}')
 }
 
@@ -141,6 +144,9 @@ func (e IPEntry) appendJSON(b []byte) []byte {
 	}
 	if e.Route != 0 {
 		b = strconv.AppendInt(appendKey(b, ',', "route"), int64(e.Route), 10)
+	}
+	if e.KeepProxy {
+		b = append(appendKey(b, ',', "keepProxy"), "true"...)
 	}
 	return append(b, '}')
 }

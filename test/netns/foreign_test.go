@@ -2,6 +2,7 @@ package netns
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
@@ -89,7 +90,7 @@ func TestAnotherProgramsHostRouteToTheIPIsRefusedNamingItOrBeatenAndKept(t *test
 				fam = "-6"
 			}
 			h.inNode("ip %s route add %s", fam, tt.route)
-			theirs := strings.TrimSpace(h.inNode("ip %s route show %s proto 186; ip %[1]s route show %[2]s proto static", fam, tt.ip))
+			theirs := strings.TrimSpace(h.inNode("ip %s route show %s", fam, tt.ip))
 			if theirs == "" {
 				t.Fatalf("setup: the other program's route %s is not in the main table", tt.route)
 			}
@@ -110,7 +111,7 @@ func TestAnotherProgramsHostRouteToTheIPIsRefusedNamingItOrBeatenAndKept(t *test
 			}
 			h.run(attach("CHECK", "a", conf)).mustOK(t, "CHECK")
 			h.run(attach("DEL", "a", conf)).mustOK(t, "DEL")
-			if got := strings.TrimSpace(h.inNode("ip %s route show %s proto 186", fam, tt.ip)); got != theirs {
+			if got := strings.TrimSpace(h.inNode("ip %s route show %s", fam, tt.ip)); got != theirs {
 				t.Errorf("after ADD and DEL the other program's route is %q, want %q", got, theirs)
 			}
 		})
@@ -163,5 +164,35 @@ func (h *host) theirsKeptOursGone(t *testing.T, when string, theirs, ours []stri
 		if h.proxyEntry(ip) {
 			t.Errorf("%s: the proxy entry external-ip made for %s (%s) is still there", when, ip, hold)
 		}
+	}
+}
+
+// The other program's host route comes after screening, while the ADD
+// holds the lock (paused there, faultinject): the kernel's EEXIST for our
+// route is then told from ours by asking which route the kernel uses, and
+// the ADD fails with 7 naming it and is undone, leaving the route, the
+// holder and the state as they were.
+func TestAHostRouteOfAnotherProgramComingAfterScreeningFailsTheAddAndIsKept(t *testing.T) {
+	for _, tt := range []struct{ ip, route string }{
+		{"192.0.2.31", "192.0.2.31/32 via 192.0.2.2 dev uplink0 proto static"},
+		{"2001:db8:1::31", "2001:db8:1::31/128 via 2001:db8:1::2 dev uplink0 proto 186"},
+	} {
+		t.Run(tt.ip, func(t *testing.T) {
+			h := newHost(t)
+			h.forwardIPv4()
+			h.run(attach("ADD", "c0", h.netConf("1.0.0", map[string]any{"hold": "route", "runtimeConfig": runtimeIPs("192.0.2.50", "2001:db8:1::50")}))).mustOK(t, "ADD of a bystander")
+			conf := h.netConf("1.0.0", map[string]any{"hold": "route", "runtimeConfig": runtimeIPs(tt.ip)})
+			before := h.view()
+			add := h.start(faultBinary(t), attach("ADD", "a", conf), assigner.PauseEnv+"=record")
+			stopped(t, add.cmd.Process.Pid)
+			h.inNode("ip route add %s", tt.route)
+			routes := h.routesAndProxies()
+			add.cmd.Process.Signal(syscall.SIGCONT)
+			add.wait().mustFail(t, "ADD whose IP another program routed meanwhile", 7, tt.ip, "via", "uplink0")
+			h.mustBeUnchanged(t, "the failed ADD", before)
+			if got := h.routesAndProxies(); got != routes {
+				t.Errorf("the failed ADD changed the routes or proxy entries:\n%s\nwas:\n%s", got, routes)
+			}
+		})
 	}
 }
