@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/external-ip/external-ip/pkg/install"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // decode reads one manifest into the API type of its kind, refusing any
@@ -108,13 +109,19 @@ func TestTheDaemonSetRunsOnEveryNodeInTheHostNetworkWithOnlyTheCapabilitiesItNee
 			paths[v.HostPath.Path] = v.Name
 		}
 	}
-	for _, p := range []string{"/opt/cni/bin", "/etc/cni/net.d", "/run/cni/external-ip"} {
+	for _, p := range []string{"/opt/cni/bin", "/etc/cni/net.d", "/run/cni/external-ip", store.NodeLockDir} {
 		if paths[p] == "" {
 			t.Errorf("no hostPath volume for %s", p)
 		}
 	}
-	if len(paths) != 3 {
-		t.Errorf("hostPath volumes %v; want only the bin, conf and state dirs", paths)
+	if len(paths) != 4 {
+		t.Errorf("hostPath volumes %v; want only the bin, conf and state dirs and the node lock's", paths)
+	}
+	// The node process takes the plugin's node lock: the same path inside.
+	for _, m := range c.VolumeMounts {
+		if m.Name == paths[store.NodeLockDir] && m.MountPath != store.NodeLockDir {
+			t.Errorf("the node lock's directory is mounted at %s, want %s", m.MountPath, store.NodeLockDir)
+		}
 	}
 }
 

@@ -121,7 +121,7 @@ func (a *Assigner) startCall() {
 		ups:    host.NewUplinks(a.k, a.opts.Uplink),
 	}
 	if a.opts.Routing != nil {
-		a.router = uplinkroute.NewRouter(a.opts.Routing, a.ups, a.log, step)
+		a.router = uplinkroute.NewRouter(a.opts.Routing, a.ups, a.log, step, a.opts.LockTimeout)
 	}
 }
 

@@ -84,7 +84,15 @@ func (r *reconciling) routing() error {
 		return nil
 	}
 	want, v, err := r.compareRouting(r.recs)
-	if err != nil {
+	if err != nil || r.router.Agrees(want, v) {
+		return err
+	}
+	// Mended under the node lock, from what is read again under it.
+	if err := r.router.Lock(); err != nil {
+		return err
+	}
+	defer r.router.Release()
+	if want, v, err = r.compareRouting(r.recs); err != nil {
 		return err
 	}
 	return r.router.Reconcile(want, v)

@@ -56,6 +56,7 @@ func (c *change) steer(w *written) error {
 		return err
 	}
 	p := steer.PlanChange(sc)
+	defer c.router.Release() // the node lock, if the routing took it
 	r, err := c.routeChange(sc.Was, p.Targets, w)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/traffic"
@@ -30,6 +31,8 @@ type fakeRouting struct {
 	unseen nat.UplinkMember
 	// calls counts the calls of each method that reads or writes routes.
 	calls map[string]int
+	// locked says whether the node lock is held.
+	locked bool
 }
 
 var _ uplinkroute.Routing = (*fakeRouting)(nil)
@@ -163,6 +166,17 @@ func (r *fakeRouting) ReadMarked() (*nat.UplinkState, error) {
 	return st, nil
 }
 
+// LockNode counts the node lock's takings; one taken while held is an
+// error, as it would wait for itself.
+func (r *fakeRouting) LockNode(time.Duration) (func(), error) {
+	r.calls["LockNode"]++
+	if r.locked {
+		return nil, errors.New("fake routing: the node lock taken twice")
+	}
+	r.locked = true
+	return func() { r.locked = false }, nil
+}
+
 var onEth1V4 = netip.MustParseAddr("203.0.113.10")
 
 func routedFixture(t *testing.T) (*fixture, *fakeRouting) {
@@ -278,7 +292,8 @@ func TestADelThatFindsTheChainInUseAfterAllKeepsItAndItsRoutes(t *testing.T) {
 
 // An ADD on an uplink whose chain of the family is there trusts it: one
 // read of the marking (the dump the change's base check reuses), no
-// gateway read, no slot check, no route or rule made; its DEL, beside
+// gateway read, no slot check, no route or rule made (each change takes
+// the node lock once, before it reads); its DEL, beside
 // another IP on the uplink, takes nothing but its members away (the count
 // read before its change says members are left), and the uplink's last
 // DEL removes the chain in its change's transaction, then the routes,
@@ -288,13 +303,13 @@ func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	f.add(attA, onEth1V4)
 	// The first IP: the gateway, a free slot, its routes; the chain rides
 	// in the change.
-	if want := map[string]int{"Marked": 1, "Gateway": 1, "Collides": 1, "EnsureRoutes": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"LockNode": 1, "Marked": 1, "Gateway": 1, "Collides": 1, "EnsureRoutes": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the ADD of eth1's first IP called %v, want %v", r.calls, want)
 	}
 	f.steered(f.opts.NAT.(*fakeNAT), traffic.Both, ctrB4)
 	clear(r.calls)
 	f.add(attB, onEth1V4b)
-	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"LockNode": 1, "Marked": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the ADD of another IP on eth1 called %v, want %v", r.calls, want)
 	}
 	if !r.members[nat.UplinkMember{Slot: 1, Uplink: "eth1", Addr: onEth1V4b}] {
@@ -302,14 +317,14 @@ func TestAnotherIPOnARoutedUplinkReadsOnlyTheMarking(t *testing.T) {
 	}
 	clear(r.calls)
 	f.del(attB)
-	if want := map[string]int{"Marked": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"LockNode": 1, "Marked": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL beside another IP on eth1 called %v, want %v", r.calls, want)
 	}
 	// The last IP: its chain goes in the change's transaction, then its
 	// routes.
 	clear(r.calls)
 	f.del(attA)
-	if want := map[string]int{"Marked": 1, "RemoveRoutes": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"LockNode": 1, "Marked": 1, "RemoveRoutes": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL of eth1's last IP called %v, want %v", r.calls, want)
 	}
 }
@@ -323,7 +338,7 @@ func TestALastDelWhoseTransactionKeptTheChainRemovesItAfter(t *testing.T) {
 	f.opts.NAT.(*fakeNAT).keepChains = true
 	clear(r.calls)
 	f.del(attA)
-	if want := map[string]int{"Marked": 2, "Unmark": 1, "RemoveRoutes": 1}; !maps.Equal(r.calls, want) {
+	if want := map[string]int{"LockNode": 1, "Marked": 2, "Unmark": 1, "RemoveRoutes": 1}; !maps.Equal(r.calls, want) {
 		t.Errorf("the DEL called %v, want %v", r.calls, want)
 	}
 	if len(r.marked)+len(r.members)+len(r.routes) != 0 {
@@ -358,4 +373,19 @@ func famOf(v6 bool) int {
 		return 1
 	}
 	return 0
+}
+
+// A steered ADD, DEL and GC on the default route's uplink (eth0, v4a) of
+// a node that routes nothing take no node lock: only what may route, or
+// mend the routing, pays for it.
+func TestChangesOnTheDefaultUplinkOfANodeThatRoutesNothingTakeNoNodeLock(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, v4a)
+	if err := f.assigner().GC("net1", []Attachment{attA}); err != nil {
+		t.Fatal(err)
+	}
+	f.del(attA)
+	if n := r.calls["LockNode"]; n != 0 || r.calls["Marked"] == 0 {
+		t.Errorf("ADD, GC and DEL on eth0 took the node lock %d times (read the marking %d times), want none", n, r.calls["Marked"])
+	}
 }

@@ -24,13 +24,16 @@ var (
 )
 
 // trust judges the directories on the way to the state and the state's
-// own, for the configured dataDir, which a refusal names: whether only
-// root (or this user) could have changed them.
-type trust string
+// own, for the configured dataDir (or the node lock's directory), which a
+// refusal names: whether only root (or this user) could have changed them.
+type trust struct{ what, value string }
+
+// dataDirTrust judges the way to and the directories of dataDir.
+func dataDirTrust(dataDir string) trust { return trust{"dataDir", dataDir} }
 
 // refuse is a refusal of the configured dataDir (code 7).
 func (t trust) refuse(format string, args ...any) error {
-	return errorf(ErrRefused, "dataDir: %q: %s", string(t), fmt.Sprintf(format, args...))
+	return errorf(ErrRefused, "%s: %q: %s", t.what, t.value, fmt.Sprintf(format, args...))
 }
 
 // isSystemDir says whether path is one of the system's directories.
@@ -68,16 +71,16 @@ func resolve(path string) (string, string, error) {
 // state of their own, a journal that the next invocation replays.
 func (s *Store) prepare(create bool) (string, error) {
 	if isSystemDir(s.dataDir) {
-		return "", trust(s.dataDir).refuse("is a system directory")
+		return "", dataDirTrust(s.dataDir).refuse("is a system directory")
 	}
 	resolved, existing, err := resolve(s.dataDir)
 	if err != nil {
 		return "", errorf(ErrState, "resolving dataDir %s: %w", s.dataDir, err)
 	}
 	if isSystemDir(resolved) {
-		return "", trust(s.dataDir).refuse("is the system directory %s", resolved)
+		return "", dataDirTrust(s.dataDir).refuse("is the system directory %s", resolved)
 	}
-	if err := trust(s.dataDir).path(existing); err != nil || !create || existing == resolved {
+	if err := dataDirTrust(s.dataDir).path(existing); err != nil || !create || existing == resolved {
 		return resolved, err
 	}
 	s.beforeMkdir.at(existing)
@@ -87,7 +90,7 @@ func (s *Store) prepare(create bool) (string, error) {
 	// A directory on the way that another user made first, between the
 	// check and MkdirAll (under a sticky /tmp, say), is theirs: checked
 	// again now that the whole path exists.
-	return resolved, trust(s.dataDir).path(resolved)
+	return resolved, dataDirTrust(s.dataDir).path(resolved)
 }
 
 // path checks path and each of its ancestors (ancestor).
@@ -108,7 +111,7 @@ func (t trust) path(path string) error {
 func (t trust) ancestor(path string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return errorf(ErrState, "checking dataDir %s: %s: %w", string(t), path, err)
+		return errorf(ErrState, "checking %s %s: %s: %w", t.what, t.value, path, err)
 	}
 	if err := t.owner(path, &st); err != nil {
 		return err
@@ -159,7 +162,7 @@ func (s *Store) openData(create bool) (bool, error) {
 	}
 	s.fd[data] = fd // closed with the store from here on
 	s.resolved = resolved
-	return true, trust(s.dataDir).state(fd, s.dataDir)
+	return true, dataDirTrust(s.dataDir).state(fd, s.dataDir)
 }
 
 // openInside opens the device's directory and its subdirectories relative
@@ -216,7 +219,7 @@ func (s *Store) openDir(parent int, name, path string, create bool) (int, error)
 	case err != nil:
 		return -1, errorf(ErrState, "opening state directory %s: %w", path, err)
 	}
-	if err := trust(s.dataDir).state(fd, path); err != nil {
+	if err := dataDirTrust(s.dataDir).state(fd, path); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}

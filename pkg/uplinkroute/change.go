@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/host"
@@ -50,6 +51,10 @@ type Routing interface {
 	Unmark(chains []nat.UplinkChain) error
 	SetMembers(add, del []nat.UplinkMember) error
 	ReadMarked() (*nat.UplinkState, error)
+	// LockNode takes the node lock (store.LockNode), which every change of
+	// the marking and the rules and tables takes, whatever its dataDir,
+	// waiting at most wait; unlock releases it.
+	LockNode(wait time.Duration) (unlock func(), err error)
 }
 
 // Need is one address a steering needs marked for an uplink: an
@@ -97,13 +102,43 @@ type Router struct {
 	def     map[bool]int
 	gw      map[string]*[2]netip.Addr
 	done    map[string]*[2]bool
+	// wait bounds the wait for the node lock; unlock releases it, nil
+	// while the call does not hold it.
+	wait   time.Duration
+	unlock func()
 }
 
 // NewRouter begins a call's routing through r, knowing nothing yet. ups
 // are the call's uplinks; step is called at the steps uplink-routed,
-// uplink-members and uplink-unmarked, where the crash tests kill a change.
-func NewRouter(r Routing, ups *host.Uplinks, log *slog.Logger, step func(string)) *Router {
-	return &Router{routing: r, ups: ups, log: log, step: step}
+// uplink-members and uplink-unmarked, where the crash tests kill a change;
+// wait bounds the wait for the node lock.
+func NewRouter(r Routing, ups *host.Uplinks, log *slog.Logger, step func(string), wait time.Duration) *Router {
+	return &Router{routing: r, ups: ups, log: log, step: step, wait: wait}
+}
+
+// Lock takes the node lock for the call, once: two dataDirs' changes
+// would otherwise read the same free slot, or one would take away the
+// suppress rule of a family whose chain the other just made. The call
+// keeps it until Release.
+func (rt *Router) Lock() error {
+	if rt.unlock != nil {
+		return nil
+	}
+	unlock, err := rt.routing.LockNode(rt.wait)
+	if err != nil {
+		return err
+	}
+	rt.unlock = unlock
+	return nil
+}
+
+// Release lets the node lock go, if the call holds it; a nil Router holds
+// nothing.
+func (rt *Router) Release() {
+	if rt != nil && rt.unlock != nil {
+		rt.unlock()
+		rt.unlock = nil
+	}
 }
 
 // routedNeed tells whether the main table has a default route of n's
@@ -124,12 +159,9 @@ func (rt *Router) routedNeed(n Need, marked map[string]nat.UplinkSlot) (bool, er
 	if err != nil || rt.routing.Off() {
 		return false, nil // gone or down: nothing leaves by it; GC re-homes
 	}
-	def, ok := c.def[v6]
-	if !ok {
-		if def, err = rt.routing.DefaultUplink(v6); err != nil {
-			return false, steer.KernelErr(err)
-		}
-		c.def[v6] = def
+	def, err := rt.defaultUplink(v6)
+	if err != nil {
+		return false, err
 	}
 	var gw netip.Addr
 	// With no default route of the family, the main table's own routes
@@ -152,6 +184,40 @@ func (rt *Router) routedNeed(n Need, marked map[string]nat.UplinkSlot) (bool, er
 	}
 	c.gw[n.Uplink][f], c.done[n.Uplink][f] = gw, true
 	return gw.IsValid(), nil
+}
+
+// defaultUplink is the main table's default route's interface of the
+// family, asked once per call.
+func (rt *Router) defaultUplink(v6 bool) (int, error) {
+	if rt.def == nil {
+		rt.def, rt.gw, rt.done = map[bool]int{}, map[string]*[2]netip.Addr{}, map[string]*[2]bool{}
+	}
+	def, ok := rt.def[v6]
+	if !ok {
+		var err error
+		if def, err = rt.routing.DefaultUplink(v6); err != nil {
+			return 0, steer.KernelErr(err)
+		}
+		rt.def[v6] = def
+	}
+	return def, nil
+}
+
+// mayRoute says whether a need of ns may be routed by us: its uplink is
+// not the default route's, or is gone. It asks the kernel nothing the
+// call would not ask anyway.
+func (rt *Router) mayRoute(ns []Need) (bool, error) {
+	for _, n := range ns {
+		up, err := rt.ups.ByName(n.Uplink)
+		if err != nil {
+			return true, nil
+		}
+		def, err := rt.defaultUplink(n.IP.Is6())
+		if err != nil || def != 0 && def != up.Index {
+			return err == nil, err
+		}
+	}
+	return false, nil
 }
 
 // Routed keeps the needs whose uplink needs our routing; marked, when
@@ -208,18 +274,17 @@ func (rt *Router) Change(c Change) (Plan, error) {
 	if len(c.Now)+len(c.Leave) == 0 {
 		return Plan{}, nil
 	}
-	marked, err := rt.routing.Marked()
+	marked, add, err := rt.read(c)
 	if err != nil {
-		return Plan{}, steer.KernelErr(err)
+		return Plan{}, err
 	}
 	if c.AfterFault {
 		if err := rt.unrouteUnmarked(c.Leave, marked); err != nil {
 			return Plan{}, err
 		}
 	}
-	add, err := rt.Routed(c.Now, marked)
-	if err != nil || len(add)+len(c.Leave) == 0 || (len(marked) == 0 && len(add) == 0) {
-		return Plan{}, err
+	if len(add)+len(c.Leave) == 0 || (len(marked) == 0 && len(add) == 0) {
+		return Plan{}, nil
 	}
 	fresh, err := rt.chainsFor(add, marked)
 	if err != nil {
@@ -230,6 +295,52 @@ func (rt *Router) Change(c Change) (Plan, error) {
 		rt.step("uplink-routed")
 	}
 	return Plan{marked: marked, fresh: fresh, add: members(add, marked), del: rt.delMembers(c.Leave, add, marked)}, nil
+}
+
+// read reads which uplink has which slot, and which of c's needs want
+// routing, under the node lock (Lock) wherever the change may route, or a
+// fault may have left routes: what it read without the lock may be
+// another dataDir's change half made, so finding that the change touches
+// the marking after all, it takes the lock and reads again. A change on
+// the default route's uplink of a node that routes nothing takes no lock.
+func (rt *Router) read(c Change) (map[string]nat.UplinkSlot, []Need, error) {
+	// Locked before the first read where the change may route: a node
+	// that routes reads its marking once.
+	may, err := rt.mayRoute(append(slices.Clip(c.Now), c.Leave...))
+	if err == nil && (may || c.AfterFault) {
+		err = rt.Lock()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for {
+		marked, err := rt.routing.Marked()
+		if err != nil {
+			return nil, nil, steer.KernelErr(err)
+		}
+		add, err := rt.Routed(c.Now, marked)
+		if err != nil || rt.unlock != nil || !touches(marked, add, c.Leave) {
+			return marked, add, err
+		}
+		if err := rt.Lock(); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// touches says whether a change would make or take anything of the
+// marking: routed needs to add, or a leaving need of a chain there (of
+// every chain, when its uplink is not known).
+func touches(marked map[string]nat.UplinkSlot, add, leave []Need) bool {
+	if len(add) > 0 {
+		return true
+	}
+	for _, n := range leave {
+		if u, ok := marked[n.Uplink]; ok && u.Routed[fam(n.Addr.Is6())] || n.Uplink == "" && len(marked) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Plan is what Change leaves to the NAT step's transaction (Into) and to
@@ -421,8 +532,8 @@ func chainOf(uplink string, u nat.UplinkSlot, f int) nat.UplinkChain {
 // dropEmptyChains takes the chain, then the routes, away from each of
 // maybe (maybeEmptied's) that the chains, read anew, show with no member,
 // when the change's transaction could not remove them: one was still in
-// use (a removal counted was not there, or another state's ADD came),
-// which kept the others too.
+// use (a removal counted was not there, or a binary from before the node
+// lock added to it during an upgrade), which kept the others too.
 func (rt *Router) dropEmptyChains(maybe []nat.UplinkChain) error {
 	if len(maybe) == 0 {
 		return nil
@@ -456,7 +567,8 @@ func countChain(ms []nat.UplinkMember, uplink string, f int) int {
 // suppress rule goes with its last chain. Chain first, so that a chain
 // never goes without its routes: an ADD that finds one trusts it. The
 // kernel refuses to delete a chain that an element still goes to
-// (EBUSY: another state's ADD came meanwhile): then nothing is removed.
+// (EBUSY: a binary from before the node lock added to it meanwhile, during
+// an upgrade): then nothing is removed.
 // Killed in between (uplink-unmarked), the routes without a chain are
 // found by the replay (unrouteUnmarked) or by GC.
 func (rt *Router) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
@@ -474,10 +586,9 @@ func (rt *Router) unmark(marked map[string]nat.UplinkSlot, gone []nat.UplinkChai
 }
 
 // unroute removes the routes of the chains gone (removed already), and
-// a family's suppress rule with its last chain, as marked says: after the
-// change's own transaction, that is the count read before it, so a chain
-// another state made since may lose the suppress rule until CHECK, GC or
-// repair puts it back (docs/uplinks.md, "Known").
+// a family's suppress rule with its last chain, as marked says: the count
+// read before the change's own transaction, under the node lock, so that
+// no other dataDir's change made a chain since (Lock).
 func (rt *Router) unroute(marked map[string]nat.UplinkSlot, gone []nat.UplinkChain) error {
 	rt.step("uplink-unmarked")
 	var errs []error

@@ -27,6 +27,13 @@
 // HostRouting is the Routing of the host: these rules and tables, and the
 // marks over package steer's table connection.
 //
+// The marking and the rules and tables are the node's, shared by every
+// dataDir: a change that may touch them holds the node lock
+// (store.LockNode, Router.Lock) from its read of the marking until its
+// routes are settled, so that two dataDirs never pick the same free slot
+// nor take away a suppress rule the other's new chain needs. It is taken
+// under a dataDir's lock, never the other way round.
+//
 // It never changes or removes a rule or route that is not tagged as its
 // own, and refuses a slot whose table holds another program's routes or
 // is looked up by another program's rule. It also answers the questions

@@ -2,9 +2,11 @@ package uplinkroute
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
@@ -18,6 +20,8 @@ type HostRouting struct {
 	gateways map[string][]netip.Addr
 	off      bool
 	now      *State // our tables as first read, for routedBy
+	// LockDir is where the node lock is: store.NodeLockDir, but in tests.
+	LockDir string
 }
 
 var _ Routing = (*HostRouting)(nil)
@@ -27,7 +31,15 @@ var _ Routing = (*HostRouting)(nil)
 // routes nothing new, but still takes away what was routed.
 func NewHostRouting(nat *steer.HostTable, c slots.Config, gateways map[string][]netip.Addr, off bool) *HostRouting {
 	nat.SetUplinkMask(c.Mask) // the table's base rules keep the same bits
-	return &HostRouting{nat: nat, r: Open(c), c: c, gateways: gateways, off: off}
+	return &HostRouting{nat: nat, r: Open(c), c: c, gateways: gateways, off: off, LockDir: store.NodeLockDir}
+}
+
+func (h *HostRouting) LockNode(wait time.Duration) (func(), error) {
+	l, err := store.LockNode(h.LockDir, wait)
+	if err != nil {
+		return nil, err
+	}
+	return l.Unlock, nil
 }
 
 func (h *HostRouting) Off() bool { return h.off }

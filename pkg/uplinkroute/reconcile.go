@@ -162,6 +162,12 @@ func wantIP(want []Need, m nat.UplinkMember) netip.Addr {
 	return netip.Addr{}
 }
 
+// Agrees says whether the kernel's routing of ours (v) is what the
+// records need (want): then Reconcile has nothing to do.
+func (rt *Router) Agrees(want []Need, v *View) bool {
+	return len(rt.Missing(want, v))+len(Extra(want, v)) == 0
+}
+
 // Reconcile makes the kernel's routing of ours (v) match what the
 // records need (want) both ways: what they need is made, what they do not
 // is taken away. It changes nothing when the two agree.

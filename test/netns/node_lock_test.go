@@ -73,6 +73,8 @@ func TestTwoDataDirsRoutingTheirFirstIPsOnTwoNewUplinksAtOnceTakeASlotEach(t *te
 			"allowedRanges": []string{u.ipNet}, "runtimeConfig": runtimeIPs(u.ip),
 		})
 		conf["name"] = fmt.Sprintf("net-%d", i+1)
+		// Two containers, two addresses: one address leaves by one uplink.
+		conf["prevResult"] = prevResultGiving(t, "1.0.0", fmt.Sprintf("10.1.0.%d/24", 5+i), fmt.Sprintf("fd00:1::%d/64", 5+i))
 		confs = append(confs, conf)
 	}
 	first := h.start(faultBinary(t), attach("ADD", "a", confs[0]), assigner.PauseEnv+"=uplink-routed")
@@ -114,4 +116,3 @@ func TestTwoDataDirsRoutingTheirFirstIPsOnTwoNewUplinksAtOnceTakeASlotEach(t *te
 		}
 	}
 }
-
