@@ -56,6 +56,8 @@ type adding struct {
 	ann    Announcer
 	routes map[netip.Addr]host.Route
 	placed []Placed
+	// wasOn is the uplink each held IP that this ADD re-homed had before.
+	wasOn map[netip.Addr]string
 	// fresh lists the IPs that were on no interface when screened and that
 	// this ADD gives their first holder: until this invocation puts one on
 	// the holder, undoing the ADD has nothing to take off the kernel for
@@ -108,7 +110,7 @@ func (ad *adding) add() ([]Placed, error) {
 	// The ADD is done and stays: failing now would tell the runtime it
 	// failed while its record holds the IPs.
 	// The stale rules are drift that CHECK reports and GC mends.
-	if err := ad.followReHomed(key, uplinks); err != nil {
+	if err := ad.followReHomed(key); err != nil {
 		ad.log.Warn("egress of the other holders not moved to the re-homed uplink; the next GC moves it", "error", errkind.OneLine(err))
 	}
 	return ad.placed, nil
@@ -237,7 +239,7 @@ func (ad *adding) remember(j *journal, old *record) error {
 // keeps the uplink it was first announced on, so its proxy entry is
 // removed from the right place.
 func (ad *adding) place() (map[netip.Addr]string, []netip.Addr, error) {
-	ad.placed = make([]Placed, 0, len(ad.ips))
+	ad.placed, ad.wasOn = make([]Placed, 0, len(ad.ips)), map[netip.Addr]string{}
 	chosen := map[netip.Addr]string{}
 	var proxied []netip.Addr
 	for _, ip := range ad.ips {
@@ -257,6 +259,9 @@ func (ad *adding) place() (map[netip.Addr]string, []netip.Addr, error) {
 		}
 		if rechosen {
 			chosen[ip] = up.Name
+		}
+		if rechosen && len(e.Holders) > 0 {
+			ad.wasOn[ip] = e.Uplink
 		}
 		ad.placed = append(ad.placed, Placed{Addr: ip, Uplink: up, First: len(e.Holders) == 0})
 	}

@@ -35,13 +35,9 @@ func (a *Assigner) recordNeeds(r *record) ([]uplinkroute.Need, error) {
 	if r.Steering == nil {
 		return nil, nil
 	}
-	uplinkOf := map[netip.Addr]string{}
-	for _, ip := range r.IPs {
-		e, err := a.st.ReadIP(ip)
-		if err != nil {
-			return nil, err
-		}
-		uplinkOf[ip] = e.Uplink
+	uplinkOf, err := a.uplinksOf(r, nil)
+	if err != nil {
+		return nil, err
 	}
 	return a.router.Routed(uplinkroute.Needs(r.Steering, r.IPs, uplinkOf), nil)
 }

@@ -88,3 +88,25 @@ func TestCheckFailsWhenAnEgressRuleNamesAnUplinkTheIPNoLongerLeavesBy(t *testing
 		t.Errorf("CHECK after GC moved the egress: %v", err)
 	}
 }
+
+// An ADD that re-homes a routed IP (eth1 vanished, the IP's network now on
+// eth0, the default route's) moves the other holder's uplink marks with
+// its egress: its members leave eth1's chain, which goes with its routes,
+// and CHECK of the other holder passes, without a GC.
+func TestAnAddThatReHomesAnIPMovesTheOtherHoldersUplinkMarksToo(t *testing.T) {
+	f, r := routedFixture(t)
+	f.add(attA, onEth1V4)
+	if len(r.members) == 0 {
+		t.Fatalf("setup: a's ADD on eth1 marked nothing: %v", r.members)
+	}
+	f.k.dropUplink("eth1")
+	viaEth0(f)
+	f.steered(f.opts.NAT.(*fakeNAT), traffic.Both, ctrB4)
+	f.add(attB, onEth1V4)
+	if len(r.members)+len(r.marked)+len(r.routes) != 0 {
+		t.Errorf("after the re-homing ADD: members %v, marked %v, routes %v; want a's marks gone with eth1's chain and routes", r.members, r.marked, r.routes)
+	}
+	if _, err := f.assigner().Check(attA); err != nil {
+		t.Errorf("CHECK of a after b's ADD re-homed its IP: %v", err)
+	}
+}

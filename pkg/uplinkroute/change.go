@@ -375,6 +375,19 @@ func (rt *Router) Settle(p Plan, ch nat.Change) error {
 	return rt.dropEmptyChains(ch.UplinkUnmark)
 }
 
+// Moved is the change of attachments whose needs went from was to now,
+// an IP of theirs re-homed: what now needs, and what was needed and is
+// not any more.
+func Moved(was, now []Need) Change {
+	var leave []Need
+	for _, n := range was {
+		if !slices.Contains(now, n) && !slices.Contains(leave, n) {
+			leave = append(leave, n)
+		}
+	}
+	return Change{Now: now, Leave: leave}
+}
+
 // Leaving is what the change's earlier steerings (was) needed that now's
 // does not: egress sources no longer leaving by the same uplink, and
 // external IPs that no holder steers in any more (want: each touched IP's
