@@ -14,7 +14,11 @@
 // a host route with the proxy entry the LAN needs, and takes it off.
 //
 // It never adds or removes an address or route on any interface but the
-// holder, never manages a device it did not create, and never lists
+// holder, never manages a device it did not create, never takes over
+// another program's host route to an IP (it refuses the IP: Screen, and
+// Hold when the kernel says a route is there) nor removes a proxy entry
+// that was there before the IP needed one (store.IPEntry.KeepProxy, found
+// by ProxyThere), and never lists
 // addresses on the ADD or DEL path (Carried and Sweep are GC's and
 // status's, CheckOn asks only when the FIB does not yet show an IP),
 // because listing costs milliseconds per thousand addresses. It decides

@@ -22,6 +22,11 @@
 //	creating-device while the holder is made: the temporary name it is made under
 //	conntrack       the queue of conntrack clean-ups: the flows of targets that left
 //
+// It also owns the node lock (LockNode): one file, /run/external-ip/node.lock,
+// outside every dataDir, for the objects all dataDirs' changes share; its
+// directory is judged as a state directory is, and taken after a dataDir's
+// lock, never before.
+//
 // A dataDir that is a system directory, or on a path that another user
 // could change, is refused (ErrRefused). The journal, records and index
 // entries encode themselves (stateenc.go), byte for byte as encoding/json

@@ -99,6 +99,7 @@ func TestAnotherProgramsHostRouteToTheIPIsRefusedNamingItOrBeatenAndKept(t *test
 			r := h.run(attach("ADD", "a", conf))
 			if !tt.held {
 				r.mustFail(t, "ADD of an IP another program routes", 7, "runtimeConfig.externalIPs[0]", tt.ip, "via", "uplink0")
+				t.Logf("refused: %s", r.msg)
 				h.mustBeUnchanged(t, "the refused ADD", before)
 				if got := h.routesAndProxies(); got != routes {
 					t.Errorf("the refused ADD changed the routes or proxy entries:\n%s\nwas:\n%s", got, routes)
