@@ -4,10 +4,12 @@
 //
 // Two kinds of socket are slow to release. An AF_PACKET socket's release
 // waits for an RCU grace period (synchronize_net). A netfilter netlink
-// socket's release waits for the nf_tables destroy worker, which runs
-// after a grace period once a commit has deleted something. Callers say
-// what a socket is (Packet, NetfilterAfterDestroy, Netfilter); a Keeper
-// decides how it outlives the plugin: in a detached child that the plugin
+// socket's release waits for the nf_tables destroy worker of its network
+// namespace, which frees what a commit deleted after a grace period, if
+// any commit of anyone's left it pending: a pod's ADD that follows its
+// predecessor's DEL would wait for that DEL's worker. Callers say what a
+// socket is (Packet, Netfilter); a Keeper decides how it outlives the
+// plugin: in a detached child that the plugin
 // starts anyway (Board: the announcer of the later rounds), else parked
 // in the kernel (package park), else in a child started only to hold it.
 // Every child that inherits sockets is told through a pipe when the

@@ -8,30 +8,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Socket is what a file is, which decides whether its last close is slow.
+// Socket is what a file is, and so why its last close is slow.
 type Socket int
 
 const (
 	// Packet is an AF_PACKET socket: its release waits for an RCU grace
 	// period (synchronize_net).
 	Packet Socket = iota + 1
-	// NetfilterAfterDestroy is a netfilter netlink socket of a process
-	// that committed an nf_tables change that deleted something: its
-	// release waits for the commit's destroy worker.
-	NetfilterAfterDestroy
-	// Netfilter is a netfilter netlink socket of a process whose commits
-	// only added: it closes at once.
+	// Netfilter is a netfilter netlink socket (nf_tables, ctnetlink): its
+	// release waits for the nf_tables destroy worker of its network
+	// namespace whenever one is pending, whoever's commit queued it (the
+	// DEL that ran just before, our own), holding the namespace's commit
+	// lock meanwhile (nft_rcv_nl_event).
 	Netfilter
 )
-
-func (s Socket) slow() bool { return s == Packet || s == NetfilterAfterDestroy }
 
 func (s Socket) String() string {
 	switch s {
 	case Packet:
 		return "packet socket"
-	case NetfilterAfterDestroy:
-		return "netfilter socket after a destroying commit"
 	case Netfilter:
 		return "netfilter socket"
 	}
@@ -56,7 +51,7 @@ type Options struct {
 // for a process about to exit (a CNI invocation): Done ends it.
 type Keeper struct {
 	o       Options
-	files   []*os.File // slow, ours, not yet handed over
+	files   []*os.File // ours, not yet handed over
 	signals []*os.File // hold pipes' write ends, closed last
 }
 
@@ -68,15 +63,11 @@ func New(o Options) *Keeper {
 	return &Keeper{o: o}
 }
 
-// Keep takes f, a copy of a socket that is s: the Keeper closes it, at
-// once if its close is quick, else after the process has exited. The
-// caller closes its other copies before Done.
+// Keep takes f, a copy of a socket that is s, and closes it after the
+// process has exited. The caller closes its other copies before Done.
+// Every kind is kept: s says why, for the reader and the logs.
 func (k *Keeper) Keep(f *os.File, s Socket) {
 	if f == nil {
-		return
-	}
-	if !s.slow() {
-		f.Close()
 		return
 	}
 	k.files = append(k.files, f)

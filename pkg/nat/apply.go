@@ -131,7 +131,8 @@ func (t *Table) dropSpread(ip netip.Addr) error {
 
 // addIngress steers a new IP to its one target with additions only: its
 // elements of dnat4 and ext4, which ask the kernel for no validation and
-// leave it nothing to destroy.
+// leave its destroy worker nothing, which the next release of a netfilter
+// socket on the node would wait for.
 func (t *Table) addIngress(ip netip.Addr, target netip.Addr) error {
 	f := familyOf(ip)
 	if err := t.c.SetAddElements(t.set(f.direct), []nftables.SetElement{{Key: ip.AsSlice(), Val: target.AsSlice()}}); err != nil {

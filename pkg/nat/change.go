@@ -20,8 +20,9 @@ type Change struct {
 	// Fresh marks the IPs of Ingress that the table does not steer yet
 	// (the caller's records gave them no target before): with one target,
 	// their elements are added without first reading or removing what the
-	// IP had, so that a change that only adds leaves the kernel nothing to
-	// destroy (see Destroyed).
+	// IP had. A change that only adds costs no read, and leaves the
+	// kernel nothing to destroy: no destroy worker that the next release
+	// of a netfilter socket on the node would wait for.
 	Fresh map[netip.Addr]bool
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix

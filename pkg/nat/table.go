@@ -35,7 +35,7 @@ const (
 
 // Table is our nftables table over one netlink connection.
 type Table struct {
-	c     *batch // stages every change, and knows which destroy
+	c     *batch // stages and commits every change
 	r     reader // the same connection, for reads
 	conn  *nftables.Conn
 	nl    *netlink.Conn // the connection's socket, for File
@@ -75,11 +75,6 @@ func (t *Table) mask() uint32 {
 	return t.UplinkMask
 }
 
-// Destroyed tells whether a change over this connection may have deleted
-// or flushed anything (see batch). When none did, closing the socket does
-// not wait.
-func (t *Table) Destroyed() bool { return t.c.destroys }
-
 // Open connects to nf_tables in the current network namespace. It changes
 // nothing: the table is made by the first change that needs it.
 func Open() (*Table, error) {
@@ -89,16 +84,18 @@ func Open() (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to nf_tables: %w", err)
 	}
-	t.c, t.r, t.conn = &batch{c: c}, c, c
+	t.c, t.r, t.conn = &batch{Conn: c}, c, c
 	return t, nil
 }
 
 // File is a duplicate of the table's netlink socket. The kernel's release
-// of a netfilter netlink socket waits, while a commit's clean-up is still
-// pending (about an RCU grace period after a change that destroyed
-// something, see batch; figure: docs/performance.md, "Figures behind
-// design choices"), and so does the exit of the process that holds its last reference: a
-// caller on a latency budget hands this copy to a process that outlives it.
+// of a netfilter netlink socket waits while the namespace's nf_tables
+// destroy worker has work pending (about an RCU grace period after any
+// commit that deleted something, whoever made it: the DEL before this
+// ADD), and holds the namespace's commit lock meanwhile; so does the
+// exit of the process that holds its last reference. A caller on a
+// latency budget hands this copy to a process that outlives it (figure:
+// docs/performance.md, "Figures behind design choices").
 func (t *Table) File() (*os.File, error) { return dupConn(t.nl, "nf_tables") }
 
 // dupConn duplicates c's socket as a file.

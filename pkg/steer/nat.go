@@ -42,18 +42,13 @@ type HostTable struct {
 }
 
 // Linger gives k copies of the netlink sockets this invocation opened,
-// saying what each is, then closes ours. Both are netfilter sockets, slow
-// to release after a commit that destroyed something (nat.Table.Destroyed:
-// the kernel's destroy worker is the namespace's, so conntrack's waits
-// for it too), and quick otherwise.
+// then closes ours. Both are netfilter sockets, whose release waits for
+// the namespace's destroy worker if anyone's commit left it pending (the
+// DEL just before an ADD), whatever this invocation committed.
 func (h *HostTable) Linger(k *linger.Keeper) error {
-	kind := linger.Netfilter
-	if h.t != nil && h.t.Destroyed() {
-		kind = linger.NetfilterAfterDestroy
-	}
 	var errs []error
 	keep := func(f *os.File, err error) {
-		k.Keep(f, kind)
+		k.Keep(f, linger.Netfilter)
 		errs = append(errs, err)
 	}
 	if h.t != nil {

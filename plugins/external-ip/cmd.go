@@ -72,9 +72,10 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	return inv, nil
 }
 
-// lingerNAT gives the keeper the netfilter sockets, which a DEL or GC that
-// steers leaves slow to close, and closes ours; ADD calls it before its
-// session finishes, so that they go with the announcing child.
+// lingerNAT gives the keeper the netfilter sockets, slow to close while
+// anyone's destroying commit (the DEL before this ADD) is being cleaned
+// up, and closes ours; ADD calls it before its session finishes, so that
+// they go with the announcing child.
 func (inv *invocation) lingerNAT() {
 	if err := inv.nat.Linger(inv.keep); err != nil {
 		inv.log.Warn("netfilter socket closed in the plugin", "error", err)
