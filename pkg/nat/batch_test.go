@@ -60,7 +60,7 @@ func TestAFreshIPsChangeSendsNoDeletion(t *testing.T) {
 	tb := fakeTable(t, k)
 	must(t, tb.Apply(Change{
 		Ingress: map[netip.Addr][]netip.Addr{ip: {ctr}}, Fresh: map[netip.Addr]bool{ip: true},
-		Egress:  map[EgressKey]netip.Addr{{ctr, "uplink0"}: ip}, Hairpin: []netip.Prefix{netip.MustParsePrefix("10.88.0.0/16")},
+		Egress: map[EgressKey]netip.Addr{{ctr, "uplink0"}: ip}, Hairpin: []netip.Prefix{netip.MustParsePrefix("10.88.0.0/16")},
 	}))
 	if tb.c.commits != 1 || len(k.sent) == 0 {
 		t.Fatalf("%d commits of %d messages, want the change in one", tb.c.commits, len(k.sent))
