@@ -32,6 +32,7 @@ type sample struct {
 	cpu            time.Duration // user + system of the child
 	minflt         int64         // minor page faults of the child
 	it             int           // the iteration, for the raw data
+	pid            int           // the plugin's process, for the waits profile
 	err            error
 	stdout, stderr []byte
 }
@@ -97,7 +98,7 @@ func (b *bench) exec(c call) sample {
 	if err != nil {
 		return sample{err: fmt.Errorf("%s %s: %w", c.command, c.bin, err)}
 	}
-	s := sample{stdout: readAll(int(outR.Fd()))}
+	s := sample{pid: cmd.Process.Pid, stdout: readAll(int(outR.Fd()))}
 	err = cmd.Wait()
 	s.wall = time.Since(t0)
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {

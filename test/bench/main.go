@@ -32,11 +32,16 @@ type options struct {
 	held4, held6           []int
 	conntrack, concurrent  int
 	uplinkRounds           int
-	out, src               string
-	seed                   uint64
+	churnRounds            int
+	// churnOnly runs the exec floor, host-local, the empty node's rows
+	// and the churn rows, and nothing after the iterations.
+	churnOnly bool
+	out, src  string
+	seed      uint64
 	// Profiling hooks: each runs profileRuns ADDs of the profiled
 	// binaries under the tool after the iterations.
 	strace, perf, inittrace bool
+	waits                   bool
 	straceDel               bool
 	profileRuns             int
 }
@@ -79,6 +84,8 @@ func parseFlags() options {
 	flag.IntVar(&o.conntrack, "conntrack", 100_000, "unrelated conntrack entries of each family on a node of their own, whose steered DEL queues a clean-up that walks them (0: no such node)")
 	flag.IntVar(&o.concurrent, "concurrent", 64, "largest batch of concurrent ADDs and DELs against serial on the conntrack node, after the iterations (0: none)")
 	flag.IntVar(&o.uplinkRounds, "uplink-rounds", 5, "rounds per iteration of the uplink rows, each with its baseline (their paired difference needs more samples)")
+	flag.IntVar(&o.churnRounds, "churn-rounds", 5, "rounds per iteration of the churn rows: ADD/DEL pairs back to back, and replacements on the cycling node")
+	flag.BoolVar(&o.churnOnly, "churn-only", false, "only the exec floor, host-local, the empty node's rows and the churn rows (no portmap, held, conntrack, uplink or concurrent rows)")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
@@ -86,18 +93,19 @@ func parseFlags() options {
 	flag.BoolVar(&o.straceDel, "strace-del", false, "with -strace: trace the DEL of each pair instead of its ADD")
 	flag.BoolVar(&o.perf, "perf", false, "profile: perf record -a -g during the ADDs, reported per binary by comm")
 	flag.BoolVar(&o.inittrace, "inittrace", false, "profile: GODEBUG=inittrace=1, time to main and the costliest package inits")
+	flag.BoolVar(&o.waits, "waits", false, "profile: perf sched events over back-to-back ADD/DEL pairs; where each verb waits off the CPU, by kernel function")
 	flag.IntVar(&o.profileRuns, "profile-n", 20, "ADDs of each binary per profiling hook")
 	flag.Parse()
 	if *quick {
 		o.n, o.warmup, held4, held6, o.profileRuns, o.conntrack, o.concurrent = 10, 1, "100", "100", 3, 200, 8
 	}
 	o.held4, o.held6 = parseCounts(held4), parseCounts(held6)
-	if o.n < 1 || o.uplinkRounds < 1 {
-		fatalf("-n and -uplink-rounds must be at least 1")
+	if o.n < 1 || o.uplinkRounds < 1 || o.churnRounds < 1 {
+		fatalf("-n, -uplink-rounds and -churn-rounds must be at least 1")
 	}
 	// An IPv6 scenario IP holds a round's number+1000 in one 16-bit group.
-	if o.n*o.uplinkRounds+1000 > 0xffff {
-		fatalf("-n times -uplink-rounds must stay under %d", 0xffff-1000)
+	if o.n*max(o.uplinkRounds, o.churnRounds)+1000 > 0xffff {
+		fatalf("-n times -uplink-rounds or -churn-rounds must stay under %d", 0xffff-1000)
 	}
 	return o
 }

@@ -34,16 +34,22 @@ func (b *bench) subjects(n *node) []subject {
 	return ss
 }
 
-// profiles runs the hooks the flags ask for, after the iterations, printing
+// profiles runs the hooks the flags ask for, after the iterations (the
+// waits profile on the back-to-back node churn), printing
 // each tool's summary and keeping its raw output in a directory of its own
 // that outlives the run (perf data does not belong in docs/).
-func (b *bench) profiles(n *node) error {
-	if !b.opts.strace && !b.opts.perf && !b.opts.inittrace {
+func (b *bench) profiles(n, churn *node) error {
+	if !b.opts.strace && !b.opts.perf && !b.opts.inittrace && !b.opts.waits {
 		return nil
 	}
 	dir := filepath.Join(os.TempDir(), "eip-bench-profile-"+b.id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if b.opts.waits {
+		if err := b.waitsProfile(churn, dir); err != nil {
+			return err
+		}
 	}
 	for _, s := range b.subjects(n) {
 		if b.opts.inittrace {

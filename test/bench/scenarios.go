@@ -153,18 +153,18 @@ func (b *bench) run() error {
 	}
 	b.referenceUnits(res, n0)
 	b.eipUnits(res, n0)
-	if err := b.heldUnits(res); err != nil {
-		return err
-	}
-	ct, err := b.conntrackUnits(res)
+	churn, err := b.churnNodes(res)
 	if err != nil {
 		return err
 	}
-	if err := b.uplinkUnits(res); err != nil {
-		return err
+	var ct *node
+	if !b.opts.churnOnly {
+		if ct, err = b.otherNodes(res); err != nil {
+			return err
+		}
 	}
 	b.iterate(res)
-	if err := b.profiles(n0); err != nil {
+	if err := b.profiles(n0, churn); err != nil {
 		return err
 	}
 	if err := b.report(res); err != nil {
@@ -174,6 +174,39 @@ func (b *bench) run() error {
 		return nil
 	}
 	return b.concurrency(ct)
+}
+
+// churnNodes makes the back-to-back node and the cycling node, fills the
+// cycling one and adds their units; it returns the back-to-back node.
+func (b *bench) churnNodes(res *results) (*node, error) {
+	n, err := b.newNode("churn")
+	if err != nil {
+		return nil, err
+	}
+	b.churnUnits(res, n)
+	m, err := b.newNode("cycle")
+	if err != nil {
+		return nil, err
+	}
+	c := &cycle{n: m}
+	if err := b.fillCycle(c); err != nil {
+		return nil, err
+	}
+	b.cycleUnits(res, c)
+	return n, nil
+}
+
+// otherNodes adds the held, conntrack and uplink nodes' units; it returns
+// the conntrack node, for the concurrent rows.
+func (b *bench) otherNodes(res *results) (*node, error) {
+	if err := b.heldUnits(res); err != nil {
+		return nil, err
+	}
+	ct, err := b.conntrackUnits(res)
+	if err != nil {
+		return nil, err
+	}
+	return ct, b.uplinkUnits(res)
 }
 
 // iterate runs every unit once per iteration, in a new order each time, so
@@ -208,6 +241,9 @@ func (b *bench) referenceUnits(res *results, n0 *node) {
 		floor.record(x, it)
 	})
 	b.pair(res, "host-local ADD", "reference", n0, b.refCall(n0, "host-local", "hl", b.hostLocalConf("host-local")), "10.128.")
+	if b.opts.churnOnly {
+		return
+	}
 	for _, backend := range []string{"iptables", "nftables"} {
 		b.pair(res, "portmap "+backend+" ADD", "reference", n0, b.refCall(n0, "portmap", "pm-"+backend, b.portmapConf(n0, backend)), "10.64.0.3/10")
 	}
@@ -246,9 +282,9 @@ func eipRow(verb, fam, traffic string) string {
 }
 
 // eipUnits are external-ip's rows on the empty node: each family with
-// steering off and on, the cgo build, and the build that never parks,
-// whose DEL row against the default build's is what parking saves (a DEL
-// that steers leaves its netfilter sockets slow to close).
+// steering off and on, the cgo build, and the build that never parks (a
+// child holds the sockets kept past the exit), whose rows against the
+// default build's are what parking saves over that child.
 func (b *bench) eipUnits(res *results, n0 *node) {
 	s := 1
 	for _, fam := range []string{"IPv4", "IPv6"} {
