@@ -19,15 +19,16 @@ const concurrentHeld = 1000
 // other, for each K up to -concurrent, and then their DELs alike: wall
 // time of the batch, each call's p50 and max, and failures (a lock not
 // had within lockTimeout is code 11). Each row prints once, after the
-// iterations; the ratio is concurrent wall over serial wall.
-func (b *bench) concurrency(n *node) error {
+// iterations; the ratio is concurrent wall over serial wall, stated with
+// the run's regime.
+func (b *bench) concurrency(n *node, regime string) error {
 	if b.opts.concurrent == 0 {
 		return nil
 	}
 	if err := b.fill(n, concurrentHeld, false); err != nil {
 		return err
 	}
-	fmt.Printf("\nconcurrent against serial on %s (%d conntrack entries of each family, %d held)\n", n.name, b.opts.conntrack, concurrentHeld)
+	fmt.Printf("\nconcurrent against serial on %s (%d conntrack entries of each family, %d held); %s\n", n.name, b.opts.conntrack, concurrentHeld, regime)
 	fmt.Printf("%-4s %-4s %10s %10s %7s %9s %9s %6s\n", "verb", "K", "serial", "concurrent", "ratio", "p50 conc", "max conc", "fails")
 	s := 240 // scenarioIP puts s in an IPv4 octet
 	for _, k := range batchSizes(b.opts.concurrent) {

@@ -173,7 +173,7 @@ func (b *bench) run() error {
 	if ct == nil {
 		return nil
 	}
-	return b.concurrency(ct)
+	return b.concurrency(ct, res.regime())
 }
 
 // churnNodes makes the back-to-back node and the cycling node, fills the
