@@ -37,7 +37,9 @@ type options struct {
 	// and the churn rows, and nothing after the iterations.
 	churnOnly bool
 	out, src  string
-	seed      uint64
+	// ab is the tree of -ab's build B.
+	ab   string
+	seed uint64
 	// Profiling hooks: each runs profileRuns ADDs of the profiled
 	// binaries under the tool after the iterations.
 	strace, perf, inittrace bool
@@ -88,6 +90,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.churnOnly, "churn-only", false, "only the exec floor, host-local, the empty node's rows and the churn rows (no portmap, held, conntrack, uplink or concurrent rows)")
 	flag.IntVar(&o.fillWorkers, "fill-workers", 2, "concurrent ADDs while filling held nodes")
 	flag.StringVar(&o.src, "src", "", "build external-ip from this tree instead of the repository")
+	flag.StringVar(&o.ab, "ab", "", "also build external-ip from this tree (B) and pair its steered ADD/DEL with the repository's (A), back to back")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the per-iteration shuffle")
 	flag.BoolVar(&o.strace, "strace", false, "profile: strace -f -c and netlink message counts of one ADD per binary")
 	flag.BoolVar(&o.straceDel, "strace-del", false, "with -strace: trace the DEL of each pair instead of its ADD")

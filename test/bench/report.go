@@ -149,6 +149,7 @@ func (b *bench) comparisons(r *results) []comparison {
 		}
 	}
 	cs = append(cs, b.churnComparisons()...)
+	cs = append(cs, abComparisons()...)
 	cs = append(cs, heldComparisons(r, def)...)
 	for _, pm := range []string{"portmap iptables ", "portmap nftables "} {
 		for _, verb := range []string{"ADD", "DEL"} {

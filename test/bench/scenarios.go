@@ -157,6 +157,9 @@ func (b *bench) run() error {
 	if err != nil {
 		return err
 	}
+	if err := b.abUnits(res); err != nil {
+		return err
+	}
 	var ct *node
 	if !b.opts.churnOnly {
 		if ct, err = b.otherNodes(res); err != nil {

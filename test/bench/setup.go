@@ -120,7 +120,12 @@ func (b *bench) build() error {
 		{"external-ip-cgo", src, nil, []string{"build", "-o", filepath.Join(built, "external-ip-cgo"), "./plugins/external-ip"}},
 		// Parking refused: the holding child keeps the slow sockets instead.
 		{"external-ip-nopark", src, static, []string{"build", "-tags", "nopark", "-o", filepath.Join(built, "external-ip-nopark"), "./plugins/external-ip"}},
+		// -ab's B; an empty dir skips it.
+		{"external-ip-b", b.opts.ab, static, []string{"build", "-o", filepath.Join(built, "external-ip-b"), "./plugins/external-ip"}},
 	} {
+		if s.dir == "" {
+			continue
+		}
 		logf("building %s", s.name)
 		cmd := exec.Command("go", s.args...)
 		cmd.Dir, cmd.Env = s.dir, append(os.Environ(), s.env...)

@@ -25,7 +25,7 @@ func (r *results) svg(n int) string {
 	w(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	w(`<text x="10" y="24" font-size="16" font-weight="bold">wall time of one invocation in ms, p50 (solid) / p95 (light), %d interleaved iterations</text>`+"\n", n)
 	lx := 10.0
-	for _, g := range []struct{ group, label string }{{"reference", "reference plugins"}, {"external-ip", "external-ip, empty node"}, {"held", "attachments held"}, {"what-if", "other builds"}} {
+	for _, g := range []struct{ group, label string }{{"reference", "reference plugins"}, {"external-ip", "external-ip, empty node"}, {"held", "attachments held"}, {"churn", "churn"}, {"what-if", "other builds"}} {
 		w(`<rect x="%.0f" y="34" width="12" height="12" fill="%s"/><text x="%.0f" y="44" fill="#333">%s</text>`+"\n", lx, colorsOf(g.group)[0], lx+16, g.label)
 		lx += 40 + 7*float64(len(g.label))
 	}
@@ -60,8 +60,10 @@ func colorsOf(group string) [2]string {
 		return [2]string{"#6b6b6b", "#cfcfcf"}
 	case "held":
 		return [2]string{"#6a3d9a", "#cab2d6"}
-	case "what-if":
+	case "what-if", "ab":
 		return [2]string{"#c2660a", "#fdd0a2"}
+	case "churn":
+		return [2]string{"#1a7f4e", "#a6dcbf"}
 	}
 	return [2]string{"#1f5fa8", "#a9c6ea"}
 }
