@@ -42,7 +42,7 @@ func (b *bench) abUnits(res *results) error {
 	for i, where := range []string{"", besideSecond} {
 		ip := func(it int) string { return scenarioIP(254, it, false) }
 		if where != "" {
-			ip = func(it int) string { return up1IP(4, it, false) }
+			ip = func(it int) string { return up1IP(2, it, false) }
 		}
 		unit := func(build, bin string, s int) unit {
 			k := 1_000_000 + s
