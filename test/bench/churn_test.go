@@ -193,3 +193,24 @@ func TestTheWaitsProfileCountsKernelWaitsPerRow(t *testing.T) {
 		t.Errorf("report:\n%s", out)
 	}
 }
+
+// An A/B comparison states B against A paired, in wall time, CPU time
+// and faults, each with its interval.
+func TestAnABComparisonStatesWallCPUAndFaultsPaired(t *testing.T) {
+	b, res := filledResults(t)
+	for _, build := range []string{abA, abB} {
+		s := res.add(abRow("DEL", "", build), "DEL", "ab")
+		for it := range 20 {
+			extra := time.Duration(0)
+			if build == abB {
+				extra = time.Millisecond
+			}
+			s.samples = append(s.samples, sample{it: it, wall: 5*time.Millisecond + extra, cpu: 4*time.Millisecond + extra, minflt: 400 + int64(extra/time.Millisecond)*20})
+		}
+	}
+	table := res.comparisonTable(b)
+	want := "paired +1.00 ms (95% CI +1.00 to +1.00); CPU +1.00 ms (+1.00 to +1.00); faults +20 (+20 to +20)"
+	if !strings.Contains(table, want) {
+		t.Errorf("no %q in:\n%s", want, table)
+	}
+}

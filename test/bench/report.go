@@ -131,8 +131,12 @@ type comparison struct {
 	// paired: the rows ran adjacent (uplinks.go), and the figure is their
 	// paired difference rather than the difference of their p50s.
 	paired bool
-	tail   bool
-	goal   string
+	// cpu: a paired comparison that also states the CPU time's and the
+	// faults' paired differences, which a loaded machine's queueing
+	// blurs less than the wall time's.
+	cpu  bool
+	tail bool
+	goal string
 }
 
 func (b *bench) comparisons(r *results) []comparison {
@@ -233,10 +237,17 @@ func (c comparison) figure(o, t *series, rounds int) string {
 	case c.tail:
 		return "p95 " + ratio(p(o, 95), p(o, 50)) + " x p50"
 	case c.paired:
-		if d, lo, hi, ok := pairedDiff(o, t, rounds); ok {
-			return fmt.Sprintf("paired %+.2f ms (95%% CI %+.2f to %+.2f)", msOf(d), msOf(lo), msOf(hi))
+		d, lo, hi, ok := pairedDiff(o, t, rounds)
+		if !ok {
+			return "paired: no round has both"
 		}
-		return "paired: no round has both"
+		out := fmt.Sprintf("paired %+.2f ms (95%% CI %+.2f to %+.2f)", msOf(d), msOf(lo), msOf(hi))
+		if c.cpu {
+			d, lo, hi, _ := pairedDiffOf(o, t, rounds, func(x sample) time.Duration { return x.cpu })
+			f, flo, fhi, _ := pairedDiffOf(o, t, rounds, func(x sample) time.Duration { return time.Duration(x.minflt) })
+			out += fmt.Sprintf("; CPU %+.2f ms (%+.2f to %+.2f); faults %+d (%+d to %+d)", msOf(d), msOf(lo), msOf(hi), f, flo, fhi)
+		}
+		return out
 	case c.diff:
 		return fmt.Sprintf("%+.2f ms", float64(p(o, 50)-p(t, 50))/1e6)
 	}
@@ -276,16 +287,22 @@ func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 // this difference is far steadier than that of two p50s. ok is false
 // when no round has both.
 func pairedDiff(o, t *series, rounds int) (med, lo, hi time.Duration, ok bool) {
+	return pairedDiffOf(o, t, rounds, func(x sample) time.Duration { return x.wall })
+}
+
+// pairedDiffOf is pairedDiff of f's measure of each sample (wall time,
+// CPU time, faults).
+func pairedDiffOf(o, t *series, rounds int, f func(sample) time.Duration) (med, lo, hi time.Duration, ok bool) {
 	byRound := map[int]time.Duration{}
 	for _, x := range t.samples {
-		byRound[x.it] = x.wall
+		byRound[x.it] = f(x)
 	}
 	byIt := map[int][]time.Duration{}
 	var ds []time.Duration
 	for _, x := range o.samples {
 		if w, ok := byRound[x.it]; ok {
-			byIt[x.it/rounds] = append(byIt[x.it/rounds], x.wall-w)
-			ds = append(ds, x.wall-w)
+			byIt[x.it/rounds] = append(byIt[x.it/rounds], f(x)-w)
+			ds = append(ds, f(x)-w)
 		}
 	}
 	if len(ds) == 0 {
