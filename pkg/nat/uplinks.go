@@ -37,7 +37,10 @@ import (
 // ADD's own transaction; an address is one element. Which uplink has
 // which slot is read from the chains' names, in the dump of the table's
 // chains that a steered ADD makes anyway (baseIntact), and how many
-// addresses go to a chain from its use count in the same dump. A chain
+// addresses go to a chain from its use count in the same dump, where
+// dumping the two maps of each family grows with their members and cost
+// 8 to 16 page faults and up to 1 ms of CPU more per call at one member
+// (A/B; docs/performance.md, "Figures behind design choices"). A chain
 // exists only once its family's rules and route do (the ADD routes
 // first), so an ADD that finds it trusts it; CHECK, GC and repair read the
 // rest. Only the mask's bits of either mark are written: other programs'
