@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,7 +44,8 @@ type Options struct {
 	// of its hold pipe, until that pipe's write end is closed, and owns
 	// files from then on, started or not.
 	Hold func(files []*os.File) error
-	// Log hears at debug that parking failed; nil discards.
+	// Log hears at debug what was kept and how, and that parking failed;
+	// nil discards.
 	Log *slog.Logger
 }
 
@@ -52,6 +54,7 @@ type Options struct {
 type Keeper struct {
 	o       Options
 	files   []*os.File // ours, not yet handed over
+	kinds   []Socket   // what each of files is, for the log
 	signals []*os.File // hold pipes' write ends, closed last
 }
 
@@ -70,7 +73,18 @@ func (k *Keeper) Keep(f *os.File, s Socket) {
 	if f == nil {
 		return
 	}
-	k.files = append(k.files, f)
+	k.files, k.kinds = append(k.files, f), append(k.kinds, s)
+}
+
+// kept logs, at debug, the kinds of the files kept so far and who keeps
+// them past the exit.
+func (k *Keeper) kept(by string) {
+	names := make([]string, len(k.kinds))
+	for i, s := range k.kinds {
+		names[i] = s.String()
+	}
+	k.o.Log.Debug("sockets kept past the exit", "sockets", strings.Join(names, ", "), "by", by)
+	k.kinds = nil
 }
 
 // Board gives the files kept so far to a child that the caller starts
@@ -92,6 +106,7 @@ func (k *Keeper) Board(start func(files []*os.File) error) error {
 	}
 	closeAll(k.files)
 	k.files, k.signals = nil, append(k.signals, w)
+	k.kept("the announcer")
 	return nil
 }
 
@@ -129,6 +144,7 @@ func (k *Keeper) holdPastExit(files []*os.File) error {
 	if k.o.Park != nil {
 		err := k.o.Park(files)
 		if err == nil {
+			k.kept("a parked ring")
 			return nil
 		}
 		k.o.Log.Debug("parking failed, a child holds the sockets", "error", err)
@@ -142,6 +158,7 @@ func (k *Keeper) holdPastExit(files []*os.File) error {
 		return fmt.Errorf("%d sockets closed in the plugin: %w", len(files), err)
 	}
 	k.signals = append(k.signals, w)
+	k.kept("a holding child")
 	return nil
 }
 

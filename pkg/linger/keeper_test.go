@@ -1,8 +1,11 @@
 package linger
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -157,5 +160,21 @@ func TestBoardingWithNothingKeptGivesTheChildNoPipe(t *testing.T) {
 	}
 	if len(ch.got) != 1 || len(ch.got[0]) != 0 {
 		t.Errorf("children %v, want one with no files", ch.got)
+	}
+}
+
+// The debug log says what was kept past the exit and by what.
+func TestDoneLogsWhatItKeptAndHow(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	park := func(files []*os.File) error { t.Cleanup(func() { closeAll(files) }); return nil }
+	k := New(Options{Park: park, Log: log})
+	k.Keep(newStandIn(t).w, Packet)
+	k.Keep(newStandIn(t).w, Netfilter)
+	if err := k.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if want := `sockets="packet socket, netfilter socket" by="a parked ring"`; !strings.Contains(buf.String(), want) {
+		t.Errorf("log %q lacks %q", buf.String(), want)
 	}
 }
