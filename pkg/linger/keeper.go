@@ -1,6 +1,7 @@
 package linger
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,12 +80,15 @@ func (k *Keeper) Keep(f *os.File, s Socket) {
 // kept logs, at debug, the kinds of the files kept so far and who keeps
 // them past the exit.
 func (k *Keeper) kept(by string) {
+	defer func() { k.kinds = nil }()
+	if !k.o.Log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	names := make([]string, len(k.kinds))
 	for i, s := range k.kinds {
 		names[i] = s.String()
 	}
 	k.o.Log.Debug("sockets kept past the exit", "sockets", strings.Join(names, ", "), "by", by)
-	k.kinds = nil
 }
 
 // Board gives the files kept so far to a child that the caller starts
