@@ -1,10 +1,6 @@
 package main
 
-import (
-	"fmt"
-	"os/exec"
-	"strings"
-)
+import "fmt"
 
 // A/B: with -ab DIR, the plugin built from DIR (B) against this tree's
 // build (A), paired: what one change to the plugin (a trick taken out, a
@@ -29,12 +25,9 @@ func (b *bench) abUnits(res *results) error {
 	if b.opts.ab == "" || b.defaultTraffic() == trafficNone {
 		return nil
 	}
-	n, err := b.newNode("ab")
+	n, err := b.newUplinkNode("ab")
 	if err != nil {
 		return err
-	}
-	if out, err := exec.Command("sh", "-ec", n.secondUplinkScript()).CombinedOutput(); err != nil {
-		return fmt.Errorf("giving %s a second uplink: %v: %s", n.name, err, strings.TrimSpace(string(out)))
 	}
 	if x := b.execIn(n, b.uplinkCall("ADD", n, 350, up1IP(3, -1000, false))); x.err != nil {
 		return fmt.Errorf("holding an IP on %s's second uplink: %w", n.name, x.err)

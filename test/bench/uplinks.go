@@ -27,12 +27,9 @@ func (b *bench) uplinkUnits(res *results) error {
 	if b.defaultTraffic() == trafficNone {
 		return nil
 	}
-	n, err := b.newNode("up")
+	n, err := b.newUplinkNode("up")
 	if err != nil {
 		return err
-	}
-	if out, err := exec.Command("sh", "-ec", n.secondUplinkScript()).CombinedOutput(); err != nil {
-		return fmt.Errorf("giving %s a second uplink: %v: %s", n.name, err, strings.TrimSpace(string(out)))
 	}
 	for i, v6 := range []bool{false, true} {
 		fam := famName(v6)
@@ -40,12 +37,9 @@ func (b *bench) uplinkUnits(res *results) error {
 			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstDefault), n, 300+i, func(it int) string { return scenarioIP(250+i, it, v6) }),
 			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstSecond), n, 310+i, func(it int) string { return up1IP(1, it, v6) })))
 	}
-	m, err := b.newNode("up2")
+	m, err := b.newUplinkNode("up2")
 	if err != nil {
 		return err
-	}
-	if out, err := exec.Command("sh", "-ec", m.secondUplinkScript()).CombinedOutput(); err != nil {
-		return fmt.Errorf("giving %s a second uplink: %v: %s", m.name, err, strings.TrimSpace(string(out)))
 	}
 	for i, v6 := range []bool{false, true} {
 		if x := b.execIn(m, b.uplinkCall("ADD", m, 330+i, up1IP(3, -1000, v6))); x.err != nil {
@@ -142,6 +136,18 @@ func (b *bench) uplinkCall(command string, n *node, k int, ip string) call {
 	conf["allowedRanges"] = []string{range4, range6, up1Range4, up1Range6}
 	stdin, _ := json.Marshal(conf)
 	return call{bin: b.bins["external-ip"], command: command, containerID: fmt.Sprint("c", k), ifName: "eth0", netns: n.podPath(), stdin: stdin}
+}
+
+// newUplinkNode makes a node with a second uplink.
+func (b *bench) newUplinkNode(tag string) (*node, error) {
+	n, err := b.newNode(tag)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("sh", "-ec", n.secondUplinkScript()).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("giving %s a second uplink: %v: %s", n.name, err, strings.TrimSpace(string(out)))
+	}
+	return n, nil
 }
 
 // secondUplinkScript gives n uplink1 to a LAN of its own and the default

@@ -1,21 +1,10 @@
 package netns
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// keptLine is the keeper's debug line of one invocation.
-type keptLine struct {
-	Msg     string `json:"msg"`
-	Command string `json:"command"`
-	Sockets string `json:"sockets"`
-	By      string `json:"by"`
-}
 
 // A pod that replaces another must not pay for its predecessor's DEL: the
 // kernel's release of any netfilter socket waits for the destroy work that
@@ -36,7 +25,12 @@ func TestASteeredAddRightAfterADelKeepsItsNetfilterSocketPastTheExit(t *testing.
 			h.run(call{command: cmd, containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}).mustOK(t, cmd+" of "+ip)
 		}
 	}
-	kept := keptLines(t, logFile)
+	var kept []logLine
+	for _, l := range readLog(t, logFile) {
+		if l.Msg == "sockets kept past the exit" {
+			kept = append(kept, l)
+		}
+	}
 	if len(kept) != 3 {
 		t.Fatalf("%d invocations said what they kept past the exit, want 3 (ADD, DEL, ADD): %+v", len(kept), kept)
 	}
@@ -48,26 +42,4 @@ func TestASteeredAddRightAfterADelKeepsItsNetfilterSocketPastTheExit(t *testing.
 	if kept[2].Command != "ADD" {
 		t.Errorf("the last line is %s's, want the second ADD's", kept[2].Command)
 	}
-}
-
-// keptLines are the keeper's lines of a log file, in order.
-func keptLines(t *testing.T, path string) []keptLine {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("the log file was not written: %v", err)
-	}
-	defer f.Close()
-	var out []keptLine
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l keptLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
-		}
-		if l.Msg == "sockets kept past the exit" {
-			out = append(out, l)
-		}
-	}
-	return out
 }

@@ -43,6 +43,9 @@ type logLine struct {
 	Container string `json:"container"`
 	IP        string `json:"ip"`
 	Round     int    `json:"round"`
+	// Sockets and By: what linger kept past the exit, and how.
+	Sockets string `json:"sockets"`
+	By      string `json:"by"`
 }
 
 func TestEveryChangeOnTheHostIsOneJSONLogLine(t *testing.T) {
