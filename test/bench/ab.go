@@ -20,12 +20,12 @@ func abRow(verb, where, build string) string {
 	return eipRow(verb, "IPv4", trafficBoth) + where + build
 }
 
-// abUnits adds the A/B units when -ab names a tree and the plugin steers.
-func (b *bench) abUnits(res *results) error {
+// addAB adds the A/B units when -ab names a tree and the plugin steers.
+func addAB(b *bench, res *results) error {
 	if b.opts.ab == "" || b.defaultTraffic() == trafficNone {
 		return nil
 	}
-	n, err := b.newUplinkNode("ab")
+	n, err := newUplinkNode(b, "ab")
 	if err != nil {
 		return err
 	}

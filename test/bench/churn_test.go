@@ -17,8 +17,9 @@ func filledResults(t *testing.T) (*bench, *results) {
 	n := &node{name: "n"}
 	b.referenceUnits(res, n)
 	b.eipUnits(res, n)
-	b.churnUnits(res, n)
-	b.cycleUnits(res, &cycle{n: n})
+	c := &churn{b: b, n: n, cycle: cycle{n: n}}
+	c.units(res)
+	c.cycleUnits(res)
 	for i, s := range res.rows {
 		for it := range 40 {
 			s.samples = append(s.samples, sample{it: it, wall: time.Duration(1000+10*i+it*50) * time.Microsecond})

@@ -35,10 +35,10 @@ func (b *bench) subjects(n *node) []subject {
 }
 
 // profiles runs the hooks the flags ask for, after the iterations (the
-// waits profile on the back-to-back node churn), printing
+// waits profile on the churn rows' back-to-back node), printing
 // each tool's summary and keeping its raw output in a directory of its own
 // that outlives the run (perf data does not belong in docs/).
-func (b *bench) profiles(n, churn *node) error {
+func (b *bench) profiles(n *node, churn *churn) error {
 	if !b.opts.strace && !b.opts.perf && !b.opts.inittrace && !b.opts.waits {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (b *bench) profiles(n, churn *node) error {
 		return err
 	}
 	if b.opts.waits {
-		if err := b.waitsProfile(churn, dir); err != nil {
+		if err := churn.waits(dir); err != nil {
 			return err
 		}
 	}

@@ -152,7 +152,7 @@ func (b *bench) comparisons(r *results) []comparison {
 			cs = append(cs, comparison{ours: eipRow(verb, fam, trafficBoth), ref: eipRow(verb, fam, trafficBothAddress), diff: true, goal: "<= +0.2 ms"})
 		}
 	}
-	cs = append(cs, b.churnComparisons()...)
+	cs = append(cs, churnComparisons(def)...)
 	cs = append(cs, abComparisons()...)
 	cs = append(cs, heldComparisons(r, def)...)
 	for _, pm := range []string{"portmap iptables ", "portmap nftables "} {
@@ -166,22 +166,6 @@ func (b *bench) comparisons(r *results) []comparison {
 		}
 	}
 	return cs
-}
-
-// churnComparisons hold a steered ADD right after a DEL to the unsteered
-// one's in the same conditions, and show what back to back and a cycling
-// node cost over the interleaved rows.
-func (b *bench) churnComparisons() []comparison {
-	def := b.defaultTraffic()
-	return []comparison{
-		{ours: churnRow("ADD", def), ref: churnRow("ADD", trafficNone), diff: true, goal: "<= +1 ms"},
-		{ours: churnRow("DEL", def), ref: churnRow("DEL", trafficNone), diff: true},
-		{ours: churnRow("ADD", def), ref: "host-local ADD"},
-		{ours: churnRow("DEL", def), ref: "host-local DEL"},
-		{ours: churnRow("ADD", def), ref: eipRow("ADD", "IPv4", def), diff: true},
-		{ours: cycleRow("ADD", def), ref: churnRow("ADD", def), diff: true},
-		{ours: cycleRow("DEL", def), ref: churnRow("DEL", def), diff: true},
-	}
 }
 
 // heldComparisons hold each row of a held node to the empty node's row

@@ -153,16 +153,23 @@ func (b *bench) run() error {
 	}
 	b.referenceUnits(res, n0)
 	b.eipUnits(res, n0)
-	churn, err := b.churnNodes(res)
+	churn, err := newChurn(b, res)
 	if err != nil {
 		return err
 	}
-	if err := b.abUnits(res); err != nil {
+	if err := addAB(b, res); err != nil {
 		return err
 	}
 	var ct *node
 	if !b.opts.churnOnly {
-		if ct, err = b.otherNodes(res); err != nil {
+		err = b.heldUnits(res)
+		if err == nil {
+			ct, err = b.conntrackUnits(res)
+		}
+		if err == nil {
+			err = b.uplinkUnits(res)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -177,39 +184,6 @@ func (b *bench) run() error {
 		return nil
 	}
 	return b.concurrency(ct, res.regime())
-}
-
-// churnNodes makes the back-to-back node and the cycling node, fills the
-// cycling one and adds their units; it returns the back-to-back node.
-func (b *bench) churnNodes(res *results) (*node, error) {
-	n, err := b.newNode("churn")
-	if err != nil {
-		return nil, err
-	}
-	b.churnUnits(res, n)
-	m, err := b.newNode("cycle")
-	if err != nil {
-		return nil, err
-	}
-	c := &cycle{n: m}
-	if err := b.fillCycle(c); err != nil {
-		return nil, err
-	}
-	b.cycleUnits(res, c)
-	return n, nil
-}
-
-// otherNodes adds the held, conntrack and uplink nodes' units; it returns
-// the conntrack node, for the concurrent rows.
-func (b *bench) otherNodes(res *results) (*node, error) {
-	if err := b.heldUnits(res); err != nil {
-		return nil, err
-	}
-	ct, err := b.conntrackUnits(res)
-	if err != nil {
-		return nil, err
-	}
-	return ct, b.uplinkUnits(res)
 }
 
 // iterate runs every unit once per iteration, in a new order each time, so

@@ -27,7 +27,7 @@ func (b *bench) uplinkUnits(res *results) error {
 	if b.defaultTraffic() == trafficNone {
 		return nil
 	}
-	n, err := b.newUplinkNode("up")
+	n, err := newUplinkNode(b, "up")
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (b *bench) uplinkUnits(res *results) error {
 			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstDefault), n, 300+i, func(it int) string { return scenarioIP(250+i, it, v6) }),
 			b.uplinkPair(res, fmt.Sprintf("external-ip ADD %s, traffic both%s", fam, firstSecond), n, 310+i, func(it int) string { return up1IP(1, it, v6) })))
 	}
-	m, err := b.newUplinkNode("up2")
+	m, err := newUplinkNode(b, "up2")
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (b *bench) uplinkCall(command string, n *node, k int, ip string) call {
 }
 
 // newUplinkNode makes a node with a second uplink.
-func (b *bench) newUplinkNode(tag string) (*node, error) {
+func newUplinkNode(b *bench, tag string) (*node, error) {
 	n, err := b.newNode(tag)
 	if err != nil {
 		return nil, err

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// waitsProfile runs -profile-n back-to-back ADD/DEL pairs of each churn
-// mode on node n under `perf record` of the scheduler's switch and wakeup
+// waits runs -profile-n back-to-back ADD/DEL pairs of each churn mode on
+// the back-to-back node under `perf record` of the scheduler's switch and wakeup
 // events with kernel stacks, and prints, per row, where the plugin's
 // threads waited off the CPU: how often per invocation and how long, by
 // the kernel functions they waited in, and who woke them; and, on the
@@ -27,7 +27,8 @@ import (
 // depend on the machine's load the way times do: a wait that a DEL leaves
 // to its successor shows as one per ADD in any regime where the ADD comes
 // before the DEL's leftovers are done.
-func (b *bench) waitsProfile(n *node, dir string) error {
+func (c *churn) waits(dir string) error {
+	b, n := c.b, c.n
 	data := filepath.Join(dir, "waits.data")
 	rec := exec.Command("perf", "record", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup",
 		"-e", "workqueue:workqueue_queue_work", "-e", "workqueue:workqueue_execute_end", "-g", "-a", "-q", "-o", data)
@@ -36,13 +37,13 @@ func (b *bench) waitsProfile(n *node, dir string) error {
 	}
 	time.Sleep(500 * time.Millisecond) // perf sets up its buffers before it records
 	verbOf := map[int]string{}
-	for i, traffic := range b.churnModes() {
+	for i, traffic := range c.modes() {
 		k := 1_000_000 + 230 + i
 		for r := -1; r < b.opts.profileRuns; r++ {
-			c := b.eipCall(b.bins["external-ip"], "ADD", n, k, traffic, scenarioIP(230+i, r, false))
+			call := b.eipCall(b.bins["external-ip"], "ADD", n, k, traffic, scenarioIP(230+i, r, false))
 			for _, verb := range []string{"ADD", "DEL"} {
-				c.command = verb
-				x := b.execIn(n, c)
+				call.command = verb
+				x := b.execIn(n, call)
 				if x.err != nil {
 					logf("waits: %v", x.err)
 				}
@@ -272,17 +273,12 @@ func (w *waits) String() string {
 		fmt.Fprintf(&sb, "nf_tables destroy work, queued to done: %d runs, p50 %s, p95 %s, max %s\n",
 			len(d), ms(d[len(d)/2]), ms(d[(len(d)*95-1)/100]), ms(d[len(d)-1]))
 	}
-	rows := slices.Sorted(maps.Keys(w.calls))
-	if w.hasRow(otherReleases) {
-		rows = append(rows, otherReleases)
-	}
-	for _, row := range rows {
-		n := w.calls[row]
-		if n == 0 {
-			fmt.Fprintf(&sb, "waits off the CPU, %s: count, total and mean, who woke it, state, kernel functions\n", row)
-		} else {
-			fmt.Fprintf(&sb, "waits off the CPU, %s (%d invocations): per call, calls that waited so, total and mean, who woke it, state, kernel functions\n", row, n)
+	for _, row := range append(slices.Sorted(maps.Keys(w.calls)), otherReleases) {
+		n, label, per := w.calls[row], row, "count"
+		if n > 0 {
+			label, per = fmt.Sprintf("%s (%d invocations)", row, n), "per call, calls that waited so"
 		}
+		fmt.Fprintf(&sb, "waits off the CPU, %s: %s, total and mean, who woke it, state, kernel functions\n", label, per)
 		keys := slices.Collect(maps.Keys(w.stats))
 		keys = slices.DeleteFunc(keys, func(k waitKey) bool { return k.row != row })
 		slices.SortFunc(keys, func(a, b waitKey) int { return int(w.stats[b].total - w.stats[a].total) })
@@ -299,15 +295,6 @@ func (w *waits) String() string {
 		}
 	}
 	return sb.String()
-}
-
-func (w *waits) hasRow(row string) bool {
-	for k := range w.stats {
-		if k.row == row {
-			return true
-		}
-	}
-	return false
 }
 
 func topWaker(wakers map[string]int) string {
