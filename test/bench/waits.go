@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,9 @@ import (
 // before the DEL's leftovers are done.
 func (c *churn) waits(dir string) error {
 	b, n := c.b, c.n
+	if _, err := os.Stat("/sys/kernel/tracing/events/sched"); err != nil {
+		return fmt.Errorf("-waits: perf reads the scheduler's tracepoints from tracefs (mount -t tracefs nodev /sys/kernel/tracing): %w", err)
+	}
 	data := filepath.Join(dir, "waits.data")
 	rec := exec.Command("perf", "record", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup",
 		"-e", "workqueue:workqueue_queue_work", "-e", "workqueue:workqueue_execute_end", "-g", "-a", "-q", "-o", data)
