@@ -1,6 +1,6 @@
 // Package forget deletes, off the state lock, the conntrack entries of a
 // target that left: the queue of clean-ups and its runner, which feed
-// package nat's conntrack deletion (nat.Conntrack).
+// package conntrack's deletion (conntrack.Conn).
 //
 // A change that stops steering an IP to a target (a DEL, a re-ADD, GC's
 // stray rules) queues the target here under the lock (Queue.Add,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -187,4 +188,22 @@ func closeAll(files []*os.File) {
 			f.Close()
 		}
 	}
+}
+
+// Dup is a close-on-exec copy of c's socket as a file named name, for a
+// Keeper: the owner of c keeps using and closing its own copy.
+func Dup(c syscall.Conn, name string) (*os.File, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("copying the %s socket: %w", name, derr)
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }

@@ -48,7 +48,7 @@
 // flow wins: ours must bind before iptables' nat chains (priority 100 in
 // postrouting) where the bridge plugin's ipMasq and kube-proxy masquerade.
 //
-// The package also deletes conntrack entries that point at a target that
-// left, over a ctnetlink socket of its own. It decides nothing: which IP goes to which container is the
-// caller's (package assigner's) decision.
+// It decides nothing: which IP goes to which container is the caller's
+// (package steer's) decision; deleting the conntrack entries of flows
+// that left is package conntrack's.
 package nat

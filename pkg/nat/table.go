@@ -8,9 +8,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // TableName is our table's name, in the inet family.
@@ -96,24 +96,7 @@ func Open() (*Table, error) {
 // exit of the process that holds its last reference. A caller on a
 // latency budget hands this copy to a process that outlives it (figure:
 // docs/performance.md, "Figures behind design choices").
-func (t *Table) File() (*os.File, error) { return dupConn(t.nl, "nf_tables") }
-
-// dupConn duplicates c's socket as a file.
-func dupConn(c *netlink.Conn, name string) (*os.File, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var fd int
-	var derr error
-	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("duplicating the %s socket: %w", name, derr)
-	}
-	return os.NewFile(uintptr(fd), name), nil
-}
+func (t *Table) File() (*os.File, error) { return linger.Dup(t.nl, "nf_tables") }
 
 // Close releases the netlink connection.
 func (t *Table) Close() error { return t.conn.CloseLasting() }

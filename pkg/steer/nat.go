@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/external-ip/external-ip/pkg/conntrack"
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/nat"
@@ -35,7 +36,7 @@ func HostNAT() *HostTable { return &HostTable{} }
 // HostTable is the NAT of the host: table inet external-ip and conntrack.
 type HostTable struct {
 	t  *nat.Table
-	ct *nat.Conntrack
+	ct *conntrack.Conn
 	// mask is the uplink marking's bits the table's base rules keep (0:
 	// nat's default, uplinkroute's), set by SetUplinkMask.
 	mask uint32
@@ -154,7 +155,7 @@ func (h *HostTable) Read() (*nat.State, error) {
 
 // Tracked reads the kernel's count of conntrack entries; without the
 // conntrack module there is none.
-func (h *HostTable) Tracked() (bool, error) { return nat.Tracked() }
+func (h *HostTable) Tracked() (bool, error) { return conntrack.Tracked() }
 
 func (h *HostTable) Seen(addr netip.Addr) (bool, error) {
 	var seen bool
@@ -170,7 +171,7 @@ func (h *HostTable) Unsee(addrs []netip.Addr) error {
 // opened is left to Forget, which reports it.
 func (h *HostTable) StartPass() {
 	if h.ct == nil {
-		ct, err := nat.OpenConntrack()
+		ct, err := conntrack.Open()
 		if err != nil {
 			return
 		}
@@ -184,7 +185,7 @@ func (h *HostTable) Forget(ip, target netip.Addr) error {
 		return KernelErr(err)
 	}
 	if h.ct == nil {
-		ct, err := nat.OpenConntrack()
+		ct, err := conntrack.Open()
 		if err != nil {
 			return KernelErr(err)
 		}

@@ -1,4 +1,4 @@
-package nat
+package conntrack
 
 import (
 	"encoding/binary"

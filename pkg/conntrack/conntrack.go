@@ -1,4 +1,4 @@
-package nat
+package conntrack
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -38,14 +39,16 @@ const (
 	ctaFilterFlagIPSrc  = 1 << 0
 	ctaFilterFlagIPDst  = 1 << 1
 
-	// ipsSrcNAT is IPS_SRC_NAT of ct status, as ipsDstNAT.
+	// ipsSrcNAT and ipsDstNAT are IPS_SRC_NAT and IPS_DST_NAT of ct
+	// status (linux/netfilter/nf_conntrack_common.h).
 	ipsSrcNAT = 0x10
+	ipsDstNAT = 0x20
 )
 
-// Conntrack deletes conntrack entries over its own ctnetlink socket, which,
-// like the table's, its owner may hand to a process that outlives it (see
-// Table.File): its last close waits the same way.
-type Conntrack struct {
+// Conn deletes conntrack entries over its own ctnetlink socket, which,
+// like package nat's table's, its owner may hand to a process that
+// outlives it (see nat.Table.File): its last close waits the same way.
+type Conn struct {
 	c *netlink.Conn
 	// entries counts the namespace's conntrack entries; tests replace it.
 	entries func() (int, error)
@@ -64,15 +67,15 @@ type Conntrack struct {
 // queued after its commit stopped steering to what left: a dump made
 // after the pass began holds every entry of each of them, and one that a
 // clean-up of the pass already deleted is gone when another finds it.
-func (ct *Conntrack) StartPass() { ct.pass = map[string][]flow{} }
+func (ct *Conn) StartPass() { ct.pass = map[string][]flow{} }
 
-// OpenConntrack connects to ctnetlink in the current network namespace.
-func OpenConntrack() (*Conntrack, error) {
+// Open connects to ctnetlink in the current network namespace.
+func Open() (*Conn, error) {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to conntrack: %w", err)
 	}
-	return &Conntrack{c: c, entries: countEntries}, nil
+	return &Conn{c: c, entries: countEntries}, nil
 }
 
 // countEntries is the current network namespace's number of conntrack
@@ -96,16 +99,16 @@ func Tracked() (bool, error) {
 }
 
 // Close closes the socket.
-func (ct *Conntrack) Close() error { return ct.c.Close() }
+func (ct *Conn) Close() error { return ct.c.Close() }
 
-// File is a duplicate of the socket, as Table.File.
-func (ct *Conntrack) File() (*os.File, error) { return dupConn(ct.c, "conntrack") }
+// File is a duplicate of the socket, as nat.Table.File.
+func (ct *Conn) File() (*os.File, error) { return linger.Dup(ct.c, "conntrack") }
 
 // ForgetTarget deletes the entries of flows to ip that were DNATed to
 // target (original destination ip, reply source target, status DST_NAT),
 // so that a client whose flow went to a leaving holder starts a new flow,
 // which the remaining holders get, instead of sending into the void.
-func (ct *Conntrack) ForgetTarget(ip, target netip.Addr) (uint, error) {
+func (ct *Conn) ForgetTarget(ip, target netip.Addr) (uint, error) {
 	if ip.Is4() != target.Is4() {
 		return 0, nil // no entry has tuples of two families
 	}
@@ -116,7 +119,7 @@ func (ct *Conntrack) ForgetTarget(ip, target netip.Addr) (uint, error) {
 // from it (original destination) and flows SNATed to it (reply
 // destination), for an IP leaving the node. The kernel's filter ANDs what
 // it compares, so the OR takes two filters.
-func (ct *Conntrack) ForgetIP(ip netip.Addr) (uint, error) {
+func (ct *Conn) ForgetIP(ip netip.Addr) (uint, error) {
 	return ct.forget(ip, flowFilter{origDst: ip, status: ipsDstNAT}, flowFilter{replyDst: ip, status: ipsSrcNAT})
 }
 
@@ -147,7 +150,7 @@ func (ff flowFilter) match(f flow) bool {
 		f.status&ff.status == ff.status
 }
 
-func (ct *Conntrack) forget(ip netip.Addr, filters ...flowFilter) (uint, error) {
+func (ct *Conn) forget(ip netip.Addr, filters ...flowFilter) (uint, error) {
 	fam := ctFamily(ip)
 	flows, err := ct.matching(fam, filters)
 	if err != nil {
@@ -180,7 +183,7 @@ const smallTable = 128
 // both to and from an IP is in two dumps). With no entry in the namespace
 // it dumps nothing: the count is read after the table stopped steering to
 // what leaves, so every entry of a leaving flow is in it.
-func (ct *Conntrack) matching(fam byte, filters []flowFilter) ([]flow, error) {
+func (ct *Conn) matching(fam byte, filters []flowFilter) ([]flow, error) {
 	n, err := ct.entries()
 	if err == nil && n == 0 {
 		return nil, nil
@@ -217,7 +220,7 @@ func kernelFilters(fam byte) bool { return fam == unix.AF_INET }
 
 // dump returns the entries the kernel picks by ff, unchecked, so that a
 // test can tell the kernel's filtering from forget's.
-func (ct *Conntrack) dump(fam byte, ff flowFilter) ([]flow, error) {
+func (ct *Conn) dump(fam byte, ff flowFilter) ([]flow, error) {
 	attrs, err := ff.encode(fam)
 	if err != nil {
 		return nil, err
@@ -245,7 +248,7 @@ func (ct *Conntrack) dump(fam byte, ff flowFilter) ([]flow, error) {
 
 // delete names the entry by its exact original tuple and zone, so that it
 // deletes that entry and no other.
-func (ct *Conntrack) delete(fam byte, f flow) error {
+func (ct *Conn) delete(fam byte, f flow) error {
 	ae := netlink.NewAttributeEncoder()
 	ae.Bytes(unix.NLA_F_NESTED|ctaTupleOrig, f.orig)
 	if f.zone != nil {

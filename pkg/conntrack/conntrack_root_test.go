@@ -1,4 +1,4 @@
-package nat
+package conntrack
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func TestFilteredDumpsReturnOnlyTheIPsEntriesAndForgetLeavesTheRest(t *testing.T
 	for name, c := range ctCases {
 		for _, many := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/many=%v", name, many), func(t *testing.T) {
-				inNetNS(t, func(string, *Table) {
+				inNetNS(t, func() {
 					count := map[bool]int{false: smallTable, true: smallTable + 1}[many]
 					ct := c.withFlows(t, count)
 					if kernelFilters(ctFamily(c.ext)) {
@@ -54,8 +54,8 @@ func TestFilteredDumpsReturnOnlyTheIPsEntriesAndForgetLeavesTheRest(t *testing.T
 // With no entry in the namespace there is nothing to forget, and no dump
 // walks the kernel's whole conntrack hash to find that out.
 func TestForgetDumpsNothingWhenTheNamespaceHasNoEntries(t *testing.T) {
-	inNetNS(t, func(string, *Table) {
-		ct, err := OpenConntrack()
+	inNetNS(t, func() {
+		ct, err := Open()
 		must(t, err)
 		defer ct.Close()
 		for _, ip := range []netip.Addr{ext4, ext6} {
@@ -84,7 +84,7 @@ func TestForgetDumpsNothingWhenTheNamespaceHasNoEntries(t *testing.T) {
 func TestAPassWalksOnceForIdenticalRequests(t *testing.T) {
 	for name, c := range ctCases {
 		t.Run(name, func(t *testing.T) {
-			inNetNS(t, func(string, *Table) {
+			inNetNS(t, func() {
 				ct := c.withFlows(t, smallTable+1)
 				ct.StartPass()
 				for _, target := range []netip.Addr{c.ctrA, c.ctrB} {
@@ -122,11 +122,11 @@ func TestAPassWalksOnceForIdenticalRequests(t *testing.T) {
 // withFlows makes the case's unrelated and matching flows in the current
 // namespace and a conntrack socket, closed with the test, that reads the
 // namespace as holding count entries (which picks forget's dumps).
-func (c ctCase) withFlows(t *testing.T, count int) *Conntrack {
+func (c ctCase) withFlows(t *testing.T, count int) *Conn {
 	t.Helper()
 	createFlows(t, c.unrelated())
 	createFlows(t, c.matching())
-	ct, err := OpenConntrack()
+	ct, err := Open()
 	must(t, err)
 	t.Cleanup(func() { ct.Close() })
 	ct.entries = func() (int, error) { return count, nil }
@@ -159,7 +159,7 @@ func (c ctCase) matching() []*netlink.ConntrackFlow {
 	}
 }
 
-func (c ctCase) checkDumps(t *testing.T, ct *Conntrack) {
+func (c ctCase) checkDumps(t *testing.T, ct *Conn) {
 	t.Helper()
 	for _, d := range []struct {
 		ff   flowFilter
@@ -180,7 +180,7 @@ func (c ctCase) checkDumps(t *testing.T, ct *Conntrack) {
 
 // checkStatusDump asks the kernel for the DNATed entries alone: the
 // unrelated ones DNATed to A and the matching ones but the egress one.
-func (c ctCase) checkStatusDump(t *testing.T, ct *Conntrack) {
+func (c ctCase) checkStatusDump(t *testing.T, ct *Conn) {
 	t.Helper()
 	flows, err := ct.dump(ctFamily(c.ext), flowFilter{status: ipsDstNAT})
 	must(t, err)
@@ -191,7 +191,7 @@ func (c ctCase) checkStatusDump(t *testing.T, ct *Conntrack) {
 	}
 }
 
-func (c ctCase) checkForgets(t *testing.T, ct *Conntrack, wantDumps int) {
+func (c ctCase) checkForgets(t *testing.T, ct *Conn, wantDumps int) {
 	t.Helper()
 	// The hairpinned entry is in both of ForgetIP's dumps: it must come once.
 	before := ct.dumps
