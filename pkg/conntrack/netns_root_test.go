@@ -95,4 +95,3 @@ func TestForgetTargetDeletesOnlyTheLeavingTargetsEntries(t *testing.T) {
 		}
 	})
 }
-
