@@ -38,7 +38,7 @@ func (t *Table) SetIngress(ip netip.Addr, targets []netip.Addr) error {
 // element goes to it) that spreads new flows over a map of its own.
 func (t *Table) buildIngress(ip netip.Addr, targets []netip.Addr) error {
 	f := familyOf(ip)
-	old, had, err := t.getElement(f.direct, ip.AsSlice())
+	old, had, err := t.c.GetElement(f.direct, ip.AsSlice())
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ func (t *Table) DelHairpin(subnet netip.Prefix) error {
 // commit that stopped steering to what leaves, an external IP that is not
 // there had no flow DNATed by us: the rules record it before they DNAT.
 func (t *Table) Seen(addr netip.Addr) (bool, error) {
-	_, ok, err := t.getElement(familyOf(addr).seen, addr.AsSlice())
+	_, ok, err := t.c.GetElement(familyOf(addr).seen, addr.AsSlice())
 	if err != nil || ok {
 		return ok, err
 	}
@@ -263,7 +263,7 @@ func (t *Table) Seen(addr netip.Addr) (bool, error) {
 // flows, from one listing of its sets per connection.
 func (t *Table) hasSeenSets() (bool, error) {
 	if t.seenSets == nil {
-		sets, err := t.r.GetSets(t.table)
+		sets, err := t.c.GetSets(t.table)
 		if err != nil {
 			return false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -47,7 +48,7 @@ func fakeTable(t *testing.T, k *fakeKernel) *Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Table{table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}, c: &batch{Conn: c}, r: c, conn: c}
+	return newTable(nftconn.With(c, TableName))
 }
 
 // A new IP's ADD (Fresh, one target) sends additions only and reads
@@ -62,8 +63,8 @@ func TestAFreshIPsChangeSendsNoDeletion(t *testing.T) {
 		Ingress: map[netip.Addr][]netip.Addr{ip: {ctr}}, Fresh: map[netip.Addr]bool{ip: true},
 		Egress: map[EgressKey]netip.Addr{{ctr, "uplink0"}: ip}, Hairpin: []netip.Prefix{netip.MustParsePrefix("10.88.0.0/16")},
 	}))
-	if tb.c.commits != 1 || len(k.sent) == 0 {
-		t.Fatalf("%d commits of %d messages, want the change in one", tb.c.commits, len(k.sent))
+	if tb.c.Commits != 1 || len(k.sent) == 0 {
+		t.Fatalf("%d commits of %d messages, want the change in one", tb.c.Commits, len(k.sent))
 	}
 	for _, m := range k.sent {
 		if destroying(m) {

@@ -3,9 +3,11 @@ package nat
 import (
 	"errors"
 	"fmt"
-	"github.com/google/nftables"
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
+	"github.com/google/nftables"
 )
 
 // Change is every table change of one attachment's change, sent as one
@@ -257,7 +259,7 @@ func (t *Table) baseIntact() (bool, error) {
 // one dump of the table's rules read only for each rule's chain and user
 // data.
 func (t *Table) rulesIntact() (bool, error) {
-	n, err := t.countRules()
+	n, err := t.c.CountRules(layoutData())
 	if isNotFound(err) {
 		return false, nil
 	}
@@ -265,7 +267,7 @@ func (t *Table) rulesIntact() (bool, error) {
 		return false, err
 	}
 	for _, b := range baseChains(t.mask()) {
-		if want := int(b.count); n[b.name] != (chainRules{all: want, tagged: want}) {
+		if want := int(b.count); n[b.name] != (nftconn.RuleCount{All: want, Tagged: want}) {
 			return false, nil
 		}
 	}

@@ -63,7 +63,7 @@ func BenchmarkEnsureBase(b *testing.B) {
 		}
 		b.Run("one element read (a round trip, for scale)", func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := tb.getElement(ipv4.direct, ext4.AsSlice()); err != nil {
+				if _, _, err := tb.c.GetElement(ipv4.direct, ext4.AsSlice()); err != nil {
 					b.Fatal(err)
 				}
 			}

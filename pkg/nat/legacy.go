@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 )
@@ -53,7 +54,7 @@ func (t *Table) legacyUplinks(markers []string) (*legacyMarking, error) {
 	if slices.Contains(markers, t.layoutChain()) {
 		return nil, nil
 	}
-	sets, err := t.r.GetSets(t.table)
+	sets, err := t.c.GetSets(t.table)
 	if err != nil {
 		return nil, nil // no table: nothing to move
 	}
@@ -62,14 +63,14 @@ func (t *Table) legacyUplinks(markers []string) (*legacyMarking, error) {
 	for _, s := range sets {
 		if s.Name == legacyMarks {
 			old.sets = append(old.sets, s.Name)
-			els, err := t.r.GetSetElements(&nftables.Set{Table: t.table, Name: legacyMarks, IsMap: true,
+			els, err := t.c.GetSetElements(&nftables.Set{Table: t.table, Name: legacyMarks, IsMap: true,
 				KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger})
 			if err != nil {
 				return nil, fmt.Errorf("listing map %s: %w", legacyMarks, err)
 			}
 			for _, el := range els {
 				if len(el.Val) == 4 {
-					slots[int(binary.BigEndian.Uint32(el.Val))] = cstring(el.Key)
+					slots[int(binary.BigEndian.Uint32(el.Val))] = nftconn.CString(el.Key)
 				}
 			}
 		}
@@ -94,7 +95,7 @@ func (t *Table) readLegacyMembers(old *legacyMarking, slots map[int]string) erro
 			continue
 		}
 		f := famOf(v6)
-		els, err := t.r.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
+		els, err := t.c.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
 		if err != nil {
 			return fmt.Errorf("listing set %s: %w", name, err)
 		}

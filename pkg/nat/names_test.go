@@ -2,13 +2,10 @@ package nat
 
 import (
 	"bytes"
-	"encoding/binary"
-	"github.com/google/nftables"
 	"net/netip"
 	"testing"
 
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/google/nftables"
 )
 
 func TestIngressChainNamesRoundTripAndRefuseOthers(t *testing.T) {
@@ -26,31 +23,6 @@ func TestIngressChainNamesRoundTripAndRefuseOthers(t *testing.T) {
 		if ip, ok := ingressChainIP(name); ok {
 			t.Errorf("chain %q taken for an external IP's (%s)", name, ip)
 		}
-	}
-}
-
-func TestGotoChainParsesOnlyAGotoVerdict(t *testing.T) {
-	verdict := func(code int32, chain string) []byte {
-		ae := netlink.NewAttributeEncoder()
-		ae.ByteOrder = binary.BigEndian
-		ae.Uint32(unix.NFTA_VERDICT_CODE, uint32(code))
-		if chain != "" {
-			ae.String(unix.NFTA_VERDICT_CHAIN, chain)
-		}
-		b, err := ae.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	if got := gotoChain(verdict(unix.NFT_GOTO, "to-192.0.2.10")); got != "to-192.0.2.10" {
-		t.Errorf("goto verdict parsed as %q", got)
-	}
-	if got := gotoChain(verdict(unix.NFT_JUMP, "to-192.0.2.10")); got != "" {
-		t.Errorf("jump verdict parsed as goto %q", got)
-	}
-	if got := gotoChain([]byte{1, 2, 3}); got != "" {
-		t.Errorf("garbage parsed as %q", got)
 	}
 }
 

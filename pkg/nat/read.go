@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // State is what our table steers, as read back from the kernel.
@@ -34,11 +32,11 @@ type State struct {
 // dump per map and per external IP's chain.
 func (t *Table) Read() (*State, error) {
 	st := &State{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[EgressKey]netip.Addr{}}
-	if !t.exists() {
+	if !t.c.Exists() {
 		return st, nil
 	}
 	st.Present = true
-	chains, err := t.r.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	chains, err := t.c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
@@ -75,13 +73,13 @@ func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
 			st.Broken = append(st.Broken, "chain "+b.name+" missing or not hooked at its priority")
 			continue
 		}
-		rules, err := t.dumpRules(b.name)
+		rules, err := t.c.DumpRules(b.name)
 		if err != nil {
 			return fmt.Errorf("listing rules of chain %s: %w", b.name, err)
 		}
 		got := make([]string, len(rules))
 		for i, r := range rules {
-			got[i] = ruleSignature(r)
+			got[i] = nftconn.RuleSignature(r)
 		}
 		if want := b.signatures(); !slices.Equal(got, want) {
 			st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds rules %q, not %q", b.name, got, want))
@@ -94,14 +92,14 @@ func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
 // The library formats its listing errors with %v, so a missing map is
 // found by listing the table's sets, not by the listing's ENOENT.
 func (t *Table) elements(name string) ([]nftables.SetElement, bool, error) {
-	sets, err := t.r.GetSets(t.table)
+	sets, err := t.c.GetSets(t.table)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
 	}
 	if !slices.ContainsFunc(sets, func(s *nftables.Set) bool { return s.Name == name }) {
 		return nil, false, nil
 	}
-	els, err := t.r.GetSetElements(t.set(name))
+	els, err := t.c.GetSetElements(t.set(name))
 	if err != nil {
 		return nil, false, fmt.Errorf("listing map %s: %w", name, err)
 	}
@@ -137,7 +135,7 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 		}
 		for _, el := range els {
 			ip, ok := netip.AddrFromSlice(el.Key)
-			chain := gotoChain(el.Val)
+			chain := nftconn.GotoChain(el.Val)
 			if !ok || ours[chain] == nil {
 				continue
 			}
@@ -204,7 +202,7 @@ func (t *Table) extIPs(f family) (map[netip.Addr]bool, error) {
 // rule that does not DNAT, or whose modulus leaves targets out or draws
 // slots the map lacks, does not steer as we would.
 func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
-	rules, err := t.r.GetRules(t.table, c)
+	rules, err := t.c.GetRules(t.table, c)
 	if err != nil {
 		return nil, fmt.Errorf("listing rules of chain %s: %w", c.Name, err)
 	}
@@ -235,11 +233,11 @@ func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
 }
 
 func (t *Table) readSpread(name string) ([]netip.Addr, error) {
-	s, err := t.r.GetSetByName(t.table, name)
+	s, err := t.c.GetSetByName(t.table, name)
 	if err != nil {
 		return nil, fmt.Errorf("reading map %s: %w", name, err)
 	}
-	els, err := t.r.GetSetElements(s)
+	els, err := t.c.GetSetElements(s)
 	if err != nil {
 		return nil, fmt.Errorf("listing map %s: %w", name, err)
 	}
@@ -268,7 +266,7 @@ func (t *Table) readEgress(st *State) error {
 			src, okS := netip.AddrFromSlice(el.Key[:min(len(el.Key), int(f.addrLen))])
 			ip, okI := netip.AddrFromSlice(el.Val)
 			if okS && okI && len(el.Key) > int(f.addrLen) {
-				st.Egress[EgressKey{Source: src, Uplink: cstring(el.Key[f.addrLen:])}] = ip
+				st.Egress[EgressKey{Source: src, Uplink: nftconn.CString(el.Key[f.addrLen:])}] = ip
 			}
 		}
 	}
@@ -303,33 +301,4 @@ func hairpinSubnet(el nftables.SetElement, n int) (netip.Prefix, bool) {
 	first, _ := netip.AddrFromSlice(el.Key[:n])
 	last, _ := netip.AddrFromSlice(el.KeyEnd[:n])
 	return prefixOf(first, last)
-}
-
-// gotoChain parses a vmap element's data (NFTA_DATA_VERDICT, which the
-// library does not decode): the chain of a goto verdict, or "".
-func gotoChain(data []byte) string {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return ""
-	}
-	ad.ByteOrder = binary.BigEndian
-	var code int32
-	var chain string
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_VERDICT_CODE:
-			code = int32(ad.Uint32())
-		case unix.NFTA_VERDICT_CHAIN:
-			chain = ad.String()
-		}
-	}
-	if ad.Err() != nil || code != unix.NFT_GOTO {
-		return ""
-	}
-	return chain
-}
-
-func cstring(b []byte) string {
-	s, _, _ := strings.Cut(string(b), "\x00")
-	return s
 }

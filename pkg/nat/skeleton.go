@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
@@ -48,7 +49,7 @@ func (t *Table) set(name string) *nftables.Set {
 // and earlier ones', and lists the uplink chains (refilled by Ensure:
 // a flushed table flushed them too).
 func (t *Table) markers() ([]string, []UplinkChain, error) {
-	uses, err := t.chainUses()
+	uses, err := t.c.ChainUses()
 	if isNotFound(err) {
 		return nil, nil, nil
 	}
@@ -145,7 +146,7 @@ func (t *Table) chain(b baseChain) *nftables.Chain {
 // flows (seeAll): base rules made anew (an earlier layout, a flushed
 // chain, a set deleted by hand) recorded none of the flows before them.
 // The chain with a raw rule (postrouting) is flushed and refilled in a
-// second transaction of our own (fillChain), so that each chain still
+// second transaction of our own (nftconn.Conn.FillChain), so that each chain still
 // changes at once, and the marker comes in a third: a crash before it
 // leaves a table without the marker (and a new table's postrouting
 // empty), which the next ADD that steers makes anew, as repair does.
@@ -175,7 +176,7 @@ func (t *Table) Ensure() error {
 	for _, b := range baseChains(t.mask()) {
 		ch := t.c.AddChain(t.chain(b))
 		if b.raw != nil {
-			continue // fillChain's
+			continue // filled below, in a transaction of its own
 		}
 		t.c.FlushChain(ch)
 		for _, f := range []family{ipv4, ipv6} {
@@ -201,7 +202,10 @@ func (t *Table) Ensure() error {
 		return fmt.Errorf("making table inet %s: %w", TableName, err)
 	}
 	for _, b := range baseChains(t.mask()) {
-		if err := t.fillChain(b); err != nil {
+		if b.raw == nil {
+			continue
+		}
+		if err := t.c.FillChain(b.name, b.marshalled(), layoutData()); err != nil {
 			return fmt.Errorf("filling chain %s of table inet %s: %w", b.name, TableName, err)
 		}
 	}
@@ -232,4 +236,31 @@ func (t *Table) flush(build func() error) error {
 		return err
 	}
 	return t.c.Flush()
+}
+
+// marshalled are the rules Ensure puts in the chain, in order, each as
+// its marshalled expressions: both families' rules, then the raw ones.
+func (b baseChain) marshalled() [][][]byte {
+	var out [][][]byte
+	for _, f := range []family{ipv4, ipv6} {
+		for _, r := range b.rules(f) {
+			out = append(out, marshalAll(r))
+		}
+	}
+	if b.raw != nil {
+		for _, f := range []family{ipv4, ipv6} {
+			out = append(out, b.raw(f))
+		}
+	}
+	return out
+}
+
+// signatures are the rules Ensure puts in the chain, in order, each as
+// nftconn.RuleSignature reads it.
+func (b baseChain) signatures() []string {
+	var out []string
+	for _, r := range b.marshalled() {
+		out = append(out, nftconn.RuleSignature(r))
+	}
+	return out
 }

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/external-ip/external-ip/pkg/linger"
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
-	"github.com/mdlayher/netlink"
 )
 
 // TableName is our table's name, in the inet family.
@@ -35,10 +34,7 @@ const (
 
 // Table is our nftables table over one netlink connection.
 type Table struct {
-	c     *batch // stages and commits every change
-	r     reader // the same connection, for reads
-	conn  *nftables.Conn
-	nl    *netlink.Conn // the connection's socket, for File
+	c     *nftconn.Conn // stages and commits every change, and reads
 	table *nftables.Table
 	// seenSets is whether the table has seen4 and seen6, once asked.
 	seenSets *bool
@@ -53,19 +49,16 @@ type Table struct {
 	// base check then cost one dump.
 	uses   map[string]uint32
 	usesAt int
-	// chainDumps counts the dumps of the chains, for the tests that hold
-	// a steered ADD to one.
-	chainDumps int
 }
 
 // takeUses is the dump Uplinks left, once, or a new one.
 func (t *Table) takeUses() (map[string]uint32, error) {
 	uses, at := t.uses, t.usesAt
 	t.uses = nil
-	if uses != nil && at == t.c.commits {
+	if uses != nil && at == t.c.Commits {
 		return uses, nil
 	}
-	return t.chainUses()
+	return t.c.ChainUses()
 }
 
 func (t *Table) mask() uint32 {
@@ -78,14 +71,15 @@ func (t *Table) mask() uint32 {
 // Open connects to nf_tables in the current network namespace. It changes
 // nothing: the table is made by the first change that needs it.
 func Open() (*Table, error) {
-	t := &Table{table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}
-	keep := func(c *netlink.Conn) error { t.nl = c; return nil }
-	c, err := nftables.New(nftables.AsLasting(), nftables.WithSockOptions(keep))
+	c, err := nftconn.Open(TableName)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to nf_tables: %w", err)
+		return nil, err
 	}
-	t.c, t.r, t.conn = &batch{Conn: c}, c, c
-	return t, nil
+	return newTable(c), nil
+}
+
+func newTable(c *nftconn.Conn) *Table {
+	return &Table{c: c, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}
 }
 
 // File is a duplicate of the table's netlink socket. The kernel's release
@@ -96,10 +90,10 @@ func Open() (*Table, error) {
 // exit of the process that holds its last reference. A caller on a
 // latency budget hands this copy to a process that outlives it (figure:
 // docs/performance.md, "Figures behind design choices").
-func (t *Table) File() (*os.File, error) { return linger.Dup(t.nl, "nf_tables") }
+func (t *Table) File() (*os.File, error) { return t.c.File() }
 
 // Close releases the netlink connection.
-func (t *Table) Close() error { return t.conn.CloseLasting() }
+func (t *Table) Close() error { return t.c.Close() }
 
 // Delete removes our whole table; nothing of it being there is no error.
 func (t *Table) Delete() error {
@@ -114,7 +108,7 @@ func (t *Table) Delete() error {
 // a NAT base chain and deletes it in the same transaction, so the kernel
 // checks everything and nothing is committed that outlives it.
 func (t *Table) Probe() error {
-	existed := t.exists()
+	existed := t.c.Exists()
 	t.c.AddTable(t.table)
 	probe := t.c.AddChain(&nftables.Chain{
 		Name: "probe", Table: t.table, Type: nftables.ChainTypeNAT,
@@ -129,11 +123,6 @@ func (t *Table) Probe() error {
 		return fmt.Errorf("nf_tables nat chains cannot be used: %w", err)
 	}
 	return nil
-}
-
-func (t *Table) exists() bool {
-	_, err := t.r.ListTableOfFamily(TableName, nftables.TableFamilyINet)
-	return err == nil
 }
 
 // ingressChain names the chain of one external IP. IPv6 colons become

@@ -355,7 +355,7 @@ func TestBaseIntactReadsEachBaseChainsRuleCount(t *testing.T) {
 		intact(false, "nothing (no table)")
 		must(t, tb.Ensure())
 		intact(true, "Ensure")
-		uses, err := tb.chainUses()
+		uses, err := tb.c.ChainUses()
 		must(t, err)
 		for _, b := range baseChains(DefaultUplinkMask) {
 			if uses[b.name] != b.count {
@@ -389,7 +389,7 @@ func TestEnsureReplacesAnEarlierLayoutsMarker(t *testing.T) {
 		must(t, tb.Ensure())
 		nft(t, netns, "add", "chain", "inet", TableName, layoutPrefix+"3")
 		must(t, tb.Ensure())
-		uses, err := tb.chainUses()
+		uses, err := tb.c.ChainUses()
 		must(t, err)
 		if _, ok := uses[layoutPrefix+"3"]; ok {
 			t.Errorf("after Ensure the table still has chain %s3: %v", layoutPrefix, uses)

@@ -10,11 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // The marks of flows that must leave by an uplink other than the main
@@ -299,21 +298,21 @@ func chainNames(cs []UplinkChain) []string {
 // first (Ensure, which moves layout 4's marking): a change planned on the
 // old marking would find none of its uplinks marked.
 func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
-	uses, err := t.chainUses()
+	uses, err := t.c.ChainUses()
 	if isNotFound(err) {
 		return map[string]UplinkSlot{}, nil
 	}
 	if err == nil {
 		if _, ok := uses[t.layoutChain()]; !ok {
 			if err = t.Ensure(); err == nil {
-				uses, err = t.chainUses()
+				uses, err = t.c.ChainUses()
 			}
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
-	t.uses, t.usesAt = uses, t.c.commits
+	t.uses, t.usesAt = uses, t.c.Commits
 	return slotsOf(uses, t.mask()), nil
 }
 
@@ -416,7 +415,7 @@ type UplinkState struct {
 // ReadUplinks lists the marking; for CHECK, GC, repair and status.
 func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
 	st := &UplinkState{Members: map[int][]UplinkMember{}}
-	uses, err := t.chainUses()
+	uses, err := t.c.ChainUses()
 	if isNotFound(err) {
 		st.Uplinks = map[string]UplinkSlot{}
 		return st, nil
@@ -459,7 +458,7 @@ func twoSlots(uses map[string]uint32) []string {
 func (t *Table) readMembers(st *UplinkState, f family) error {
 	for _, ingress := range []bool{true, false} {
 		s := f.uplinkSet(t.table, ingress)
-		els, err := t.r.GetSetElements(s)
+		els, err := t.c.GetSetElements(s)
 		if err != nil {
 			st.Broken = append(st.Broken, "map "+s.Name+" missing")
 			continue
@@ -480,9 +479,9 @@ func memberOf(el nftables.SetElement, f family, ingress bool) (UplinkMember, boo
 	if len(el.Key) < int(f.addrLen) {
 		return UplinkMember{}, false
 	}
-	c, ok := parseSlotChain(verdictChain(el.Val))
+	c, ok := parseSlotChain(nftconn.VerdictChain(el.Val))
 	addr, _ := netip.AddrFromSlice(el.Key[:f.addrLen])
-	if !ok || c.V6 != (f.addrLen == 16) || ingress && cstring(el.Key[f.addrLen:]) != c.Uplink {
+	if !ok || c.V6 != (f.addrLen == 16) || ingress && nftconn.CString(el.Key[f.addrLen:]) != c.Uplink {
 		return UplinkMember{}, false
 	}
 	return UplinkMember{Slot: c.Slot, Uplink: c.Uplink, Addr: addr, Egress: !ingress}, true
@@ -492,7 +491,7 @@ func memberOf(el nftables.SetElement, f family, ingress bool) (UplinkMember, boo
 // and its rule.
 func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 	s := f.marksSet(t.table)
-	els, err := t.r.GetSetElements(s)
+	els, err := t.c.GetSetElements(s)
 	if err != nil {
 		st.Broken = append(st.Broken, "map "+s.Name+" missing")
 		return nil
@@ -500,7 +499,7 @@ func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 	goes := map[string]uint32{}
 	for _, el := range els {
 		if len(el.Key) == 4 {
-			goes[verdictChain(el.Val)] = binary.NativeEndian.Uint32(el.Key)
+			goes[nftconn.VerdictChain(el.Val)] = binary.NativeEndian.Uint32(el.Key)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(st.Uplinks)) {
@@ -512,16 +511,16 @@ func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 		if m, ok := goes[c.name()]; !ok || m != c.Mark {
 			st.Broken = append(st.Broken, fmt.Sprintf("map %s does not send mark %#x to chain %s", s.Name, c.Mark, c.name()))
 		}
-		rules, err := t.dumpRules(c.name())
+		rules, err := t.c.DumpRules(c.name())
 		if err != nil {
 			return fmt.Errorf("listing rules of chain %s: %w", c.name(), err)
 		}
 		var got, want []string
 		for _, r := range rules {
-			got = append(got, ruleSignature(r))
+			got = append(got, nftconn.RuleSignature(r))
 		}
 		for _, e := range slotRules(c.Mark, mask) {
-			want = append(want, ruleSignature(marshalAll(e)))
+			want = append(want, nftconn.RuleSignature(marshalAll(e)))
 		}
 		if !slices.Equal(got, want) {
 			st.Broken = append(st.Broken, fmt.Sprintf("chain %s holds %d rules, not the one that sets mark %#x", c.name(), len(got), c.Mark))
@@ -532,20 +531,4 @@ func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 
 func markOf(slot int, mask uint32) uint32 {
 	return uint32(slot) << bits.TrailingZeros32(mask) & mask
-}
-
-// verdictChain is the chain a verdict map element's data goes to: the
-// library leaves the element's NFTA_DATA_VERDICT undecoded in Val.
-func verdictChain(val []byte) string {
-	ad, err := netlink.NewAttributeDecoder(val)
-	if err != nil {
-		return ""
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		if ad.Type() == unix.NFTA_VERDICT_CHAIN {
-			return ad.String()
-		}
-	}
-	return ""
 }

@@ -26,7 +26,7 @@ func TestUplinksAndTheBaseCheckAreOneDumpOfTheChains(t *testing.T) {
 		in := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ext4}
 		must(t, tb.Ensure())
 		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{up1v4}, UplinkAdd: []UplinkMember{in}}))
-		before := tb.chainDumps
+		before := tb.c.ChainDumps
 		got, err = tb.Uplinks()
 		must(t, err)
 		want := UplinkSlot{Slot: 2, Mark: 0x02000000, Routed: [2]bool{true, false}, Members: [2]int{1, 0}}
@@ -34,13 +34,13 @@ func TestUplinksAndTheBaseCheckAreOneDumpOfTheChains(t *testing.T) {
 			t.Errorf("Uplinks = %+v, want uplink1: %+v", got, want)
 		}
 		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
-		if n := tb.chainDumps - before; n != 1 {
+		if n := tb.c.ChainDumps - before; n != 1 {
 			t.Errorf("Uplinks and the change's base check made %d dumps of the chains, want 1", n)
 		}
 		// After a commit of ours the dump is not taken for the kernel's.
-		before = tb.chainDumps
+		before = tb.c.ChainDumps
 		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4b: {ctrA}}, Fresh: map[netip.Addr]bool{ext4b: true}, EnsureBase: true}))
-		if n := tb.chainDumps - before; n != 1 {
+		if n := tb.c.ChainDumps - before; n != 1 {
 			t.Errorf("a later change's base check made %d dumps, want its own 1", n)
 		}
 	})
@@ -56,9 +56,9 @@ func TestApplyChangesTheUplinkMarkingInTheSameTransaction(t *testing.T) {
 		eg := UplinkMember{Slot: 2, Uplink: "uplink1", Addr: ctrA, Egress: true}
 		apply := func(what string, ch Change) {
 			t.Helper()
-			before := tb.c.commits
+			before := tb.c.Commits
 			must(t, tb.Apply(ch))
-			if n := tb.c.commits - before; n != 1 {
+			if n := tb.c.Commits - before; n != 1 {
 				t.Errorf("%s took %d transactions, want 1", what, n)
 			}
 		}
@@ -106,9 +106,9 @@ func TestApplyRemovesAChainItEmptiesInTheSameTransaction(t *testing.T) {
 		if unmarked || u["uplink1"].Members != [2]int{1, 0} || !u["uplink1"].Routed[0] {
 			t.Errorf("a change leaving %s in the chain: unmarked %v, uplink1 %+v; want the chain kept with 1 member", other.Addr, unmarked, u["uplink1"])
 		}
-		before := tb.c.commits
+		before := tb.c.Commits
 		must(t, tb.Apply(Change{UplinkDel: []UplinkMember{other}, UplinkUnmark: []UplinkChain{up1v4}, Unmarked: &unmarked}))
-		if n := tb.c.commits - before; !unmarked || n != 1 {
+		if n := tb.c.Commits - before; !unmarked || n != 1 {
 			t.Errorf("the change emptying the chain: unmarked %v in %d transactions, want true in 1", unmarked, n)
 		}
 		st, err := tb.ReadUplinks(DefaultUplinkMask)

@@ -1,8 +1,9 @@
-package nat
+package nftconn
 
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -11,28 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// signatures are the rules Ensure puts in the chain, in order, each as
-// ruleSignature reads it.
-func (b baseChain) signatures() []string {
-	var out []string
-	for _, f := range []family{ipv4, ipv6} {
-		for _, r := range b.rules(f) {
-			out = append(out, ruleSignature(marshalAll(r)))
-		}
-	}
-	if b.raw != nil {
-		for _, f := range []family{ipv4, ipv6} {
-			out = append(out, ruleSignature(b.raw(f)))
-		}
-	}
-	return out
-}
-
-// ruleSignature names a rule's expressions in order, each lookup with the
+// RuleSignature names a rule's expressions in order, each lookup with the
 // set it reads ("meta cmp payload lookup:in4"): a rule edited by hand,
 // one with a guard of its own or reading another map, reads as
 // another. It parses marshalled expressions, ours or the kernel's dump.
-func ruleSignature(exprs [][]byte) string {
+func RuleSignature(exprs [][]byte) string {
 	var parts []string
 	for _, e := range exprs {
 		ad, err := netlink.NewAttributeDecoder(e)
@@ -60,11 +44,11 @@ func ruleSignature(exprs [][]byte) string {
 	return strings.Join(parts, " ")
 }
 
-// dumpRules lists chain's rules, each as its marshalled expressions, with
+// DumpRules lists chain's rules, each as its marshalled expressions, with
 // a dump of our own: the library (v0.3.0) cannot decode the hairpin rule's
 // ct direction, which the kernel sends as one byte where it expects four.
-func (t *Table) dumpRules(chain string) ([][][]byte, error) {
-	msgs, err := t.ruleDump(chain)
+func (c *Conn) DumpRules(chain string) ([][][]byte, error) {
+	msgs, err := c.ruleDump(chain)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +61,9 @@ func (t *Table) dumpRules(chain string) ([][][]byte, error) {
 
 // ruleDump asks the kernel for the rules of our table, of one chain
 // unless chain is empty, in one dump.
-func (t *Table) ruleDump(chain string) ([]netlink.Message, error) {
+func (c *Conn) ruleDump(chain string) ([]netlink.Message, error) {
 	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	ae.String(unix.NFTA_RULE_TABLE, c.table)
 	if chain != "" {
 		ae.String(unix.NFTA_RULE_CHAIN, chain)
 	}
@@ -87,31 +71,31 @@ func (t *Table) ruleDump(chain string) ([]netlink.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
+	return c.nl.Execute(nftMessage(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, attrs))
 }
 
-// chainRules is how many rules a chain holds, and how many of them carry
-// this version's layout tag (layoutData).
-type chainRules struct{ all, tagged int }
+// RuleCount is how many rules a chain holds, and how many of them carry
+// a given tag as their user data.
+type RuleCount struct{ All, Tagged int }
 
-// countRules counts the rules of each chain of our table, and those of
-// them tagged with this version's layout, from one dump whose messages it
+// CountRules counts the rules of each chain of the table, and those of
+// them whose user data is tag, from one dump whose messages it
 // reads only for the chain's name and the rule's user data.
-func (t *Table) countRules() (map[string]chainRules, error) {
-	msgs, err := t.ruleDump("")
+func (c *Conn) CountRules(tag []byte) (map[string]RuleCount, error) {
+	msgs, err := c.ruleDump("")
 	if err != nil {
 		return nil, err
 	}
-	out, tag := map[string]chainRules{}, layoutData()
+	out := map[string]RuleCount{}
 	for _, m := range msgs {
 		chain, tagged, ok := ruleChainAndTag(m.Data, tag)
 		if !ok {
 			continue
 		}
 		n := out[chain]
-		n.all++
+		n.All++
 		if tagged {
-			n.tagged++
+			n.Tagged++
 		}
 		out[chain] = n
 	}
@@ -139,7 +123,7 @@ func ruleChainAndTag(data, tag []byte) (chain string, tagged, ok bool) {
 	return chain, tagged, ok
 }
 
-// chainUses is the use count of each chain of our table, from one dump of
+// ChainUses is the use count of each chain of the table, from one dump of
 // the inet family's chains read only for each chain's table, name and
 // NFTA_CHAIN_USE. The kernel counts in a chain's use each rule it holds and
 // each jump to it (nf_tables_newrule and nft_delrule keep it); a base chain
@@ -147,16 +131,16 @@ func ruleChainAndTag(data, tag []byte) (chain string, tagged, ok bool) {
 // not filter a chain dump by table (nf_tables_dump_chains), only by
 // family: other inet tables' chains (firewalld's) come too and are skipped.
 // A missing table is ENOENT, as the rule dump says it.
-func (t *Table) chainUses() (map[string]uint32, error) {
-	t.chainDumps++
-	msgs, err := t.nl.Execute(nftMessage(unix.NFT_MSG_GETCHAIN, netlink.Request|netlink.Dump, nil))
+func (c *Conn) ChainUses() (map[string]uint32, error) {
+	c.ChainDumps++
+	msgs, err := c.nl.Execute(nftMessage(unix.NFT_MSG_GETCHAIN, netlink.Request|netlink.Dump, nil))
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]uint32{}
 	for _, m := range msgs {
-		if c, ok := chainUse(m.Data); ok && c.table == TableName {
-			out[c.name] = c.use
+		if ch, ok := chainUse(m.Data); ok && ch.table == c.table {
+			out[ch.name] = ch.use
 		}
 	}
 	if len(out) == 0 {
@@ -218,32 +202,25 @@ func ruleExprs(data []byte) [][]byte {
 	return exprs
 }
 
-// fillChain flushes b's chain and fills it with its rules, the library's
-// and the raw ones, in one transaction sent over the table's socket as the
-// library would send it: a batch of messages, each acknowledged.
-func (t *Table) fillChain(b baseChain) error {
-	if b.raw == nil {
-		return nil
-	}
+// FillChain flushes chain and fills it with rules (each its marshalled
+// expressions), each with udata as its user data, in one transaction sent
+// over the connection's socket as the library would send it: a batch of
+// messages, each acknowledged. It is for rules the library cannot encode.
+func (c *Conn) FillChain(chain string, rules [][][]byte, udata []byte) error {
 	batch := func(typ uint16) netlink.Message {
 		return netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: netlink.Request},
 			Data: binary.BigEndian.AppendUint16([]byte{unix.AF_UNSPEC, unix.NFNETLINK_V0}, unix.NFNL_SUBSYS_NFTABLES)}
 	}
-	msgs := []netlink.Message{batch(unix.NFNL_MSG_BATCH_BEGIN), flushRules(b.name)}
-	for _, f := range []family{ipv4, ipv6} {
-		for _, r := range b.rules(f) {
-			msgs = append(msgs, newRule(b.name, marshalAll(r), layoutData()))
-		}
-	}
-	for _, f := range []family{ipv4, ipv6} {
-		msgs = append(msgs, newRule(b.name, b.raw(f), layoutData()))
+	msgs := []netlink.Message{batch(unix.NFNL_MSG_BATCH_BEGIN), c.flushRules(chain)}
+	for _, r := range rules {
+		msgs = append(msgs, c.newRule(chain, r, udata))
 	}
 	msgs = append(msgs, batch(unix.NFNL_MSG_BATCH_END))
-	if _, err := t.nl.SendMessages(msgs); err != nil {
+	if _, err := c.nl.SendMessages(msgs); err != nil {
 		return err
 	}
 	for range msgs[1 : len(msgs)-1] {
-		if _, err := t.nl.Receive(); err != nil {
+		if _, err := c.nl.Receive(); err != nil {
 			return err
 		}
 	}
@@ -252,14 +229,14 @@ func (t *Table) fillChain(b baseChain) error {
 
 // newRule is NFT_MSG_NEWRULE appending exprs (each a marshalled
 // expression) to chain, with udata (when not nil) as the rule's user data.
-func newRule(chain string, exprs [][]byte, udata []byte) netlink.Message {
+func (c *Conn) newRule(chain string, exprs [][]byte, udata []byte) netlink.Message {
 	list := netlink.NewAttributeEncoder()
 	for _, e := range exprs {
 		list.Bytes(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, e)
 	}
 	el, _ := list.Encode()
 	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	ae.String(unix.NFTA_RULE_TABLE, c.table)
 	ae.String(unix.NFTA_RULE_CHAIN, chain)
 	ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_RULE_EXPRESSIONS, el)
 	if udata != nil {
@@ -270,20 +247,20 @@ func newRule(chain string, exprs [][]byte, udata []byte) netlink.Message {
 }
 
 // flushRules is NFT_MSG_DELRULE with no handle: every rule of chain.
-func flushRules(chain string) netlink.Message {
+func (c *Conn) flushRules(chain string) netlink.Message {
 	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, TableName)
+	ae.String(unix.NFTA_RULE_TABLE, c.table)
 	ae.String(unix.NFTA_RULE_CHAIN, chain)
 	attrs, _ := ae.Encode()
 	return nftMessage(unix.NFT_MSG_DELRULE, netlink.Request|netlink.Acknowledge, attrs)
 }
 
-// getElement reads one element of set by its key, without listing the
+// GetElement reads one element of set by its key, without listing the
 // set: the value (nil for a plain set) and whether it is there. A missing
 // table or set reads as a missing element.
-func (t *Table) getElement(set string, key []byte) ([]byte, bool, error) {
-	msgs, err := t.nl.Execute(getElementMessage(set, key))
-	if isNotFound(err) {
+func (c *Conn) GetElement(set string, key []byte) ([]byte, bool, error) {
+	msgs, err := c.nl.Execute(c.getElementMessage(set, key))
+	if errors.Is(err, syscall.ENOENT) {
 		return nil, false, nil
 	}
 	if err != nil {
@@ -299,12 +276,12 @@ func (t *Table) getElement(set string, key []byte) ([]byte, bool, error) {
 
 // getElementMessage is NFT_MSG_GETSETELEM without NLM_F_DUMP: the kernel
 // answers with the one element named by key, or ENOENT.
-func getElementMessage(set string, key []byte) netlink.Message {
+func (c *Conn) getElementMessage(set string, key []byte) netlink.Message {
 	keyAttr, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: key}})
 	elem, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: keyAttr}})
 	list, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem}})
 	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, TableName)
+	ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, c.table)
 	ae.String(unix.NFTA_SET_ELEM_LIST_SET, set)
 	ae.Bytes(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, list)
 	attrs, _ := ae.Encode()
@@ -357,10 +334,57 @@ func nestedValue(b []byte) []byte {
 	return nil
 }
 
-// nftMessage is an nf_tables request of type msg about our inet table.
+// nftMessage is an nf_tables request of type msg in the inet family.
 func nftMessage(msg int, flags netlink.HeaderFlags, attrs []byte) netlink.Message {
 	return netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msg), Flags: flags},
 		Data:   append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
 	}
+}
+
+// GotoChain parses a vmap element's data (NFTA_DATA_VERDICT, which the
+// library does not decode): the chain of a goto verdict, or "".
+func GotoChain(data []byte) string {
+	ad, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return ""
+	}
+	ad.ByteOrder = binary.BigEndian
+	var code int32
+	var chain string
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_VERDICT_CODE:
+			code = int32(ad.Uint32())
+		case unix.NFTA_VERDICT_CHAIN:
+			chain = ad.String()
+		}
+	}
+	if ad.Err() != nil || code != unix.NFT_GOTO {
+		return ""
+	}
+	return chain
+}
+
+// CString is b up to its first NUL, as the kernel sends an interface
+// name or a string key.
+func CString(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\x00")
+	return s
+}
+
+// VerdictChain is the chain a verdict map element's data goes to: the
+// library leaves the element's NFTA_DATA_VERDICT undecoded in Val.
+func VerdictChain(val []byte) string {
+	ad, err := netlink.NewAttributeDecoder(val)
+	if err != nil {
+		return ""
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_VERDICT_CHAIN {
+			return ad.String()
+		}
+	}
+	return ""
 }
