@@ -299,7 +299,7 @@ func (t *Table) Unsee(addrs []netip.Addr) error {
 // for them.
 func (t *Table) seeAll() error {
 	st := &State{Egress: map[EgressKey]netip.Addr{}}
-	if err := t.readEgress(st); err != nil {
+	if err := (reading{tab: t}).readEgress(st); err != nil {
 		return err
 	}
 	var addrs []netip.Addr
@@ -307,7 +307,7 @@ func (t *Table) seeAll() error {
 		addrs = append(addrs, k.Source)
 	}
 	for _, f := range []family{ipv4, ipv6} {
-		ext, err := t.extIPs(f)
+		ext, err := (reading{tab: t}).extIPs(f)
 		if err != nil {
 			return err
 		}

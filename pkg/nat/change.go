@@ -237,7 +237,7 @@ func (t *Table) baseIntact() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if _, ok := uses[t.layoutChain()]; !ok {
+	if _, ok := uses[layoutChain(t.mask())]; !ok {
 		return false, nil
 	}
 	for _, b := range baseChains(t.mask()) {

@@ -31,8 +31,8 @@
 // a chain per routed uplink and family and three verdict maps per family
 // (uplinks.go). Every rule of the base chains carries the comment
 // "external-ip layout N" (layoutTag), and the table holds an empty chain
-// layout-N-MASK (layoutChain, MASK the uplink marking's bits), made last: an ADD that steers tells a table made by an
-// earlier version, or whose making was cut short, and a base chain with
+// layout-N-MASK (layoutChain, MASK the uplink marking's bits), made
+// last: an ADD that steers tells a table made by an earlier version, or whose making was cut short, and a base chain with
 // rules added or taken away, from one dump of the chains, by the marker
 // and by each base chain's use count, which is its number of rules (a
 // flushed chain reads 0, and one dump of the rules then says so).
@@ -47,6 +47,15 @@
 // before the standard NAT priorities because the first NAT binding of a
 // flow wins: ours must bind before iptables' nat chains (priority 100 in
 // postrouting) where the bridge plugin's ipMasq and kube-proxy masquerade.
+//
+// The code has three parts. Table holds the steering's elements and
+// chains (apply.go, change.go: one attachment's change in one
+// transaction) and the fixed part (skeleton.go: the maps, the base chains
+// and their rules, the layout marker); the uplink marking is a type of
+// its own (marking, uplinks.go and legacy.go), which Table embeds, and so
+// is the reading back for CHECK, GC, repair and status (reading,
+// read.go). Every request goes through package nftconn, which holds the
+// connection and the requests the nftables library cannot make.
 //
 // It decides nothing: which IP goes to which container is the caller's
 // (package steer's) decision; deleting the conntrack entries of flows

@@ -42,7 +42,7 @@ func Maximal(subnets []netip.Prefix) []netip.Prefix {
 // only after the kernel refused a change.
 func (t *Table) mergeHairpins(ch Change) (Change, error) {
 	st := &State{}
-	if err := t.readHairpins(st); err != nil {
+	if err := (reading{tab: t}).readHairpins(st); err != nil {
 		return ch, err
 	}
 	held := slices.DeleteFunc(st.Hairpin, func(q netip.Prefix) bool { return slices.Contains(ch.DelHairpin, q) })

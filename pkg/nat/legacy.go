@@ -50,11 +50,11 @@ type legacyMarking struct {
 // legacyUplinks reads layout 4's marking when the table is of an earlier
 // layout (markers holds no marker of this one); one listing of the sets
 // when it has none.
-func (t *Table) legacyUplinks(markers []string) (*legacyMarking, error) {
-	if slices.Contains(markers, t.layoutChain()) {
+func (mk marking) legacyUplinks(markers []string) (*legacyMarking, error) {
+	if slices.Contains(markers, layoutChain(mk.tab.mask())) {
 		return nil, nil
 	}
-	sets, err := t.c.GetSets(t.table)
+	sets, err := mk.tab.c.GetSets(mk.tab.table)
 	if err != nil {
 		return nil, nil // no table: nothing to move
 	}
@@ -63,7 +63,7 @@ func (t *Table) legacyUplinks(markers []string) (*legacyMarking, error) {
 	for _, s := range sets {
 		if s.Name == legacyMarks {
 			old.sets = append(old.sets, s.Name)
-			els, err := t.c.GetSetElements(&nftables.Set{Table: t.table, Name: legacyMarks, IsMap: true,
+			els, err := mk.tab.c.GetSetElements(&nftables.Set{Table: mk.tab.table, Name: legacyMarks, IsMap: true,
 				KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeInteger})
 			if err != nil {
 				return nil, fmt.Errorf("listing map %s: %w", legacyMarks, err)
@@ -80,11 +80,11 @@ func (t *Table) legacyUplinks(markers []string) (*legacyMarking, error) {
 			old.sets = append(old.sets, s.Name)
 		}
 	}
-	return old, t.readLegacyMembers(old, slots)
+	return old, mk.readLegacyMembers(old, slots)
 }
 
 // readLegacyMembers reads the members of each slot that has an uplink.
-func (t *Table) readLegacyMembers(old *legacyMarking, slots map[int]string) error {
+func (mk marking) readLegacyMembers(old *legacyMarking, slots map[int]string) error {
 	for _, name := range old.sets {
 		egress, v6, slot, ok := legacySet(name)
 		if !ok {
@@ -95,11 +95,11 @@ func (t *Table) readLegacyMembers(old *legacyMarking, slots map[int]string) erro
 			continue
 		}
 		f := famOf(v6)
-		els, err := t.c.GetSetElements(&nftables.Set{Table: t.table, Name: name, KeyType: f.keyType})
+		els, err := mk.tab.c.GetSetElements(&nftables.Set{Table: mk.tab.table, Name: name, KeyType: f.keyType})
 		if err != nil {
 			return fmt.Errorf("listing set %s: %w", name, err)
 		}
-		c := UplinkChain{Uplink: uplink, Slot: slot, Mark: markOf(slot, t.mask()), V6: v6}
+		c := UplinkChain{Uplink: uplink, Slot: slot, Mark: markOf(slot, mk.tab.mask()), V6: v6}
 		for _, el := range els {
 			if a, ok := netip.AddrFromSlice(el.Key); ok {
 				old.members = append(old.members, UplinkMember{Slot: slot, Uplink: uplink, Addr: a, Egress: egress})
@@ -114,17 +114,17 @@ func (t *Table) readLegacyMembers(old *legacyMarking, slots map[int]string) erro
 
 // stageLegacy stages the move: after the base chains' refill, which
 // flushed layout 4's chain uplinks, so that its sets are free to go.
-func (t *Table) stageLegacy(old *legacyMarking) error {
+func (mk marking) stageLegacy(old *legacyMarking) error {
 	if old == nil {
 		return nil
 	}
 	for _, name := range old.sets {
-		t.c.DelSet(&nftables.Set{Table: t.table, Name: name})
+		mk.tab.c.DelSet(&nftables.Set{Table: mk.tab.table, Name: name})
 	}
 	for _, c := range old.chains {
-		if err := t.stageChain(c, true); err != nil {
+		if err := mk.stageChain(c, true); err != nil {
 			return err
 		}
 	}
-	return t.stageMembers(old.members, nil)
+	return mk.stageMembers(old.members, nil)
 }

@@ -28,9 +28,14 @@ type State struct {
 	Hairpin []netip.Prefix
 }
 
+// reading is one reading of the table back: its maps listed by name,
+// its base chains' rules and each external IP's chain parsed.
+type reading struct{ tab *Table }
+
 // Read lists our table. It is for CHECK, GC, repair and status: it costs a
 // dump per map and per external IP's chain.
 func (t *Table) Read() (*State, error) {
+	r := reading{tab: t}
 	st := &State{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[EgressKey]netip.Addr{}}
 	if !t.c.Exists() {
 		return st, nil
@@ -46,10 +51,10 @@ func (t *Table) Read() (*State, error) {
 			ours[c.Name] = c
 		}
 	}
-	if err := t.readBase(st, ours); err != nil {
+	if err := r.readBase(st, ours); err != nil {
 		return nil, err
 	}
-	pointed, err := t.readIngress(st, ours)
+	pointed, err := r.readIngress(st, ours)
 	if err != nil {
 		return nil, err
 	}
@@ -59,21 +64,21 @@ func (t *Table) Read() (*State, error) {
 		}
 	}
 	slices.SortFunc(st.Stray, netip.Addr.Compare)
-	if err := t.readEgress(st); err != nil {
+	if err := r.readEgress(st); err != nil {
 		return nil, err
 	}
-	return st, t.readHairpins(st)
+	return st, r.readHairpins(st)
 }
 
 // readBase checks that each base chain holds the rules Ensure puts there.
-func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
-	for _, b := range baseChains(t.mask()) {
+func (r reading) readBase(st *State, ours map[string]*nftables.Chain) error {
+	for _, b := range baseChains(r.tab.mask()) {
 		c, ok := ours[b.name]
 		if !ok || c.Hooknum == nil || *c.Hooknum != *b.hook || c.Priority == nil || int32(*c.Priority) != b.priority {
 			st.Broken = append(st.Broken, "chain "+b.name+" missing or not hooked at its priority")
 			continue
 		}
-		rules, err := t.c.DumpRules(b.name)
+		rules, err := r.tab.c.DumpRules(b.name)
 		if err != nil {
 			return fmt.Errorf("listing rules of chain %s: %w", b.name, err)
 		}
@@ -91,15 +96,15 @@ func (t *Table) readBase(st *State, ours map[string]*nftables.Chain) error {
 // elements lists a map's elements; ok is false when the map is missing.
 // The library formats its listing errors with %v, so a missing map is
 // found by listing the table's sets, not by the listing's ENOENT.
-func (t *Table) elements(name string) ([]nftables.SetElement, bool, error) {
-	sets, err := t.c.GetSets(t.table)
+func (r reading) elements(name string) ([]nftables.SetElement, bool, error) {
+	sets, err := r.tab.c.GetSets(r.tab.table)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
 	}
 	if !slices.ContainsFunc(sets, func(s *nftables.Set) bool { return s.Name == name }) {
 		return nil, false, nil
 	}
-	els, err := t.c.GetSetElements(t.set(name))
+	els, err := r.tab.c.GetSetElements(r.tab.set(name))
 	if err != nil {
 		return nil, false, fmt.Errorf("listing map %s: %w", name, err)
 	}
@@ -107,30 +112,30 @@ func (t *Table) elements(name string) ([]nftables.SetElement, bool, error) {
 }
 
 // readIngress reads each in4/in6 element and the chain it points at.
-func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[string]bool, error) {
+func (r reading) readIngress(st *State, ours map[string]*nftables.Chain) (map[string]bool, error) {
 	pointed := map[string]bool{}
 	for _, f := range []family{ipv4, ipv6} {
-		els, ok, err := t.elements(f.in)
+		els, ok, err := r.elements(f.in)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			st.Broken = append(st.Broken, "map "+f.in+" missing")
 		}
-		ext, err := t.extIPs(f)
+		ext, err := r.extIPs(f)
 		if err != nil {
 			return nil, err
 		}
 		if ext == nil { // a table made before the set was (Ensure adds it)
 			st.Broken = append(st.Broken, "set "+f.ext+" missing")
 		}
-		if _, ok, err := t.elements(f.seen); err != nil || !ok {
+		if _, ok, err := r.elements(f.seen); err != nil || !ok {
 			if err != nil {
 				return nil, err
 			}
 			st.Broken = append(st.Broken, "set "+f.seen+" missing")
 		}
-		if err := t.readDirect(st, f, ext); err != nil {
+		if err := r.readDirect(st, f, ext); err != nil {
 			return nil, err
 		}
 		for _, el := range els {
@@ -140,7 +145,7 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 				continue
 			}
 			pointed[chain] = true
-			targets, err := t.readTargets(ours[chain])
+			targets, err := r.readTargets(ours[chain])
 			if err != nil {
 				return nil, err
 			}
@@ -160,8 +165,8 @@ func (t *Table) readIngress(st *State, ours map[string]*nftables.Chain) (map[str
 }
 
 // readDirect reads the dnat4/dnat6 elements: IPs with one target each.
-func (t *Table) readDirect(st *State, f family, ext map[netip.Addr]bool) error {
-	els, ok, err := t.elements(f.direct)
+func (r reading) readDirect(st *State, f family, ext map[netip.Addr]bool) error {
+	els, ok, err := r.elements(f.direct)
 	if err != nil {
 		return err
 	}
@@ -183,8 +188,8 @@ func (t *Table) readDirect(st *State, f family, ext map[netip.Addr]bool) error {
 }
 
 // extIPs reads the hairpin rule's set of external IPs.
-func (t *Table) extIPs(f family) (map[netip.Addr]bool, error) {
-	els, ok, err := t.elements(f.ext)
+func (r reading) extIPs(f family) (map[netip.Addr]bool, error) {
+	els, ok, err := r.elements(f.ext)
 	if err != nil || !ok {
 		return nil, err // nil: the set is missing
 	}
@@ -201,8 +206,8 @@ func (t *Table) extIPs(f family) (map[netip.Addr]bool, error) {
 // N over a map of exactly N targets. Anything else reads as no target: a
 // rule that does not DNAT, or whose modulus leaves targets out or draws
 // slots the map lacks, does not steer as we would.
-func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
-	rules, err := t.c.GetRules(t.table, c)
+func (r reading) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
+	rules, err := r.tab.c.GetRules(r.tab.table, c)
 	if err != nil {
 		return nil, fmt.Errorf("listing rules of chain %s: %w", c.Name, err)
 	}
@@ -225,19 +230,19 @@ func (t *Table) readTargets(c *nftables.Chain) ([]netip.Addr, error) {
 	if !dnat || set == "" {
 		return nil, nil
 	}
-	targets, err := t.readSpread(set)
+	targets, err := r.readSpread(set)
 	if err != nil || int(mod) != len(targets) {
 		return nil, err
 	}
 	return targets, nil
 }
 
-func (t *Table) readSpread(name string) ([]netip.Addr, error) {
-	s, err := t.c.GetSetByName(t.table, name)
+func (r reading) readSpread(name string) ([]netip.Addr, error) {
+	s, err := r.tab.c.GetSetByName(r.tab.table, name)
 	if err != nil {
 		return nil, fmt.Errorf("reading map %s: %w", name, err)
 	}
-	els, err := t.c.GetSetElements(s)
+	els, err := r.tab.c.GetSetElements(s)
 	if err != nil {
 		return nil, fmt.Errorf("listing map %s: %w", name, err)
 	}
@@ -253,9 +258,9 @@ func (t *Table) readSpread(name string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func (t *Table) readEgress(st *State) error {
+func (r reading) readEgress(st *State) error {
 	for _, f := range []family{ipv4, ipv6} {
-		els, ok, err := t.elements(f.snat)
+		els, ok, err := r.elements(f.snat)
 		if err != nil {
 			return err
 		}
@@ -273,9 +278,9 @@ func (t *Table) readEgress(st *State) error {
 	return nil
 }
 
-func (t *Table) readHairpins(st *State) error {
+func (r reading) readHairpins(st *State) error {
 	for _, f := range []family{ipv4, ipv6} {
-		els, ok, err := t.elements(f.hp)
+		els, ok, err := r.elements(f.hp)
 		if err != nil {
 			return err
 		}

@@ -73,7 +73,7 @@ func (t *Table) markers() ([]string, []UplinkChain, error) {
 // markLayout marks the table as of this layout, in a transaction of its
 // own after the base chains are filled.
 func (t *Table) markLayout() error {
-	t.c.AddChain(&nftables.Chain{Name: t.layoutChain(), Table: t.table})
+	t.c.AddChain(&nftables.Chain{Name: layoutChain(t.mask()), Table: t.table})
 	if err := t.c.Flush(); err != nil {
 		return fmt.Errorf("marking table inet %s as of %s: %w", TableName, layoutTag, err)
 	}
@@ -100,7 +100,7 @@ const (
 
 // layoutChain is the marker of this layout and of the uplink mask the
 // base rules keep: a table made with another mask is made anew.
-func (t *Table) layoutChain() string { return fmt.Sprintf("layout-5-%08x", t.mask()) }
+func layoutChain(mask uint32) string { return fmt.Sprintf("layout-5-%08x", mask) }
 
 // layoutData is layoutTag as rule user data: a comment, as nft writes one.
 func layoutData() []byte { return userdata.AppendString(nil, userdata.TypeComment, layoutTag) }
@@ -132,9 +132,9 @@ func baseChains(mask uint32) []baseChain {
 	}
 }
 
-func (t *Table) chain(b baseChain) *nftables.Chain {
+func (b baseChain) chain(table *nftables.Table) *nftables.Chain {
 	accept := nftables.ChainPolicyAccept
-	return &nftables.Chain{Name: b.name, Table: t.table, Type: b.typ,
+	return &nftables.Chain{Name: b.name, Table: table, Type: b.typ,
 		Hooknum: b.hook, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(b.priority)), Policy: &accept}
 }
 
@@ -174,7 +174,7 @@ func (t *Table) Ensure() error {
 		t.c.DelChain(m)
 	}
 	for _, b := range baseChains(t.mask()) {
-		ch := t.c.AddChain(t.chain(b))
+		ch := t.c.AddChain(b.chain(t.table))
 		if b.raw != nil {
 			continue // filled below, in a transaction of its own
 		}

@@ -49,6 +49,7 @@ type Table struct {
 	// base check then cost one dump.
 	uses   map[string]uint32
 	usesAt int
+	marking
 }
 
 // takeUses is the dump Uplinks left, once, or a new one.
@@ -79,7 +80,9 @@ func Open() (*Table, error) {
 }
 
 func newTable(c *nftconn.Conn) *Table {
-	return &Table{c: c, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}
+	t := &Table{c: c, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}}
+	t.marking = marking{tab: t}
+	return t
 }
 
 // File is a duplicate of the table's netlink socket. The kernel's release

@@ -337,7 +337,7 @@ func makeEarlierLayout(t *testing.T, netns string, tb *Table) {
 			nft(t, netns, append([]string{"add", "rule", "inet", TableName, chain}, strings.Fields(r)...)...)
 		}
 	}
-	nft(t, netns, "delete", "chain", "inet", TableName, tb.layoutChain())
+	nft(t, netns, "delete", "chain", "inet", TableName, layoutChain(tb.mask()))
 }
 
 // ADD's check reads each base chain's rule count from the kernel's use
@@ -375,7 +375,7 @@ func TestBaseIntactReadsEachBaseChainsRuleCount(t *testing.T) {
 		nft(t, netns, "add", "rule", "inet", TableName, chainOutput, "meta", "mark", "1", "accept")
 		intact(false, "a rule added to chain output by hand")
 		must(t, tb.Ensure())
-		nft(t, netns, "delete", "chain", "inet", TableName, tb.layoutChain())
+		nft(t, netns, "delete", "chain", "inet", TableName, layoutChain(tb.mask()))
 		intact(false, "deleting the layout's marker chain")
 		must(t, tb.Ensure())
 		intact(true, "Ensure after deleting the marker")
@@ -394,8 +394,8 @@ func TestEnsureReplacesAnEarlierLayoutsMarker(t *testing.T) {
 		if _, ok := uses[layoutPrefix+"3"]; ok {
 			t.Errorf("after Ensure the table still has chain %s3: %v", layoutPrefix, uses)
 		}
-		if _, ok := uses[tb.layoutChain()]; !ok {
-			t.Errorf("after Ensure the table has no chain %s: %v", tb.layoutChain(), uses)
+		if _, ok := uses[layoutChain(tb.mask())]; !ok {
+			t.Errorf("after Ensure the table has no chain %s: %v", layoutChain(tb.mask()), uses)
 		}
 	})
 }
@@ -561,7 +561,7 @@ func TestRemovingAnIPWithOneTargetMakesNoChainOrSet(t *testing.T) {
 		}
 		must(t, tb.SetIngress(ext4, []netip.Addr{ctrA, ctrB}))
 		must(t, tb.SetIngress(ext4, nil))
-		ext, err := tb.extIPs(ipv4)
+		ext, err := reading{tab: tb}.extIPs(ipv4)
 		must(t, err)
 		if text := nft(t, netns, "list", "table", "inet", TableName); strings.Contains(text, ingressChain(ext4)) || strings.Contains(text, "192.0.2.10 :") || ext[ext4] {
 			t.Errorf("a spread IP's removal left its chain or elements:\n%s", text)

@@ -59,6 +59,12 @@ const (
 	slotChainRefs = 2
 )
 
+// marking is the table's uplink marking: the chains, maps and elements
+// above, and the move of layout 4's (legacy.go). Table embeds it, so that
+// its exported methods are the table's; it reaches the table's connection
+// and fixed part (Ensure) through tab.
+type marking struct{ tab *Table }
+
 // UplinkChain is one family's marking of one routed uplink.
 type UplinkChain struct {
 	Uplink string
@@ -203,8 +209,8 @@ func slotRules(mark, mask uint32) [][]expr.Any {
 		set(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1, SourceRegister: true})...)}
 }
 
-func (t *Table) slotChainOf(c UplinkChain) *nftables.Chain {
-	return &nftables.Chain{Name: c.name(), Table: t.table}
+func (mk marking) slotChainOf(c UplinkChain) *nftables.Chain {
+	return &nftables.Chain{Name: c.name(), Table: mk.tab.table}
 }
 
 func marksElement(c UplinkChain) []nftables.SetElement {
@@ -215,26 +221,26 @@ func marksElement(c UplinkChain) []nftables.SetElement {
 // uplink-marksF; refill flushes a chain that may be there already (GC's
 // repair), where an ADD's new chain is not (the chain dump said so) and
 // a flush would make the commit destroy, which costs its socket's close.
-func (t *Table) stageChain(c UplinkChain, refill bool) error {
-	ch := t.c.AddChain(t.slotChainOf(c))
+func (mk marking) stageChain(c UplinkChain, refill bool) error {
+	ch := mk.tab.c.AddChain(mk.slotChainOf(c))
 	if refill {
-		t.c.FlushChain(ch)
+		mk.tab.c.FlushChain(ch)
 	}
-	for _, e := range slotRules(c.Mark, t.mask()) {
-		t.c.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e})
+	for _, e := range slotRules(c.Mark, mk.tab.mask()) {
+		mk.tab.c.AddRule(&nftables.Rule{Table: mk.tab.table, Chain: ch, Exprs: e})
 	}
-	return t.c.SetAddElements(c.family().marksSet(t.table), marksElement(c))
+	return mk.tab.c.SetAddElements(c.family().marksSet(mk.tab.table), marksElement(c))
 }
 
 // MarkUplinks makes each chain with its rules and element anew, in one
 // transaction: GC's and repair's, idempotent.
-func (t *Table) MarkUplinks(chains []UplinkChain) error {
+func (mk marking) MarkUplinks(chains []UplinkChain) error {
 	if len(chains) == 0 {
 		return nil
 	}
-	err := t.flush(func() error {
+	err := mk.tab.flush(func() error {
 		for _, c := range chains {
-			if err := t.stageChain(c, true); err != nil {
+			if err := mk.stageChain(c, true); err != nil {
 				return err
 			}
 		}
@@ -250,16 +256,16 @@ func (t *Table) MarkUplinks(chains []UplinkChain) error {
 // one already gone is no error. The kernel refuses to delete a chain that
 // an element still goes to (EBUSY): a member added since the caller found
 // the chain empty keeps it, and the whole removal with it.
-func (t *Table) UnmarkUplinks(chains []UplinkChain) error {
+func (mk marking) UnmarkUplinks(chains []UplinkChain) error {
 	if len(chains) == 0 {
 		return nil
 	}
 	for _, c := range chains {
-		if err := t.stageUnmark(c); err != nil {
+		if err := mk.stageUnmark(c); err != nil {
 			return err
 		}
 	}
-	if err := t.c.Flush(); err != nil {
+	if err := mk.tab.c.Flush(); err != nil {
 		return fmt.Errorf("unmarking uplinks %v in table inet %s: %w", chainNames(chains), TableName, err)
 	}
 	return nil
@@ -268,16 +274,16 @@ func (t *Table) UnmarkUplinks(chains []UplinkChain) error {
 // stageUnmark stages the removal of c's chain (its rule with it) and of
 // its element in uplink-marksF, each added first so that the deletions
 // find them whether or not they are there.
-func (t *Table) stageUnmark(c UplinkChain) error {
-	ch := t.c.AddChain(t.slotChainOf(c))
-	s := c.family().marksSet(t.table)
-	if err := t.c.SetAddElements(s, marksElement(c)); err != nil {
+func (mk marking) stageUnmark(c UplinkChain) error {
+	ch := mk.tab.c.AddChain(mk.slotChainOf(c))
+	s := c.family().marksSet(mk.tab.table)
+	if err := mk.tab.c.SetAddElements(s, marksElement(c)); err != nil {
 		return err
 	}
-	if err := t.c.SetDeleteElements(s, []nftables.SetElement{{Key: native32(c.Mark)}}); err != nil {
+	if err := mk.tab.c.SetDeleteElements(s, []nftables.SetElement{{Key: native32(c.Mark)}}); err != nil {
 		return err
 	}
-	t.c.DelChain(ch)
+	mk.tab.c.DelChain(ch)
 	return nil
 }
 
@@ -297,23 +303,23 @@ func chainNames(cs []UplinkChain) []string {
 // A table of another layout or mask (an upgrade) is made this layout's
 // first (Ensure, which moves layout 4's marking): a change planned on the
 // old marking would find none of its uplinks marked.
-func (t *Table) Uplinks() (map[string]UplinkSlot, error) {
-	uses, err := t.c.ChainUses()
+func (mk marking) Uplinks() (map[string]UplinkSlot, error) {
+	uses, err := mk.tab.c.ChainUses()
 	if isNotFound(err) {
 		return map[string]UplinkSlot{}, nil
 	}
 	if err == nil {
-		if _, ok := uses[t.layoutChain()]; !ok {
-			if err = t.Ensure(); err == nil {
-				uses, err = t.c.ChainUses()
+		if _, ok := uses[layoutChain(mk.tab.mask())]; !ok {
+			if err = mk.tab.Ensure(); err == nil {
+				uses, err = mk.tab.c.ChainUses()
 			}
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
-	t.uses, t.usesAt = uses, t.c.Commits
-	return slotsOf(uses, t.mask()), nil
+	mk.tab.uses, mk.tab.usesAt = uses, mk.tab.c.Commits
+	return slotsOf(uses, mk.tab.mask()), nil
 }
 
 // slotsOf reads the uplinks' chains; an uplink whose chains have two
@@ -354,22 +360,22 @@ func fam(v6 bool) int {
 // SetUplinkMembers adds and removes members in one transaction. A
 // removal of an element that is already gone is retried alone and
 // ignored, so that a replay finishes.
-func (t *Table) SetUplinkMembers(add, del []UplinkMember) error {
+func (mk marking) SetUplinkMembers(add, del []UplinkMember) error {
 	if len(add)+len(del) == 0 {
 		return nil
 	}
-	err := t.flush(func() error { return t.stageMembers(add, del) })
+	err := mk.tab.flush(func() error { return mk.stageMembers(add, del) })
 	if err == nil || !isNotFound(err) {
 		return wrapMembers(err)
 	}
-	if err := t.flush(func() error { return t.stageMembers(add, nil) }); err != nil {
+	if err := mk.tab.flush(func() error { return mk.stageMembers(add, nil) }); err != nil {
 		return wrapMembers(err)
 	}
 	for _, m := range del {
-		if err := t.stageMembers(nil, []UplinkMember{m}); err != nil {
+		if err := mk.stageMembers(nil, []UplinkMember{m}); err != nil {
 			return wrapMembers(err)
 		}
-		if err := t.c.Flush(); err != nil && !isNotFound(err) {
+		if err := mk.tab.c.Flush(); err != nil && !isNotFound(err) {
 			return wrapMembers(err)
 		}
 	}
@@ -385,18 +391,18 @@ func wrapMembers(err error) error {
 
 // stageMembers stages the removals first: an egress address that moves
 // to another uplink is removed from one chain and added to the other.
-func (t *Table) stageMembers(add, del []UplinkMember) error {
+func (mk marking) stageMembers(add, del []UplinkMember) error {
 	for _, m := range del {
 		s, el := m.element()
-		s.Table, el.VerdictData = t.table, nil // removed by key, whichever chain it goes to
-		if err := t.c.SetDeleteElements(s, []nftables.SetElement{el}); err != nil {
+		s.Table, el.VerdictData = mk.tab.table, nil // removed by key, whichever chain it goes to
+		if err := mk.tab.c.SetDeleteElements(s, []nftables.SetElement{el}); err != nil {
 			return err
 		}
 	}
 	for _, m := range add {
 		s, el := m.element()
-		s.Table = t.table
-		if err := t.c.SetAddElements(s, []nftables.SetElement{el}); err != nil {
+		s.Table = mk.tab.table
+		if err := mk.tab.c.SetAddElements(s, []nftables.SetElement{el}); err != nil {
 			return err
 		}
 	}
@@ -413,9 +419,9 @@ type UplinkState struct {
 }
 
 // ReadUplinks lists the marking; for CHECK, GC, repair and status.
-func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
+func (mk marking) ReadUplinks(mask uint32) (*UplinkState, error) {
 	st := &UplinkState{Members: map[int][]UplinkMember{}}
-	uses, err := t.c.ChainUses()
+	uses, err := mk.tab.c.ChainUses()
 	if isNotFound(err) {
 		st.Uplinks = map[string]UplinkSlot{}
 		return st, nil
@@ -426,10 +432,10 @@ func (t *Table) ReadUplinks(mask uint32) (*UplinkState, error) {
 	st.Uplinks = slotsOf(uses, mask)
 	st.Broken = twoSlots(uses)
 	for _, f := range []family{ipv4, ipv6} {
-		if err := t.readMembers(st, f); err != nil {
+		if err := mk.readMembers(st, f); err != nil {
 			return nil, err
 		}
-		if err := t.readMarks(st, f, mask); err != nil {
+		if err := mk.readMarks(st, f, mask); err != nil {
 			return nil, err
 		}
 	}
@@ -455,10 +461,10 @@ func twoSlots(uses map[string]uint32) []string {
 
 // readMembers lists f's members from its two maps; an element that goes
 // to no chain of ours is broken.
-func (t *Table) readMembers(st *UplinkState, f family) error {
+func (mk marking) readMembers(st *UplinkState, f family) error {
 	for _, ingress := range []bool{true, false} {
-		s := f.uplinkSet(t.table, ingress)
-		els, err := t.c.GetSetElements(s)
+		s := f.uplinkSet(mk.tab.table, ingress)
+		els, err := mk.tab.c.GetSetElements(s)
 		if err != nil {
 			st.Broken = append(st.Broken, "map "+s.Name+" missing")
 			continue
@@ -489,9 +495,9 @@ func memberOf(el nftables.SetElement, f family, ingress bool) (UplinkMember, boo
 
 // readMarks checks each chain of family f: its element in uplink-marksF
 // and its rule.
-func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
-	s := f.marksSet(t.table)
-	els, err := t.c.GetSetElements(s)
+func (mk marking) readMarks(st *UplinkState, f family, mask uint32) error {
+	s := f.marksSet(mk.tab.table)
+	els, err := mk.tab.c.GetSetElements(s)
 	if err != nil {
 		st.Broken = append(st.Broken, "map "+s.Name+" missing")
 		return nil
@@ -511,7 +517,7 @@ func (t *Table) readMarks(st *UplinkState, f family, mask uint32) error {
 		if m, ok := goes[c.name()]; !ok || m != c.Mark {
 			st.Broken = append(st.Broken, fmt.Sprintf("map %s does not send mark %#x to chain %s", s.Name, c.Mark, c.name()))
 		}
-		rules, err := t.c.DumpRules(c.name())
+		rules, err := mk.tab.c.DumpRules(c.name())
 		if err != nil {
 			return fmt.Errorf("listing rules of chain %s: %w", c.name(), err)
 		}

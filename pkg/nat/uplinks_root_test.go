@@ -168,7 +168,7 @@ func TestEnsureMovesLayout4sUplinkMarkingToChains(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		must(t, tb.Ensure())
 		for _, c := range [][]string{
-			{"delete", "chain", "inet", TableName, tb.layoutChain()},
+			{"delete", "chain", "inet", TableName, layoutChain(tb.mask())},
 			{"add", "chain", "inet", TableName, "layout-4"},
 			{"add", "set", "inet", TableName, "up4-2", "{", "type", "ipv4_addr;", "}"},
 			{"add", "set", "inet", TableName, "eg4-2", "{", "type", "ipv4_addr;", "}"},
