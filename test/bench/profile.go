@@ -22,16 +22,24 @@ type subject struct {
 	mk   func(i int) call
 }
 
-func (b *bench) subjects(n *node) []subject {
-	ss := []subject{{"host-local", b.refCall(n, "host-local", "prof", b.hostLocalConf("host-local-profile"))}}
-	for _, t := range b.trafficModes() {
+func (p *profiler) subjects() []subject {
+	ss := []subject{{"host-local", p.refCall(p.n, "host-local", "prof", p.hostLocalConf("host-local-profile"))}}
+	for _, t := range p.trafficModes() {
 		for _, v6 := range []bool{false, true} {
 			ss = append(ss, subject{fmt.Sprintf("external-ip-%s-%s", famName(v6), t), func(i int) call {
-				return b.eipCall(b.bins["external-ip"], "ADD", n, 2_000_000+i, t, scenarioIP(60, i, v6))
+				return p.eipCall(p.bins["external-ip"], "ADD", p.n, 2_000_000+i, t, scenarioIP(60, i, v6))
 			}})
 		}
 	}
 	return ss
+}
+
+// profiler runs the profiling hooks of -strace, -perf and -inittrace on
+// node n, keeping each tool's raw output in dir.
+type profiler struct {
+	*bench
+	n   *node
+	dir string
 }
 
 // profiles runs the hooks the flags ask for, after the iterations (the
@@ -51,17 +59,18 @@ func (b *bench) profiles(n *node, churn *churn) error {
 			return err
 		}
 	}
-	for _, s := range b.subjects(n) {
+	p := &profiler{bench: b, n: n, dir: dir}
+	for _, s := range p.subjects() {
 		if b.opts.inittrace {
-			b.inittrace(n, s, dir)
+			p.inittrace(s)
 		}
 		if b.opts.strace {
-			if err := b.straceOne(n, s, dir); err != nil {
+			if err := p.straceOne(s); err != nil {
 				return err
 			}
 		}
 		if b.opts.perf {
-			if err := b.perfRecord(n, s, dir); err != nil {
+			if err := p.perfRecord(s); err != nil {
 				return err
 			}
 		}
@@ -70,48 +79,37 @@ func (b *bench) profiles(n *node, churn *churn) error {
 	return nil
 }
 
-// runPair runs one ADD and its DEL of s, the ADD changed by wrap.
-func (b *bench) runPair(n *node, s subject, i int, wrap func(*call)) sample {
-	c := s.mk(i)
-	add := c
-	wrap(&add)
-	x := b.execIn(n, add)
-	c.command = "DEL"
-	if d := b.execIn(n, c); d.err != nil && x.err == nil {
-		x.err = d.err
-	}
-	return x
-}
-
-// tracedPair is runPair with wrap on the DEL instead when -strace-del asks
-// for it: a steered DEL's extra work (conntrack queue, clean-up child)
-// shows only there.
-func (b *bench) tracedPair(n *node, s subject, i int, wrap func(*call)) sample {
-	if !b.opts.straceDel {
-		return b.runPair(n, s, i, wrap)
-	}
-	c := s.mk(i)
-	if x := b.execIn(n, c); x.err != nil {
+// runPair runs one ADD and its DEL of s, the ADD changed by wrap, or the
+// DEL when onDel (-strace-del: a steered DEL's extra work, its conntrack
+// queue and clean-up child, shows only there), and returns that call's.
+func (p *profiler) runPair(s subject, i int, wrap func(*call), onDel bool) sample {
+	add := s.mk(i)
+	del := add
+	del.command = "DEL"
+	wrap(map[bool]*call{false: &add, true: &del}[onDel])
+	x := p.execIn(p.n, add)
+	if onDel && x.err != nil {
 		return x
 	}
-	c.command = "DEL"
-	wrap(&c)
-	return b.execIn(n, c)
+	if d := p.execIn(p.n, del); onDel || d.err != nil && x.err == nil {
+		return d
+	}
+	return x
 }
 
 // inittrace runs ADDs with GODEBUG=inittrace=1 and prints the median time
 // from the runtime's start to the end of the last package init, and the
 // costliest inits. Lines read "init pkg @0.008 ms, 0.002 ms clock, ...".
-func (b *bench) inittrace(n *node, s subject, dir string) {
+func (p *profiler) inittrace(s subject) {
 	var toMain []time.Duration
 	perPkg := map[string][]time.Duration{}
-	for i := range b.opts.profileRuns {
-		x := b.runPair(n, s, 1000+i, func(c *call) { c.env = []string{"GODEBUG=inittrace=1"} })
+	for i := range p.opts.profileRuns {
+		x := p.runPair(s, 1000+i, func(c *call) { c.env = []string{"GODEBUG=inittrace=1"} }, false)
 		if x.err != nil {
 			logf("inittrace %s: %v", s.name, x.err)
 			continue
 		}
-		writeFile(filepath.Join(dir, "inittrace-"+s.name+".txt"), string(x.stderr))
+		writeFile(filepath.Join(p.dir, "inittrace-"+s.name+".txt"), string(x.stderr))
 		var last time.Duration
 		for _, line := range strings.Split(string(x.stderr), "\n") {
 			f := strings.Fields(line)
@@ -152,11 +150,11 @@ var (
 // straceOne runs one ADD under `strace -f -C -w -yy -T`, keeps the log and
 // prints its summary (wall time in each call) and, from the log, the
 // netlink requests by type, the sockets by family and a few calls that cost.
-func (b *bench) straceOne(n *node, s subject, dir string) error {
-	path := filepath.Join(dir, "strace-"+s.name+".txt")
-	x := b.tracedPair(n, s, 3000, func(c *call) {
+func (p *profiler) straceOne(s subject) error {
+	path := filepath.Join(p.dir, "strace-"+s.name+".txt")
+	x := p.runPair(s, 3000, func(c *call) {
 		c.args = []string{"strace", "-f", "-C", "-w", "-yy", "-tt", "-T", "-s", "256", "-o", path}
-	})
+	}, p.opts.straceDel)
 	if x.err != nil {
 		return fmt.Errorf("strace %s: %w", s.name, x.err)
 	}
@@ -178,7 +176,7 @@ func (b *bench) straceOne(n *node, s subject, dir string) error {
 		}
 	}
 	what := "ADD"
-	if b.opts.straceDel {
+	if p.opts.straceDel {
 		what = "DEL"
 	}
 	fmt.Printf("strace %s (one %s, its children included):\n%s", s.name, what, summary)
@@ -191,15 +189,15 @@ func (b *bench) straceOne(n *node, s subject, dir string) error {
 // perfRecord samples the whole machine while profileRuns ADDs of s run, and
 // prints the symbols of s's own processes (by comm): the other helpers'
 // load lands in the file but not in the report.
-func (b *bench) perfRecord(n *node, s subject, dir string) error {
-	data := filepath.Join(dir, "perf-"+s.name+".data")
+func (p *profiler) perfRecord(s subject) error {
+	data := filepath.Join(p.dir, "perf-"+s.name+".data")
 	rec := exec.Command("perf", "record", "-F", "4999", "-a", "-g", "-q", "-o", data)
 	if err := rec.Start(); err != nil {
 		return fmt.Errorf("perf record: %w", err)
 	}
 	time.Sleep(500 * time.Millisecond) // perf sets up its buffers before it samples
-	for i := range b.opts.profileRuns {
-		if x := b.runPair(n, s, 5000+i, func(*call) {}); x.err != nil {
+	for i := range p.opts.profileRuns {
+		if x := p.runPair(s, 5000+i, func(*call) {}, false); x.err != nil {
 			logf("perf %s: %v", s.name, x.err)
 		}
 	}
@@ -211,7 +209,7 @@ func (b *bench) perfRecord(n *node, s subject, dir string) error {
 	if err != nil {
 		return fmt.Errorf("perf report: %v: %s", err, out)
 	}
-	writeFile(filepath.Join(dir, "perf-"+s.name+".txt"), string(out))
-	fmt.Printf("perf %s (%d ADDs and DELs, comm %s):\n%s\n", s.name, b.opts.profileRuns, comm, out)
+	writeFile(filepath.Join(p.dir, "perf-"+s.name+".txt"), string(out))
+	fmt.Printf("perf %s (%d ADDs and DELs, comm %s):\n%s\n", s.name, p.opts.profileRuns, comm, out)
 	return nil
 }
