@@ -29,17 +29,6 @@ const (
 	maxMethods = 40
 )
 
-// overBudget are the packages and types over a budget when it was set,
-// each held to its figure then, so that it can shrink and never grow.
-// Both belong to the work on pod churn (pkg/nat, test/bench); pkg/nat's
-// uplink marking (uplinks.go) would go beside pkg/uplinkroute, and its
-// Table's methods to a type per object it makes.
-var overBudget = map[string]int{
-	"pkg/nat":          3247,
-	"pkg/nat.Table":    70,
-	"test/bench.bench": 41,
-}
-
 // pkg is one package of the module: its path inside the module and its
 // directory.
 type pkg struct{ rel, dir string }
@@ -94,19 +83,12 @@ func lines(t *testing.T, files []string) int {
 	return n
 }
 
-func budget(name string, standard int) int {
-	if n, ok := overBudget[name]; ok {
-		return n
-	}
-	return standard
-}
-
 func TestNoPackageIsOverItsBudgetOfProductionLines(t *testing.T) {
 	sizes := map[string]int{}
 	for _, p := range packages(t) {
 		sizes[p.rel] = lines(t, production(t, p.dir))
-		if max := budget(p.rel, maxLines); sizes[p.rel] > max {
-			t.Errorf("%s has %d production lines, over its budget of %d: split it along a seam (docs/architecture.md)", p.rel, sizes[p.rel], max)
+		if sizes[p.rel] > maxLines {
+			t.Errorf("%s has %d production lines, over the budget of %d: split it along a seam (docs/architecture.md)", p.rel, sizes[p.rel], maxLines)
 		}
 	}
 	if sizes["pkg/assigner"] < 1000 || sizes["pkg/host"] < 500 {
@@ -155,8 +137,8 @@ func TestNoTypeHasMoreMethodsThanItsBudget(t *testing.T) {
 		for typ, n := range methods(t, production(t, p.dir)) {
 			name := p.rel + "." + typ
 			counted[name] = n
-			if max := budget(name, maxMethods); n > max {
-				t.Errorf("%s has %d methods, over its budget of %d: give a part of its work a type of its own", name, n, max)
+			if n > maxMethods {
+				t.Errorf("%s has %d methods, over the budget of %d: give a part of its work a type of its own", name, n, maxMethods)
 			}
 		}
 	}
