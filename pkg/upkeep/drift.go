@@ -26,9 +26,9 @@ var driftKinds = []struct{ word, kind string }{
 	{"held as a route but also an address of", KindAddress},
 	{"carries addresses or routes", KindAddress},
 	{"interrupted change", KindJournal},
-	// The uplink routing's lines (uplinks_sync.go) name a slot, a rule, a
-	// table's gateway, the marking or its chains and maps (nat's
-	// uplinks.go).
+	// The uplink routing's lines (uplinkroute's reconcile.go and
+	// routes.go) name a slot, a rule, a table's gateway, the marking or
+	// its chains and maps (nat's uplinks.go).
 	{"slot", KindRouting},
 	{"rule pref", KindRouting},
 	{"routes by", KindRouting},

@@ -2,7 +2,8 @@ package upkeep
 
 import "testing"
 
-// The lines are the assigner's (report.go, traffic_report.go), as
+// The lines are the assigner's (report.go, routing.go), steer's
+// (compare.go) and uplinkroute's (reconcile.go, routes.go), as
 // `external-ip status` prints them.
 func TestEveryDriftLineHasItsKind(t *testing.T) {
 	for _, tc := range []struct{ line, kind string }{
