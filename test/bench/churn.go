@@ -151,11 +151,13 @@ func (c *churn) cycleUnits(res *results) {
 }
 
 // churnComparisons hold a steered ADD right after a DEL to the unsteered
-// one's in the same conditions, and show what back to back and a cycling
-// node cost over the interleaved rows.
+// one's in the same conditions (also paired by round, with the CPU time:
+// what the steered ADD waits for shows as wall time that is not CPU), and
+// show what back to back and a cycling node cost over the interleaved rows.
 func churnComparisons(def string) []comparison {
 	return []comparison{
 		{ours: churnRow("ADD", def), ref: churnRow("ADD", trafficNone), diff: true, goal: "<= +1 ms"},
+		{ours: churnRow("ADD", def), ref: churnRow("ADD", trafficNone), paired: true, cpu: true},
 		{ours: churnRow("DEL", def), ref: churnRow("DEL", trafficNone), diff: true},
 		{ours: churnRow("ADD", def), ref: "host-local ADD"},
 		{ours: churnRow("DEL", def), ref: "host-local DEL"},

@@ -74,7 +74,7 @@ func TestTheChurnRowsArePrintedWithP50AndP95(t *testing.T) {
 func TestEveryComparisonStatesP95AndTheExecFloor(t *testing.T) {
 	b, res := filledResults(t)
 	table := res.comparisonTable(b)
-	var churnGoal, tail bool
+	var churnGoal, churnPaired, tail bool
 	for _, line := range strings.Split(table, "\n")[2:] {
 		if line == "" {
 			continue
@@ -89,10 +89,12 @@ func TestEveryComparisonStatesP95AndTheExecFloor(t *testing.T) {
 			}
 		}
 		churnGoal = churnGoal || c[0] == churnRow("ADD", trafficBoth) && c[1] == churnRow("ADD", trafficNone) && strings.HasSuffix(c[6], " ms")
+		churnPaired = churnPaired || c[0] == churnRow("ADD", trafficBoth) && c[1] == churnRow("ADD", trafficNone) &&
+			strings.HasPrefix(c[6], "paired ") && strings.Contains(c[6], "; CPU ")
 		tail = tail || c[0] == churnRow("ADD", trafficBoth) && c[1] == c[0] && strings.HasPrefix(c[6], "p95 ")
 	}
-	if !churnGoal || !tail {
-		t.Errorf("churn comparison found %v, its tail %v:\n%s", churnGoal, tail, table)
+	if !churnGoal || !churnPaired || !tail {
+		t.Errorf("churn comparison found %v, paired with its CPU %v, its tail %v:\n%s", churnGoal, churnPaired, tail, table)
 	}
 	if r := res.regime(); !regexp.MustCompile(`^regime: exec floor p50 \d+\.\d\d ms, p95 \d+\.\d\d ms: (fast|slow) `).MatchString(r) {
 		t.Errorf("regime line does not parse: %q", r)

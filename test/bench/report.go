@@ -209,8 +209,9 @@ func (r *results) comparisonTable(b *bench) string {
 		if o == nil || t == nil || len(o.samples) == 0 || len(t.samples) == 0 {
 			continue
 		}
+		rounds := map[bool]int{false: b.opts.uplinkRounds, true: b.opts.churnRounds}[o.group == "churn"]
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.ours, c.ref,
-			ms(p(o, 50)), ms(p(o, 95)), ms(p(t, 50)), ms(p(t, 95)), c.figure(o, t, b.opts.uplinkRounds), floor, c.goal)
+			ms(p(o, 50)), ms(p(o, 95)), ms(p(t, 50)), ms(p(t, 95)), c.figure(o, t, rounds), floor, c.goal)
 	}
 	return sb.String()
 }
