@@ -146,10 +146,11 @@ func (b baseChain) chain(table *nftables.Table) *nftables.Chain {
 // flows (seeAll): base rules made anew (an earlier layout, a flushed
 // chain, a set deleted by hand) recorded none of the flows before them.
 // The chain with a raw rule (postrouting) is flushed and refilled in a
-// second transaction of our own (nftconn.Conn.FillChain), so that each chain still
-// changes at once, and the marker comes in a third: a crash before it
-// leaves a table without the marker (and a new table's postrouting
-// empty), which the next ADD that steers makes anew, as repair does.
+// second transaction of our own (nftconn.Conn.FillChain), so that each
+// chain still changes at once, and the marker comes in a third: a crash
+// before it leaves a table without the marker (and a new table's
+// postrouting empty), which the next ADD that steers makes anew, as
+// repair does.
 func (t *Table) Ensure() error {
 	markers, slots, err := t.markers()
 	if err != nil {
