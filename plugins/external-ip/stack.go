@@ -7,11 +7,11 @@ import "github.com/vishvananda/netlink/nl"
 // RECEIVE_BUFFER_SIZE buffer in its frame. Otherwise the stack grows by
 // doubling as the call deepens (skel, the config's decoding) and then
 // jumps to fit that frame, and each new stack is fresh memory: without
-// growStack a steered ADD took 23 page faults more and a DEL 18, and each
-// 0.6 to 1.0 ms more end to end (A/B, each 95% interval above 0, in a
-// slow run where a fault costs 16 to 20 us; docs/performance.md, "Figures
-// behind design choices"). Where faults are cheap it costs the zeroing of
-// the frame. TestGrowStackAllocatesNothing keeps the frame on the stack.
+// growStack a steered ADD took 22 page faults more and a DEL 18 to 23,
+// and each 0.6 to 1.2 ms more end to end (A/B, each 95% interval above 0,
+// in slow runs where a fault costs 16 to 50 us; docs/performance.md,
+// "Figures behind design choices"). Where faults are cheap it costs the
+// zeroing of the frame. TestGrowStackAllocatesNothing keeps the frame on the stack.
 //
 //go:noinline
 func growStack() {
