@@ -15,6 +15,6 @@
 // Every child that inherits sockets is told through a pipe when the
 // plugin has closed its own copies, so that the child's close is the last.
 //
-// It opens no socket and knows no protocol: it only holds, hands over and
-// closes the files it is given.
+// It opens no socket and knows no protocol: it only copies (Dup), holds,
+// hands over and closes the sockets and files it is given.
 package linger
