@@ -34,51 +34,30 @@ LDFLAGS=$(tr '\n' ' ' <<<"$LDFLAGS")
 TAGS=providerless
 KEY=$( (cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/etcd/main.go"; echo "$LDFLAGS $TAGS"; go env GOVERSION) | sha256sum | cut -d' ' -f1)
 
-complete() {
-  local b
-  [ "$(cat "$OUT/.key" 2>/dev/null)" = "$KEY" ] || return 1
-  for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || return 1; done
+source "$HERE/../build-cache.sh"
+
+# build TMP: the binaries into TMP, one after the other, the control plane
+# first: each reuses what the ones before compiled (Go's build cache), and a
+# reader of the log sees how far it got.
+build() {
+  local tmp=$1 t0 b pkg
+  echo "build.sh: building Kubernetes $VERSION and etcd into $OUT (20 to 40 minutes on 2 cores; progress in $LOG)" >&2
+  t0=$(date +%s)
+  # A subshell, each step checked: set -e does not apply left of ||.
+  (
+    echo "== $(date -u +%FT%TZ) build of $VERSION, key $KEY, $(go version)"
+    # -trimpath and no cgo, as the release's static binaries are; -v names
+    # each package as it is compiled (the progress in the log).
+    cd "$MOD" || exit 1
+    for b in "${BINS[@]}"; do
+      pkg=k8s.io/kubernetes/cmd/$b
+      [ "$b" != etcd ] || pkg=./etcd
+      CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false${K8S_BUILD_P:+ -p=$K8S_BUILD_P}" \
+        nice -n "${K8S_BUILD_NICE:-15}" go build -v -trimpath -tags "$TAGS" -ldflags "$LDFLAGS" -o "$tmp/" "$pkg" || exit 1
+      echo "== $(date -u +%FT%TZ) $b built at $(( $(date +%s) - t0 ))s"
+    done
+    echo "== $(date -u +%FT%TZ) built in $(( $(date +%s) - t0 ))s"
+  ) >>"$LOG" 2>&1 || { echo "build.sh: build failed; last lines of $LOG:" >&2; tail -n 20 "$LOG" >&2; return 1; }
 }
 
-if complete; then echo "$OUT"; exit 0; fi
-if [ "${1:-}" = --check ]; then
-  echo "build.sh: Kubernetes $VERSION is not built in $OUT: run $0 (20 to 40 minutes)" >&2
-  exit 1
-fi
-mkdir -p "$CACHE"
-exec 9>"$CACHE/kubernetes-$VERSION.lock"
-if ! flock -n 9; then
-  echo "build.sh: another build of $VERSION is running (see $LOG); waiting" >&2
-  flock 9
-fi
-if complete; then echo "$OUT"; exit 0; fi
-
-echo "build.sh: building Kubernetes $VERSION and etcd into $OUT (20 to 40 minutes on 2 cores; progress in $LOG)" >&2
-tmp=$(mktemp -d "$CACHE/.kubernetes-$VERSION.XXXX")
-trap 'rm -rf "$tmp"' EXIT
-t0=$(date +%s)
-# A subshell, each step checked: set -e does not apply left of ||.
-(
-  echo "== $(date -u +%FT%TZ) build of $VERSION, key $KEY, $(go version)"
-  # -trimpath and no cgo, as the release's static binaries are; -v names
-  # each package as it is compiled (the progress in the log).
-  cd "$MOD" || exit 1
-  # One binary after the other, the control plane first: each reuses what
-  # the ones before compiled (the build cache), and a log reader can see
-  # how far it got.
-  for b in "${BINS[@]}"; do
-    pkg=k8s.io/kubernetes/cmd/$b
-    [ "$b" != etcd ] || pkg=./etcd
-    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false${K8S_BUILD_P:+ -p=$K8S_BUILD_P}" \
-      nice -n "${K8S_BUILD_NICE:-15}" go build -v -trimpath -tags "$TAGS" -ldflags "$LDFLAGS" -o "$tmp/" "$pkg" || exit 1
-    echo "== $(date -u +%FT%TZ) $b built at $(( $(date +%s) - t0 ))s"
-  done
-  echo "== $(date -u +%FT%TZ) built in $(( $(date +%s) - t0 ))s"
-) >>"$LOG" 2>&1 || { echo "build.sh: build failed; last lines of $LOG:" >&2; tail -n 20 "$LOG" >&2; exit 1; }
-for b in "${BINS[@]}"; do [ -x "$tmp/$b" ] || { echo "build.sh: no $b built; see $LOG" >&2; exit 1; }; done
-echo "$KEY" >"$tmp/.key"
-rm -rf "$OUT"
-mv "$tmp" "$OUT"
-chmod 0755 "$OUT"
-echo "build.sh: built in $(( $(date +%s) - t0 ))s" >&2
-echo "$OUT"
+cache_build "$OUT" "$KEY" build "${1:-}" "${BINS[@]}"
