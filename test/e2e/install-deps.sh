@@ -12,7 +12,7 @@ BIN="$(cd "$BIN" && pwd)"
 
 CRICTL_VERSION=v1.34.0
 CNI_VERSION=v1.3.1          # cnitool
-PLUGINS_VERSION=v1.10.0     # bridge, host-local
+PLUGINS_VERSION=v1.10.0     # bridge, host-local, loopback, portmap
 
 APT_PKGS=(containerd runc podman buildah busybox-static iproute2 nftables tcpdump
           iptables jq util-linux procps psmisc uidmap prometheus curl openssl)
@@ -50,6 +50,28 @@ else
   log "apt: all packages present"
 fi
 
+# Unpacked under BIN/deb/PACKAGE, not installed: the critest recipe makes
+# its images of them. Debian's busybox (dynamic) runs an applet from its file,
+# as an image's shell does (busybox-static runs it in-process, whatever the
+# file), and conflicts with busybox-static; nginx, installed, would start its
+# service on the machine's port 80; catatonit is static, the images' pause.
+for p in busybox nginx catatonit; do
+  dir=$BIN/deb/$p
+  [ ! -s "$dir/.deb" ] || continue
+  log "apt: unpacking $p into $dir"
+  tmp=$(mktemp -d)
+  chown _apt "$tmp" 2>/dev/null || true    # apt downloads as _apt
+  if ! (cd "$tmp" && apt-get download -qq "$p" >/dev/null 2>&1); then
+    apt-get update -qq
+    (cd "$tmp" && apt-get download -qq "$p" >/dev/null)
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  dpkg-deb -x "$tmp"/*.deb "$dir"
+  (cd "$tmp" && ls -- *.deb) >"$dir/.deb"
+  rm -rf "$tmp"
+done
+
 command -v go >/dev/null || { log "go not on PATH"; exit 1; }
 export GOBIN="$BIN" CGO_ENABLED=0
 
@@ -60,8 +82,9 @@ declare -A TOOLS=(
   [bridge]="github.com/containernetworking/plugins/plugins/main/bridge@$PLUGINS_VERSION"
   [host-local]="github.com/containernetworking/plugins/plugins/ipam/host-local@$PLUGINS_VERSION"
   [loopback]="github.com/containernetworking/plugins/plugins/main/loopback@$PLUGINS_VERSION"
+  [portmap]="github.com/containernetworking/plugins/plugins/meta/portmap@$PLUGINS_VERSION"
 )
-for t in crictl cnitool bridge host-local loopback; do
+for t in crictl cnitool bridge host-local loopback portmap; do
   want="${TOOLS[$t]}"
   stamp="$BIN/.$t.version"
   if [ -x "$BIN/$t" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -72,5 +95,5 @@ for t in crictl cnitool bridge host-local loopback; do
   (cd / && GOFLAGS='' go install "$want")
   echo "$want" >"$stamp"
 done
-log "go tools present in $BIN ($(ls "$BIN" | tr '\n' ' '))"
+log "go tools present in $BIN ($(find "$BIN" -maxdepth 1 -type f -perm -u+x -printf '%f '))"
 log "done in $(( $(date +%s) - t0 ))s"

@@ -2,10 +2,11 @@
 # Common helpers for the e2e recipes. Source it; do not run it.
 #
 # Every recipe:
-#  - re-executes itself in a private PID + mount namespace (e2e_isolate), so
-#    that whatever it starts (daemons, shims, containers, the plugin's
-#    background announcers) is killed by the kernel when the recipe ends,
-#    even on kill -9, and every mount it makes vanishes with it;
+#  - re-executes itself in a private PID + mount + IPC namespace
+#    (e2e_isolate), so that whatever it starts (daemons, shims, containers,
+#    the plugin's background announcers) is killed by the kernel when the
+#    recipe ends, even on kill -9, and every mount and System V IPC object it
+#    makes vanishes with it;
 #  - creates two network namespaces, "host" (the node) and "lan", joined by a
 #    veth pair, and runs every runtime inside "host" (e2e_netns_setup);
 #  - runs external-ip ($PLUGIN, default bin/external-ip) in the chain of a
@@ -21,7 +22,7 @@ set -eEuo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 E2E_REPO="$(cd "$E2E_DIR/../.." && pwd)"
-E2E_BIN="${E2E_BIN:-$E2E_DIR/bin}"            # crictl, cnitool, bridge, host-local, loopback
+E2E_BIN="${E2E_BIN:-$E2E_DIR/bin}"            # crictl, cnitool, bridge, host-local, loopback, portmap
 E2E_TIMEOUT="${E2E_TIMEOUT:-90}"              # whole-recipe bound, seconds
 E2E_EXAMPLES="$E2E_REPO/conflist-examples"
 PLUGIN="${PLUGIN:-$E2E_REPO/bin/external-ip}"
@@ -85,7 +86,8 @@ expect_eq() {
 # ---------------------------------------------------- isolation, cleanup
 
 # e2e_isolate "$@": call first thing in a recipe. Re-execs the recipe as PID 1
-# of a new PID namespace with a private mount namespace. unshare(1) ignores
+# of a new PID namespace with private mount and IPC namespaces (a pod with
+# host IPC shares the recipe's, not the machine's). unshare(1) ignores
 # SIGINT/SIGTERM and SIGKILLs the recipe if it dies itself (--kill-child);
 # when the recipe (PID 1) exits, the kernel kills every process left in the
 # namespace. An outer timeout(1) sends SIGTERM to the process group (the
@@ -95,7 +97,7 @@ e2e_isolate() {
   [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 1; }
   export E2E_ISOLATED=1
   exec timeout -k 30 "$E2E_TIMEOUT" \
-    unshare --pid --fork --kill-child --mount --propagation private --mount-proc \
+    unshare --pid --fork --kill-child --mount --propagation private --mount-proc --ipc \
     bash "$0" "$@"
 }
 
@@ -244,7 +246,7 @@ e2e_ping() {
 e2e_cni_bin() {
   local d=$1
   mkdir -p "$d"
-  for p in bridge host-local loopback; do ln -sf "$E2E_BIN/$p" "$d/$p"; done
+  for p in bridge host-local loopback portmap; do ln -sf "$E2E_BIN/$p" "$d/$p"; done
   ln -sf "$E2E_DIR/recorder" "$d/recorder"
   ln -sf "$(readlink -f "$PLUGIN")" "$d/external-ip"
 }
@@ -350,49 +352,76 @@ e2e_lan_learned() {
 
 # ---------------------------------------------------------------- images
 
-# e2e_rootfs DIR: a minimal rootfs, busybox-static and its applet links.
+# e2e_rootfs DIR [BUSYBOX]: a minimal rootfs, BUSYBOX (default
+# busybox-static's) and its applets as hard links, as the busybox images
+# have them: a path masked in a container (a bind mount over it) is then
+# that applet alone, not the binary every applet links to. A dynamic
+# BUSYBOX needs e2e_rootfs_libs.
 e2e_rootfs() {
-  local d=$1
+  local d=$1 bb=${2:-/bin/busybox}
   mkdir -p "$d/bin" "$d/proc" "$d/sys" "$d/dev" "$d/etc" "$d/tmp" "$d/run"
-  cp /bin/busybox "$d/bin/busybox"
+  cp "$bb" "$d/bin/busybox"
   local a
   for a in $("$d/bin/busybox" --list); do
-    [ -e "$d/bin/$a" ] || ln -s busybox "$d/bin/$a"
+    [ -e "$d/bin/$a" ] || ln "$d/bin/busybox" "$d/bin/$a"
   done
   echo 'root:x:0:0:root:/:/bin/sh' >"$d/etc/passwd"
   echo 'root:x:0:' >"$d/etc/group"
 }
 
-# e2e_oci_archive ROOTFS REF OUT: an OCI image archive of ROOTFS named REF,
+# e2e_rootfs_libs DIR ELF...: copies into the rootfs DIR, at their paths on
+# this machine, the shared libraries and the loader that each dynamically
+# linked ELF file needs (as ldd resolves them here); fails naming a missing one.
+e2e_rootfs_libs() {
+  local d=$1 f lib
+  shift
+  for f in "$@"; do
+    ! ldd "$f" 2>&1 | grep 'not found' || { echo "e2e_rootfs_libs: $f needs a library this machine lacks" >&2; return 1; }
+    for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*'); do
+      [ -e "$d$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$d$lib"
+    done
+  done
+}
+
+# e2e_oci_image ROOTFS REF DEST [CONFIG...]: ROOTFS as an image named REF,
 # built with buildah (own storage under $E2E_TMP, vfs driver: no overlay
-# mounts needed).
-e2e_oci_archive() {
-  local rootfs=$1 ref=$2 out=$3
+# mounts needed) and pushed to DEST, a buildah destination (oci:DIR:REF adds
+# it to the OCI layout DIR, which may hold others). Its command sleeps
+# unless CONFIG (buildah config options, e.g. --cmd '["sh"]' --user 1000)
+# says otherwise.
+e2e_oci_image() {
+  local rootfs=$1 ref=$2 dest=$3
+  shift 3
   local b=(buildah --root "$E2E_TMP/buildah/root" --runroot "$E2E_TMP/buildah/run" --storage-driver vfs)
   local c
   c=$("${b[@]}" from --quiet scratch)
   "${b[@]}" copy --quiet "$c" "$rootfs" / >/dev/null
-  "${b[@]}" config --entrypoint '[]' --cmd '["/bin/sleep", "2147483647"]' --env PATH=/bin --workingdir / "$c"
+  "${b[@]}" config --entrypoint '[]' --cmd '["/bin/sleep", "2147483647"]' --env PATH=/bin --workingdir / "$@" "$c"
   "${b[@]}" commit --quiet "$c" "$ref" >/dev/null
-  "${b[@]}" push --quiet "$ref" "oci-archive:$out:$ref" >/dev/null
+  "${b[@]}" push --quiet "$ref" "$dest" >/dev/null
   "${b[@]}" rm "$c" >/dev/null
 }
 
+# e2e_oci_archive ROOTFS REF OUT [CONFIG...]: e2e_oci_image as an OCI image
+# archive OUT holding that image alone.
+e2e_oci_archive() { e2e_oci_image "$1" "$2" "oci-archive:$3:$2" "${@:4}"; }
+
 # ------------------------------------------------------------- containerd
 
-# e2e_containerd_start CNI_BIN CNI_CONF SANDBOX_IMAGE: containerd 1.6 with
-# its CRI plugin in the host netns, state under $E2E_TMP/containerd, reading
-# CNI configs from CNI_CONF (it reloads them when they change). Sets SOCK,
+# e2e_containerd_start CNI_BIN CNI_CONF SANDBOX_IMAGE [DIR [NETNS]]: containerd
+# 1.6 with its CRI plugin in the netns NETNS (default the host netns), state
+# under DIR (default $E2E_TMP/containerd; its log DIR.log), reading CNI
+# configs from CNI_CONF (it reloads them when they change). Sets SOCK,
 # CRICTL and CTR (command arrays) and CTRD_PID; waits for the socket; stops
 # it, removing every pod first, at exit.
 e2e_containerd_start() {
-  local cni_bin=$1 cni_conf=$2 sandbox=$3
-  SOCK=$E2E_TMP/containerd/containerd.sock
-  mkdir -p "$E2E_TMP/containerd"
-  cat >"$E2E_TMP/containerd/config.toml" <<EOF
+  local cni_bin=$1 cni_conf=$2 sandbox=$3 dir=${4:-$E2E_TMP/containerd} ns=${5:-$E2E_HOST_NS}
+  SOCK=$dir/containerd.sock
+  mkdir -p "$dir"
+  cat >"$dir/config.toml" <<EOF
 version = 2
-root = "$E2E_TMP/containerd/root"
-state = "$E2E_TMP/containerd/state"
+root = "$dir/root"
+state = "$dir/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
                     "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
                     "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
@@ -406,11 +435,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [metrics]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$E2E_TMP/containerd/opt"
+  path = "$dir/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$sandbox"
   restrict_oom_score_adj = true
-  # pin pod netns under $E2E_TMP/containerd/state, not /var/run/netns, so nothing
+  # pin pod netns under $dir/state, not /var/run/netns, so nothing
   # is left on the machine if the recipe is killed
   netns_mounts_under_state_dir = true
   disable_apparmor = true
@@ -432,15 +461,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 EOF
   # setsid: a timeout(1) SIGTERM to our process group must not stop containerd
   # before the exit trap has removed the pods through it.
-  hostns setsid containerd --config "$E2E_TMP/containerd/config.toml" >"$E2E_TMP/containerd.log" 2>&1 &
+  nsenter --net="/run/netns/$ns" setsid containerd --config "$dir/config.toml" >"$dir.log" 2>&1 &
   CTRD_PID=$!
   # Graceful stop at exit: remove pods while containerd is still up, then stop
   # it. Anything left is killed by the kernel when our PID namespace goes.
   e2e_defer "e2e_kill_pid $CTRD_PID 10"
-  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$SOCK" "$SOCK" >"$E2E_TMP/crictl.yaml"
-  # crictl runs in the host netns too: exec/attach/port-forward go through the
-  # CRI streaming server, which listens on 127.0.0.1 of the host netns.
-  CRICTL=(timeout 60 nsenter --net="/run/netns/$E2E_HOST_NS" "$E2E_BIN/crictl" --config "$E2E_TMP/crictl.yaml" --runtime-endpoint "unix://$SOCK"
+  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$SOCK" "$SOCK" >"$dir/crictl.yaml"
+  # crictl runs in containerd's netns too: exec/attach/port-forward go through
+  # the CRI streaming server, which listens on 127.0.0.1 of that netns.
+  CRICTL=(timeout 60 nsenter --net="/run/netns/$ns" "$E2E_BIN/crictl" --config "$dir/crictl.yaml" --runtime-endpoint "unix://$SOCK"
           --image-endpoint "unix://$SOCK" --timeout 30s)
   CTR=(timeout 60 ctr --address "$SOCK" --namespace k8s.io)
   e2e_wait_for 30 "containerd socket" "${CRICTL[@]}" info
