@@ -2,7 +2,7 @@
 # The end-to-end acceptance suite: installs what it needs (install-deps.sh,
 # idempotent), then runs each recipe with external-ip in the chain, one after
 # the other, then checks that each recipe left nothing behind.
-#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer metrics kubernetes)
+#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer metrics critest kubernetes)
 #   env:   PLUGIN (default bin/external-ip; built with `make build` if
 #          missing), E2E_BIN (default test/e2e/bin), E2E_TIMEOUT (per recipe,
 #          default 90 s), E2E_SKIP_DEPS=1 (do not run install-deps.sh),
@@ -10,7 +10,10 @@
 #          (the installer image, default bin/external-ip-image.tar; built
 #          with `make image` if missing), E2E_K8S_TIMEOUT (the kubernetes
 #          recipe's bound, default 600 s; its Kubernetes build, 20 to 40
-#          minutes the first time and cached after, comes before it, unbounded)
+#          minutes the first time and cached after, comes before it, unbounded),
+#          E2E_CRITEST_TIMEOUT (the critest recipe's bound, default 600 s; its
+#          build of critest, 3 to 4 minutes the first time and cached after,
+#          comes before it, unbounded)
 # Output: every recipe's PASS/FAIL lines, a summary per recipe, and as the
 # last line "N passed, N failed" (checks, over all recipes). Exit status 1 if
 # anything failed.
@@ -20,7 +23,8 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 export E2E_BIN="${E2E_BIN:-$HERE/bin}"
 export E2E_TIMEOUT="${E2E_TIMEOUT:-90}"
 export PLUGIN="${PLUGIN:-$ROOT/bin/external-ip}"
-recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer metrics kubernetes)
+recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer metrics critest kubernetes)
+recipes=("${recipes[@]%.sh}")
 T0=$(date +%s.%N)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
@@ -42,6 +46,14 @@ if [[ " ${recipes[*]} " == *" kubernetes "* ]]; then
   t0=$(date +%s.%N)
   "$HERE/kubernetes/build.sh" >/dev/null || { echo "FAIL run-all: test/e2e/kubernetes/build.sh"; echo "0 passed, 1 failed"; exit 1; }
   echo "kubernetes: binaries ready in $(since "$t0")s" >&2
+fi
+
+# critest (cri-tools' CRI validation suite) and what its images need from
+# Go: built once, then cached outside the clone (critest/build.sh).
+if [[ " ${recipes[*]} " == *" critest "* ]]; then
+  t0=$(date +%s.%N)
+  "$HERE/critest/build.sh" >/dev/null || { echo "FAIL run-all: test/e2e/critest/build.sh"; echo "0 passed, 1 failed"; exit 1; }
+  echo "critest: binaries ready in $(since "$t0")s" >&2
 fi
 
 RESULTS=$(mktemp -d /tmp/eip-e2e-results.XXXX)
@@ -78,6 +90,7 @@ for r in "${recipes[@]}"; do
   # a backstop.
   limit=$E2E_TIMEOUT
   [ "$r" != kubernetes ] || limit=${E2E_K8S_TIMEOUT:-600}
+  [ "$r" != critest ] || limit=${E2E_CRITEST_TIMEOUT:-600}
   E2E_ID=$id E2E_RESULTS=$res E2E_TIMEOUT=$limit timeout -k 5 $((limit + 45)) "$HERE/$r.sh"
   rc=$?
   if [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$res"; then
