@@ -19,7 +19,8 @@
 #   - after the suite with external-ip: `external-ip status --json` shows
 #     no holder and no drift; nothing on the holder device (addresses,
 #     routes, proxy entries); no element, chain or rule of 192.0.2.10 or a
-#     pod in `table inet external-ip`; no file in the state directory but
+#     pod in `table inet external-ip`, and no element at all but the bridge
+#     subnet's hairpin pair; no file in the state directory but
 #     its empty locks; every sandbox the plugin added, it deleted; some
 #     held the IP at once; the plugin logged no warning or error.
 # critest's images are made of Debian's packages and imported under the
@@ -30,7 +31,7 @@
 #          elsewhere), CRITEST_CACHE (where critest/build.sh put them and
 #          where the images are kept; default /var/cache/external-ip),
 #          CRITEST_NODES (ginkgo nodes per run, default 4), E2E_KEEP=1
-#          (keeps critest's JSON reports and logs), E2E_TIMEOUT (give it 600)
+#          (keeps critest's JSON reports and logs), E2E_TIMEOUT (give it 900)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_isolate "$@"
 e2e_init critest
@@ -273,12 +274,20 @@ step_done
 step "after the suite with external-ip: nothing of ours left"
 expect_status "after the suite" '{}'
 expect_holder "after the suite"
-# The table's elements, chains and rules that name the external IP or a
-# pod (the bridge's 10.90.0.0/24 and fd00:90::/64): the skeleton may stay.
-nft_leftovers() {
+# Our table: no chain, rule or element may name the external IP or a pod
+# (the bridge's 10.90.0.0/24 and fd00:90::/64); of the elements of its sets
+# and maps only the bridge subnet's hairpin pair may stay (DEL keeps it for
+# the next ADD on the subnet; GC removes it once no record has the subnet),
+# and its base chains.
+nft_naming() {
   hostns nft list table inet external-ip 2>/dev/null | grep -E "$EIP|10\\.90\\.0\\.[0-9]+[^/0-9]|fd00:90::[0-9a-f]" || true
 }
-expect_eq "table inet external-ip has no element, chain or rule of $EIP or of a pod" "" "$(nft_leftovers | tr -s ' \t\n' ' ')"
+nft_elements() {
+  hostns nft list table inet external-ip | awk '/^\t(set|map) / {n = $2} /elements = / {sub(/^[ \t]*elements = /, ""); print n, $0}'
+}
+expect_eq "table inet external-ip has no chain, rule or element naming $EIP or a pod" "" "$(nft_naming | tr -s ' \t\n' ' ')"
+expect_eq "table inet external-ip keeps no element but the bridge subnet's hairpin pair" \
+  "hp4 { 10.90.0.0/24 . 10.90.0.0/24 }" "$(nft_elements | paste -sd';' -)"
 # The state directory: no file but the empty lock files and an empty
 # conntrack queue (its clean-up runs within 1 s of the last DEL): no record,
 # index entry, journal or staged file.

@@ -11,7 +11,7 @@
 #          with `make image` if missing), E2E_K8S_TIMEOUT (the kubernetes
 #          recipe's bound, default 600 s; its Kubernetes build, 20 to 40
 #          minutes the first time and cached after, comes before it, unbounded),
-#          E2E_CRITEST_TIMEOUT (the critest recipe's bound, default 600 s; its
+#          E2E_CRITEST_TIMEOUT (the critest recipe's bound, default 900 s; its
 #          build of critest, 3 to 4 minutes the first time and cached after,
 #          comes before it, unbounded)
 # Output: every recipe's PASS/FAIL lines, a summary per recipe, and as the
@@ -90,7 +90,7 @@ for r in "${recipes[@]}"; do
   # a backstop.
   limit=$E2E_TIMEOUT
   [ "$r" != kubernetes ] || limit=${E2E_K8S_TIMEOUT:-600}
-  [ "$r" != critest ] || limit=${E2E_CRITEST_TIMEOUT:-600}
+  [ "$r" != critest ] || limit=${E2E_CRITEST_TIMEOUT:-900}
   E2E_ID=$id E2E_RESULTS=$res E2E_TIMEOUT=$limit timeout -k 5 $((limit + 45)) "$HERE/$r.sh"
   rc=$?
   if [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$res"; then
