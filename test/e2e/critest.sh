@@ -166,7 +166,7 @@ step_done
 # without it. At once, so that both see the same load on a shared machine
 # and the suite takes the time of one run; in two netns, because the specs
 # bind fixed host ports (12000 to 12003) and the node's network.
-step "containerds: host netns, bridge (host-local) -> portmap -> external-ip ($EIP); base netns, the same but external-ip"
+step "containerds: host netns, bridge (host-local) -> portmap -> external-ip ($EIP); base netns, the same without external-ip"
 e2e_cni_bin "$CNI_BIN"
 mkdir -p "$T/base/net.d"
 # static.conflist with portmap after the bridge and one static IP; no
@@ -280,7 +280,7 @@ expect_holder "after the suite"
 # the next ADD on the subnet; GC removes it once no record has the subnet),
 # and its base chains.
 nft_naming() {
-  hostns nft list table inet external-ip 2>/dev/null | grep -E "$EIP|10\\.90\\.0\\.[0-9]+[^/0-9]|fd00:90::[0-9a-f]" || true
+  hostns nft list table inet external-ip 2>/dev/null | grep -E "$EIP|10\\.90\\.0\\.[0-9]+($|[^/0-9])|fd00:90::[0-9a-f]" || true
 }
 nft_elements() {
   hostns nft list table inet external-ip | awk '/^\t(set|map) / {n = $2} /elements = / {sub(/^[ \t]*elements = /, ""); print n, $0}'
