@@ -49,7 +49,7 @@ EIP=192.0.2.10
 # Eight ginkgo nodes, as containerd's own CI runs critest: most of a spec's
 # time is spent waiting for containerd and runc, each spec makes its own
 # sandboxes, and no two specs bind the same host port. On the shared 2-core
-# machine, 8 nodes took 231 s where 4 took 564 s under the same load: the
+# machine, 8 nodes took 231 s where 4 took 564 s, at load averages of 13 to 22: the
 # run's share of the CPUs grows with its runnable processes.
 NODES=${CRITEST_NODES:-8}
 mkdir -p "$CNI_CONF"
