@@ -189,9 +189,9 @@ step_done
 # on every run, so the baseline runs on every run. A spec that passed with
 # external-ip needs no baseline: "every spec that passes without us passes
 # with us" holds for it whatever the baseline would say, so running it too
-# changes no verdict and doubles the recipe's CPU (5 to 6 minutes instead of
-# about 4 on the loaded 2-core machine; docs/testing.md). "all": every spec,
-# at once with the run with external-ip, under the same load.
+# changes no verdict and doubles the recipe's CPU (6 to 7.6 minutes
+# instead of 4.4 on the loaded 2-core machine; docs/testing.md). "all":
+# every spec, at once with the run with external-ip, under the same load.
 BASELINE=${CRITEST_BASELINE:-failed}
 case $BASELINE in failed | all) ;; *) die "CRITEST_BASELINE=$BASELINE: want failed or all" ;; esac
 
