@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/external-ip/external-ip/pkg/install"
@@ -27,7 +28,8 @@ func decode(t *testing.T, data []byte) any {
 	}
 	objs := map[string]any{"Namespace": &corev1.Namespace{}, "ConfigMap": &corev1.ConfigMap{}, "DaemonSet": &appsv1.DaemonSet{},
 		"StatefulSet": &appsv1.StatefulSet{}, "Deployment": &appsv1.Deployment{},
-		"PrometheusRule": &prometheusRule{}, "PodMonitor": &podMonitor{}}
+		"PrometheusRule": &prometheusRule{}, "PodMonitor": &podMonitor{},
+		"CustomResourceDefinition": &apiextensionsv1.CustomResourceDefinition{}}
 	obj, ok := objs[meta.Kind]
 	if !ok {
 		t.Fatalf("kind %q: not one this test knows; add it", meta.Kind)
