@@ -26,13 +26,14 @@ all: build
 
 # Static, as the containernetworking/plugins releases are: a dynamically
 # linked binary costs more at every start (docs/performance.md).
-# bin/external-ip-node is the same program with Prometheus metrics (build tag
-# metrics), for the node process only: client_golang's package inits would
-# cost every CNI call milliseconds (docs/observe.md).
+# bin/external-ip-node is the same program with Prometheus metrics and the
+# Kubernetes client (build tags metrics and kubernetes), for the node process
+# only: client_golang's and client-go's package inits would cost every CNI
+# call milliseconds (docs/observe.md, docs/pools.md).
 LDFLAGS = -X main.buildVersion=$(VERSION) -X main.buildRevision=$(REVISION)
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(PLUGIN) ./plugins/external-ip
-	CGO_ENABLED=0 $(GO) build -tags metrics -ldflags "$(LDFLAGS)" -o $(BIN)/external-ip-node ./plugins/external-ip
+	CGO_ENABLED=0 $(GO) build -tags metrics,kubernetes -ldflags "$(LDFLAGS)" -o $(BIN)/external-ip-node ./plugins/external-ip
 
 # deps installs the system tools the root tests use (iproute2, ping, ...).
 deps:
@@ -45,7 +46,7 @@ deps:
 test: deps build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -race -count=1 -tags metrics ./plugins/external-ip/
+	$(GO) test -race -count=1 -tags metrics,kubernetes ./plugins/external-ip/
 	$(MAKE) fuzz
 
 # A short minimize budget: on 2 cores the default stalls the run for long.

@@ -24,9 +24,11 @@ const (
 	DefaultDevice        = "eip0"
 	DefaultDataDir       = "/run/cni/external-ip"
 	DefaultPodAnnotation = "external-ip/addresses"
-	DefaultCount         = 3
-	DefaultInterval      = 1100 * time.Millisecond
-	DefaultLockTimeout   = 10 * time.Second
+	// PoolAnnotation asks the node process for a free IP of the named pool.
+	PoolAnnotation     = "external-ip/pool"
+	DefaultCount       = 3
+	DefaultInterval    = 1100 * time.Millisecond
+	DefaultLockTimeout = 10 * time.Second
 	// DefaultProbe is short because a LAN host answers ARP within milliseconds;
 	// it is paid only when an address is first taken on this node.
 	DefaultProbe = 150 * time.Millisecond
@@ -50,7 +52,10 @@ type Config struct {
 	Uplink        string
 	AllowedRanges []netip.Prefix
 	PodAnnotation string
-	Announce      Announce
+	// Pool is the pool the pod's annotation external-ip/pool names, "" when
+	// it names none.
+	Pool     string
+	Announce Announce
 	// Probe is how long to wait for another owner of an address before it is
 	// first taken; 0 turns probing off.
 	Probe       time.Duration

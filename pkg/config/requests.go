@@ -28,6 +28,22 @@ type IP struct {
 // static list in the config is trusted; every other source must fall in
 // allowedRanges.
 func (c *Config) Requests(cniArgs string) ([]IP, error) {
+	return c.requests(cniArgs, c.allowed)
+}
+
+// RequestsInPools is Requests for a cluster that has pools: the IPs that
+// a request names are not held to allowedRanges, since the cluster's pools
+// decide them (the node process claims each, or refuses it); named are
+// those, the static list's are not among them.
+func (c *Config) RequestsInPools(cniArgs string) (all, named []IP, err error) {
+	all, err = c.requests(cniArgs, func(netip.Addr) bool { return true })
+	if err != nil {
+		return nil, nil, err
+	}
+	return all, all[len(c.static):], nil
+}
+
+func (c *Config) requests(cniArgs string, allowed func(netip.Addr) bool) ([]IP, error) {
 	if c.requestedErr != nil {
 		return nil, c.requestedErr
 	}
@@ -43,7 +59,7 @@ func (c *Config) Requests(cniArgs string) ([]IP, error) {
 	for _, src := range append(c.requested, source{name: "CNI_ARGS " + CNIArgsKey, values: fromArgs}) {
 		for i, v := range src.values {
 			where := fmt.Sprintf("%s[%d]", src.name, i)
-			addr, err := c.check(where, v, false)
+			addr, err := c.check(where, v, allowed)
 			if err != nil {
 				return nil, err
 			}
@@ -75,7 +91,7 @@ func (c *Config) setSources(raw *netConf) error {
 	seen := map[netip.Addr]bool{}
 	for i, v := range static {
 		where := fmt.Sprintf("externalIPs[%d]", i)
-		addr, err := c.check(where, v, true)
+		addr, err := c.check(where, v, func(netip.Addr) bool { return true })
 		if err != nil {
 			return err
 		}
@@ -95,11 +111,13 @@ func (c *Config) setSources(raw *netConf) error {
 		name:   "pod annotation " + c.PodAnnotation,
 		values: splitList(raw.RuntimeConfig.PodAnnotations[c.PodAnnotation]),
 	})
+	c.Pool = strings.TrimSpace(raw.RuntimeConfig.PodAnnotations[PoolAnnotation])
 	return nil
 }
 
-// check refuses what can never be an external IP, whatever the host.
-func (c *Config) check(where, v string, trusted bool) (netip.Addr, error) {
+// check refuses what can never be an external IP, whatever the host, and
+// what allowed does not allow.
+func (c *Config) check(where, v string, allowed func(netip.Addr) bool) (netip.Addr, error) {
 	a, err := netip.ParseAddr(strings.TrimSpace(v))
 	if err != nil || a.Zone() != "" {
 		return netip.Addr{}, invalidf("%s: %q is not an IP address", where, v)
@@ -107,7 +125,7 @@ func (c *Config) check(where, v string, trusted bool) (netip.Addr, error) {
 	if reason := unusable(a); reason != "" {
 		return netip.Addr{}, invalidf("%s: %q is %s", where, v, reason)
 	}
-	if trusted || c.allowed(a) {
+	if allowed(a) {
 		return a, nil
 	}
 	if len(c.AllowedRanges) == 0 {
@@ -154,23 +172,49 @@ func (c *Config) rangesText() string {
 // externalIPsFromArgs reads EXTERNAL_IPS from CNI_ARGS ("K=V;K=V"). Other keys
 // belong to the runtime (K8S_POD_NAME, IgnoreUnknown...) and are ignored.
 func externalIPsFromArgs(cniArgs string) ([]string, error) {
-	if cniArgs == "" {
-		return nil, nil
-	}
 	var out []string
+	err := eachArg(cniArgs, func(k, v string) {
+		if k == CNIArgsKey {
+			out = append(out, splitList(v)...)
+		}
+	})
+	return out, err
+}
+
+// eachArg calls f with each KEY=VALUE pair of CNI_ARGS.
+func eachArg(cniArgs string, f func(k, v string)) error {
 	for _, pair := range strings.Split(cniArgs, ";") {
 		if pair == "" {
 			continue
 		}
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok {
-			return nil, argsf("CNI_ARGS: %q is not a KEY=VALUE pair", pair)
+			return argsf("CNI_ARGS: %q is not a KEY=VALUE pair", pair)
 		}
-		if k == CNIArgsKey {
-			out = append(out, splitList(v)...)
-		}
+		f(k, v)
 	}
-	return out, nil
+	return nil
+}
+
+// Pod is the pod an ADD is for, as containerd and CRI-O name it in
+// CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID (containerd
+// from 1.4, CRI-O from 1.18; empty when the runtime is not a kubelet's).
+type Pod struct{ Namespace, Name, UID string }
+
+// PodFromArgs reads the pod's identity from CNI_ARGS.
+func PodFromArgs(cniArgs string) (Pod, error) {
+	var p Pod
+	err := eachArg(cniArgs, func(k, v string) {
+		switch k {
+		case "K8S_POD_NAMESPACE":
+			p.Namespace = v
+		case "K8S_POD_NAME":
+			p.Name = v
+		case "K8S_POD_UID":
+			p.UID = v
+		}
+	})
+	return p, err
 }
 
 // splitList splits a comma-separated list, dropping empty items so that a

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -368,5 +369,31 @@ func TestFamiliesFollowTheStaticListAndAllowedRanges(t *testing.T) {
 				t.Errorf("Families() = v4 %v, v6 %v for %v; want v4 %v, v6 %v", v4, v6, tt.keys, tt.v4, tt.v6)
 			}
 		})
+	}
+}
+
+func TestThePoolAnnotationAndThePodsIdentityAreRead(t *testing.T) {
+	c, err := config.Load([]byte(`{"cniVersion": "1.0.0", "name": "n", "type": "external-ip", "allowedRanges": ["192.0.2.0/24"],
+		"externalIPs": ["198.51.100.1"],
+		"runtimeConfig": {"io.kubernetes.cri.pod-annotations": {"external-ip/pool": " web ", "external-ip/addresses": "192.0.2.5,203.0.113.9"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pool != "web" {
+		t.Errorf("Pool %q, want web", c.Pool)
+	}
+	if _, err := c.Requests(""); err == nil || !strings.Contains(err.Error(), `"203.0.113.9" is outside allowedRanges`) {
+		t.Errorf("Requests without pools: %v; want 203.0.113.9 refused by allowedRanges", err)
+	}
+	all, named, err := c.RequestsInPools("")
+	if err != nil || len(all) != 3 || len(named) != 2 || named[1].Addr.String() != "203.0.113.9" || all[0].Addr.String() != "198.51.100.1" {
+		t.Errorf("RequestsInPools: %v %v %v; want the static IP first and the two named ones, allowedRanges not applied", all, named, err)
+	}
+	pod, err := config.PodFromArgs("IgnoreUnknown=1;K8S_POD_NAMESPACE=a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID=u-1")
+	if err != nil || pod != (config.Pod{Namespace: "a", Name: "web-0", UID: "u-1"}) {
+		t.Errorf("PodFromArgs: %+v %v", pod, err)
+	}
+	if _, err := config.PodFromArgs("K8S_POD_NAME"); !errors.Is(err, config.ErrArgs) {
+		t.Errorf("a pair without '=': %v, want config.ErrArgs", err)
 	}
 }

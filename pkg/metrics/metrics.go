@@ -22,6 +22,8 @@ type Metrics struct {
 	conflict      *prometheus.GaugeVec
 	conflicts     prometheus.Counter
 	cni           *cniCollector
+	pools         *poolCollector
+	allocFailures *prometheus.CounterVec
 }
 
 var _ upkeep.Recorder = (*Metrics)(nil)
@@ -50,6 +52,11 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 			Help: "Conflict episodes: another MAC began to claim a held IP.",
 		}),
 	}
+	m.pools = &poolCollector{}
+	m.allocFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "external_ip_allocation_failures_total",
+		Help: "Claims this node process refused or could not decide, by reason: PoolExhausted, UnknownPool, NamespaceNotAdmitted, NodeNotAdmitted, OwnedByAnotherNamespace, NotInAnyPool, PoolNotReady, NoPodIdentity, Unavailable.",
+	}, []string{"reason"})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "external_ip_build_info",
 		Help: "1, labelled with the version and revision of the node process.",
@@ -59,7 +66,8 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 		m.announcements.WithLabelValues(r) // 0 from the start: rate() needs a first sample
 	}
 	m.cni = newCNICollector(dataDir, others)
-	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, m.cni)
+	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, m.cni,
+		m.pools, m.allocFailures)
 	return m
 }
 

@@ -35,6 +35,22 @@ type invocation struct {
 	nat *steer.HostTable
 	// keep keeps the sockets whose last close is slow open past our exit.
 	keep *linger.Keeper
+	// routing routes the IPs of uplinks other than the default route's.
+	routing *uplinkroute.HostRouting
+}
+
+// newAssigner is the assigner for the config as it stands (a pool's hold
+// may change it after start).
+func (inv *invocation) newAssigner() *assigner.Assigner {
+	c := inv.conf
+	return assigner.New(assigner.Options{
+		Device: c.Device, DataDir: c.DataDir, Uplink: c.Uplink,
+		LockTimeout: c.LockTimeout, Log: inv.log,
+		NAT: inv.nat, Traffic: c.Traffic, Container: c.ContainerAddrs(),
+		Routing:       inv.routing,
+		RouteProtocol: routeProtocol(c),
+		Probe:         c.Probe,
+	})
 }
 
 func start(args *skel.CmdArgs) (*invocation, error) {
@@ -50,17 +66,10 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	nat := steer.HostNAT()
 	ur := conf.UplinkRouting
 	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
-	as := assigner.New(assigner.Options{
-		Device: conf.Device, DataDir: conf.DataDir, Uplink: conf.Uplink,
-		LockTimeout: conf.LockTimeout, Log: log,
-		NAT: nat, Traffic: conf.Traffic, Container: conf.ContainerAddrs(),
-		Routing:       routing,
-		RouteProtocol: routeProtocol(conf),
-		Probe:         conf.Probe,
-	})
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
-	inv := &invocation{conf: conf, log: log, as: as, att: att, logTo: logTo, nat: nat,
+	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing,
 		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
+	inv.as = inv.newAssigner()
 	inv.done = func() {
 		routing.Close()
 		inv.lingerNAT()
@@ -104,14 +113,18 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrInvalidNetworkConfig,
 			"prevResult: missing; external-ip is a chained plugin and must follow a main plugin", "")
 	}
-	reqs, err := inv.conf.Requests(args.Args)
+	reqs, hold, err := claimedRequests(inv, args)
 	if err != nil {
 		return cniError(err, nil)
 	}
+	inv.holdAs(hold)
 	if len(reqs) == 0 {
 		// The attachment holds none now: an earlier ADD's IPs are released.
 		err := inv.as.Del(inv.att)
 		startForget(inv)
+		if err == nil {
+			releaseClaims(inv)
+		}
 		if err != nil {
 			inv.log.Error("add failed", "error", err)
 			return cniError(err, nil)
@@ -190,6 +203,8 @@ func cmdDel(args *skel.CmdArgs) error {
 		inv.log.Error("del failed", "error", err)
 		return cniError(err, nil)
 	}
+	// After the node let the IPs go: another node may take them then.
+	releaseClaims(inv)
 	return nil
 }
 
@@ -234,7 +249,11 @@ func cmdGC(args *skel.CmdArgs) error {
 	for _, v := range inv.conf.ValidAttachments {
 		keep = append(keep, assigner.Attachment{Network: inv.conf.Name, ContainerID: v.ContainerID, IfName: v.IfName})
 	}
-	return cniError(inv.as.GC(inv.conf.Name, keep), nil)
+	err = inv.as.GC(inv.conf.Name, keep)
+	if err == nil {
+		gcClaims(inv, keep)
+	}
+	return cniError(err, nil)
 }
 
 func cmdStatus(args *skel.CmdArgs) error {

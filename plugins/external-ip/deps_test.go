@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,11 +20,19 @@ var heavyDeps = []string{
 	"go.opentelemetry.io/otel",
 	// The node process's metrics (build tag metrics) stay out of the plugin.
 	"github.com/prometheus",
+	// So does its Kubernetes client (build tag kubernetes): client-go's
+	// package inits alone cost each start milliseconds.
+	"k8s.io/client-go",
+	"k8s.io/apimachinery",
+	"k8s.io/api",
+	"github.com/external-ip/external-ip/pkg/claims",
 }
 
-func TestThePluginLinksNoHTTPStackNorLibcni(t *testing.T) {
+// deps are the packages a build with tags links.
+func deps(t *testing.T, tags string) []string {
+	t.Helper()
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
+	out, err := exec.Command(goBin, "list", "-tags", tags, "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
@@ -31,6 +40,22 @@ func TestThePluginLinksNoHTTPStackNorLibcni(t *testing.T) {
 	if len(deps) < 50 {
 		t.Fatalf("go list -deps listed %d packages: not the plugin's dependencies", len(deps))
 	}
+	return deps
+}
+
+// The node build has what the plugin must not: else the check above
+// would pass for a tag that no longer selects anything.
+func TestTheNodeBuildLinksTheKubernetesClientAndMetrics(t *testing.T) {
+	d := deps(t, "metrics,kubernetes")
+	for _, want := range []string{"k8s.io/client-go/tools/cache", "github.com/external-ip/external-ip/pkg/claims", "github.com/prometheus/client_golang/prometheus"} {
+		if !slices.Contains(d, want) {
+			t.Errorf("the node build (tags metrics,kubernetes) does not link %s", want)
+		}
+	}
+}
+
+func TestThePluginLinksNoHTTPStackNorLibcni(t *testing.T) {
+	deps := deps(t, "")
 	for _, d := range deps {
 		for _, h := range heavyDeps {
 			if d == h || strings.HasPrefix(d, h+"/") {

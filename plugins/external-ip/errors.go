@@ -9,6 +9,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
 // Plugin error codes beyond the CNI spec's; the README lists them.
@@ -18,6 +19,7 @@ const (
 	codeUnreachable = 102 // a sysctl keeps the LAN from reaching the IP
 	codeConflict    = 103 // another host answered for the IP
 	codeDrift       = 104 // CHECK found state or host not as recorded
+	codeExhausted   = 105 // the pool has no free IP
 )
 
 // codes maps each kind of error to its CNI code, in one place.
@@ -36,6 +38,10 @@ var codes = []struct {
 	{assigner.ErrUnreachable, codeUnreachable},
 	{announce.ErrConflict, codeConflict},
 	{assigner.ErrDrift, codeDrift},
+	{nodeapi.ErrUnavailable, types.ErrTryAgainLater},
+	{nodeapi.ErrRefused, types.ErrInvalidNetworkConfig},
+	{nodeapi.ErrExhausted, codeExhausted},
+	{nodeapi.ErrFiles, types.ErrIOFailure},
 }
 
 // cniError turns err into the CNI error the runtime prints. An error about

@@ -24,7 +24,8 @@ import (
 const nodeCommands = `       external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
                            [--plugin-binary FILE]
                            [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]
-                                    [--metrics-address HOST:PORT]] | [--check]
+                                    [--metrics-address HOST:PORT]
+                                    [--node-name NAME [--kubeconfig FILE] [--namespace NS]]] | [--check]
        external-ip uninstall [--bin-dir DIR] [--conf-dir DIR] [--data-dir DIR]
        external-ip version
 `
@@ -37,6 +38,9 @@ uninstall. --check exits 0 only when both are in place. --plugin-binary
 installs FILE instead of this binary. --watch also listens for other hosts
 claiming a held IP, and --metrics-address serves Prometheus metrics on
 HOST:PORT/metrics (the external-ip-node build only; docs/observe.md).
+--node-name serves the cluster's pools and claims to the plugin on the
+socket in the data dir, as that node (the external-ip-node build only;
+docs/pools.md).
 uninstall restores every config file install changed, byte for byte, and
 removes the binary it installed; a running install --watch then chains
 nothing more. Once no pod holds an external IP it also removes the holder
@@ -102,6 +106,7 @@ type installFlags struct {
 	pluginBinary, metricsAddress   string
 	watch, check                   bool
 	reannounce, repair             time.Duration
+	claims                         claimFlags
 	// routing is the entry's uplinkRouting, for the upkeep's repair.
 	routing config.UplinkRouting
 }
@@ -118,7 +123,11 @@ func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
 	fs.StringVar(&f.pluginBinary, "plugin-binary", "", "the plugin binary to install (default: this one)")
 	fs.StringVar(&f.metricsAddress, "metrics-address", "", "with --watch: serve Prometheus metrics on HOST:PORT/metrics (default: off)")
 	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir, "the plugin's dataDir, for --reannounce-every and --repair-every (default: the entry's)")
+	f.claims.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := f.claims.check(f.watch); err != nil {
 		return nil, err
 	}
 	switch {
@@ -208,6 +217,11 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	rec, err := startMetrics(ctx, &wg, f.metricsAddress, f.dataDir, log)
 	if err != nil {
+		return err
+	}
+	if err := startClaims(ctx, &wg, &f.claims, f.dataDir, rec, log); err != nil {
+		stop()
+		wg.Wait()
 		return err
 	}
 	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair,

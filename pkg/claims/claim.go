@@ -1,0 +1,302 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/pools"
+)
+
+// Handle answers one request of the plugin.
+func (n *Node) Handle(ctx context.Context, req nodeapi.Request) nodeapi.Response {
+	switch req.Op {
+	case nodeapi.OpClaim:
+		resp := n.claim(ctx, req)
+		n.report(req, resp)
+		return resp
+	case nodeapi.OpRelease:
+		return n.Release(ctx, req.Attachment)
+	}
+	return nodeapi.Response{Reason: "BadRequest", Message: fmt.Sprintf("op: %q is neither claim nor release", req.Op)}
+}
+
+// grant is one claim request under way: what it has taken so far, to be
+// given back whole if a later part is refused.
+type grant struct {
+	n       *Node
+	ctx     context.Context
+	req     nodeapi.Request
+	who     *requester
+	holder  v1alpha1.ClaimHolder
+	addrs   []netip.Addr
+	hold    string
+	touched []string // claims this request made or joined
+}
+
+// claim gives the attachment its pool's IPs and claims the IPs it names,
+// all or none: a refusal gives back what the request had taken.
+func (n *Node) claim(ctx context.Context, req nodeapi.Request) nodeapi.Response {
+	if why := n.ready(); why != "" {
+		return unavailable("%s", why)
+	}
+	p := req.Pod
+	if p.Namespace == "" || p.Name == "" || p.UID == "" {
+		return refuse(nodeapi.ReasonNoPodIdentity, "CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID are needed to claim an IP, and the runtime passed %q, %q, %q", p.Namespace, p.Name, p.UID)
+	}
+	defer n.locks.lock(attachmentKey(req.Attachment))()
+	who, resp := n.requester(ctx, p)
+	if resp != nil {
+		return *resp
+	}
+	g := &grant{n: n, ctx: ctx, req: req, who: who, holder: v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: p.Name, PodUID: p.UID,
+		Network: req.Attachment.Network, ContainerID: req.Attachment.ContainerID, IfName: req.Attachment.IfName}}
+	if resp := g.take(); resp != nil {
+		g.giveBack()
+		return *resp
+	}
+	n.remember(req.Attachment, g.touched)
+	n.annotateLater(p, g.addrs)
+	return nodeapi.Response{Addresses: g.addrs, Hold: g.hold}
+}
+
+// take takes the pool's IPs, then the named ones.
+func (g *grant) take() *nodeapi.Response {
+	if g.req.Pool != "" {
+		if resp := g.fromPool(); resp != nil {
+			return resp
+		}
+	}
+	for _, ip := range g.req.Addresses {
+		if slices.Contains(g.addrs, ip) {
+			continue
+		}
+		if resp := g.named(ip); resp != nil {
+			return resp
+		}
+	}
+	return nil
+}
+
+// giveBack releases what a refused request took, best effort: what is
+// left the node's reconciliation releases (the plugin forgets the intent).
+func (g *grant) giveBack() {
+	for _, name := range g.touched {
+		if err := g.n.removeHolder(g.ctx, name, g.req.Attachment); err != nil {
+			g.n.log.Warn("claims: giving back a refused request's claim", "claim", name, "error", err)
+		}
+	}
+}
+
+// fromPool takes one IP of each family the pool has: the one the owner
+// already has (a re-ADD, a StatefulSet's ordinal on its next pod), else a
+// free one.
+func (g *grant) fromPool() *nodeapi.Response {
+	p := g.n.set.Load().Get(g.req.Pool)
+	if resp := g.admitted(p, "external-ip/pool: pool "+g.req.Pool); resp != nil {
+		return resp
+	}
+	owner := g.who.poolOwner()
+	for _, f := range p.Ranges.Families() {
+		ip, resp := g.poolIP(p, f, owner)
+		if resp != nil {
+			return resp
+		}
+		g.addrs = append(g.addrs, ip)
+	}
+	g.hold = p.Obj.Spec.Hold
+	return nil
+}
+
+// admitted refuses a pool that is missing, gives nothing, or does not
+// admit the pod's namespace or node; what names what was asked.
+func (g *grant) admitted(p *pools.Pool, what string) *nodeapi.Response {
+	switch {
+	case p == nil:
+		r := refuse(nodeapi.ReasonUnknownPool, "external-ip/pool: no pool named %q (kubectl get externalippools)", g.req.Pool)
+		return &r
+	case !p.Ready():
+		r := refuse(nodeapi.ReasonPoolNotReady, "%s gives no IP: %s", what, p.Refused)
+		return &r
+	case !p.AdmitsNamespace(g.who.pod.Namespace, g.who.nsLabels):
+		r := refuse(nodeapi.ReasonNamespaceNotAdmitted, "%s does not admit namespace %s", what, g.who.pod.Namespace)
+		return &r
+	case !p.AdmitsNode(g.n.nodeLabels(g.ctx)):
+		r := refuse(nodeapi.ReasonNodeNotAdmitted, "%s does not admit node %s (its spec.nodeSelector): schedule the pod on a node it selects", what, g.n.cfg.NodeName)
+		return &r
+	}
+	return nil
+}
+
+func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
+	for _, c := range g.n.byIndex(byOwner, ownerKey(owner)) {
+		ip, err := netip.ParseAddr(c.Spec.Address)
+		if err != nil || c.Spec.Pool != p.Name() || pools.FamilyOf(ip) != f {
+			continue
+		}
+		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); resp != retryJoin {
+			return ip, resp
+		}
+		break // released since: a free IP, then
+	}
+	return g.allocate(p, f, owner)
+}
+
+// maxProbes bounds the IPs one allocation tries in a pool too large to
+// scan whole; a pool that large is found full only by its count.
+const maxProbes = 1 << 16
+
+// allocate takes a free IP of family f: from a random place in the pool
+// (as Kubernetes' Service allocator does, so that two nodes seldom try the
+// same IP first), the next IP that no cached claim has, made with
+// create-if-absent. Losing a race (AlreadyExists) moves on to the next
+// IP; having tried every IP, the pool is exhausted.
+func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
+	size := p.Ranges.Size(f)
+	if uint64(g.n.used(p.Name(), f)) >= size {
+		return netip.Addr{}, g.exhausted(p, f)
+	}
+	start := g.n.randN(size)
+	for i := range min(size, maxProbes) {
+		ip := p.Ranges.At(f, wrapAdd(start, i, size))
+		if g.n.cached(ip) != nil {
+			continue
+		}
+		err := g.n.create(g.ctx, newClaim(ip, p.Name(), owner, g.holder))
+		if err == nil {
+			g.touched = append(g.touched, v1alpha1.ClaimName(ip))
+			return ip, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			r := unavailable("creating claim %s: %v", v1alpha1.ClaimName(ip), err)
+			return netip.Addr{}, &r
+		}
+	}
+	return netip.Addr{}, g.exhausted(p, f)
+}
+
+func (g *grant) exhausted(p *pools.Pool, f pools.Family) *nodeapi.Response {
+	r := refuse(nodeapi.ReasonPoolExhausted, "external-ip/pool: pool %s has no free %s address (%d of %d claimed; kubectl get externalipclaims -l %s=%s)",
+		p.Name(), f, g.n.used(p.Name(), f), p.Ranges.Size(f), v1alpha1.LabelPool, p.Name())
+	return &r
+}
+
+// wrapAdd is (a + b) mod size without overflow, for a, b < size.
+func wrapAdd(a, b, size uint64) uint64 {
+	if a >= size-b {
+		return a - (size - b)
+	}
+	return a + b
+}
+
+// named claims an IP the pod named, for its namespace: made if absent,
+// joined if the namespace owns it already, refused if another does.
+func (g *grant) named(ip netip.Addr) *nodeapi.Response {
+	p := g.n.set.Load().Covering(ip)
+	if p == nil {
+		r := refuse(nodeapi.ReasonNotInAnyPool, "%s: lies in no pool (kubectl get externalippools): with pools defined, every external IP a pod names must lie in one that admits its namespace", ip)
+		return &r
+	}
+	if resp := g.admitted(p, fmt.Sprintf("%s: pool %s", ip, p.Name())); resp != nil {
+		return resp
+	}
+	ns := g.who.pod.Namespace
+	owned := func(c *v1alpha1.ExternalIPClaim) *nodeapi.Response {
+		if c.Spec.Owner.Namespace != ns {
+			r := refuse(nodeapi.ReasonOwnedElsewhere, "%s: is owned by namespace %s; a pod of namespace %s may not hold it", ip, c.Spec.Owner.Namespace, ns)
+			return &r
+		}
+		return nil
+	}
+	create := g.n.cached(ip) == nil
+	for range 5 { // a claim deleted between our look and our join: again
+		if create {
+			err := g.n.create(g.ctx, newClaim(ip, p.Name(), v1alpha1.ClaimOwner{Namespace: ns}, g.holder))
+			if err == nil {
+				g.touched = append(g.touched, v1alpha1.ClaimName(ip))
+				g.addrs = append(g.addrs, ip)
+				return nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				r := unavailable("creating claim %s: %v", v1alpha1.ClaimName(ip), err)
+				return &r
+			}
+		}
+		resp := g.join(ip, owned)
+		if create = resp == retryJoin; create {
+			continue
+		}
+		if resp == nil {
+			g.addrs = append(g.addrs, ip)
+		}
+		return resp
+	}
+	r := unavailable("claim %s: changed under every try", v1alpha1.ClaimName(ip))
+	return &r
+}
+
+// retryJoin is join's answer when the claim went away under it.
+var retryJoin = &nodeapi.Response{}
+
+// join adds the attachment as a holder of ip's claim, once check passes.
+func (g *grant) join(ip netip.Addr, check func(*v1alpha1.ExternalIPClaim) *nodeapi.Response) *nodeapi.Response {
+	name := v1alpha1.ClaimName(ip)
+	var refused *nodeapi.Response
+	added := false
+	err := g.n.update(g.ctx, name, func(c *v1alpha1.ExternalIPClaim) bool {
+		if refused = check(c); refused != nil || holderIndex(c, g.holder) >= 0 {
+			return false
+		}
+		c.Spec.Holders = append(c.Spec.Holders, g.holder)
+		added = true
+		return true
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return retryJoin
+	case err != nil:
+		r := unavailable("adding a holder to claim %s: %v", name, err)
+		return &r
+	case refused != nil:
+		return refused
+	}
+	if added {
+		g.touched = append(g.touched, name)
+	}
+	return nil
+}
+
+func holderIndex(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) int {
+	return slices.IndexFunc(c.Spec.Holders, func(x v1alpha1.ClaimHolder) bool {
+		return x.Network == h.Network && x.ContainerID == h.ContainerID && x.IfName == h.IfName
+	})
+}
+
+func newClaim(ip netip.Addr, pool string, owner v1alpha1.ClaimOwner, h v1alpha1.ClaimHolder) *v1alpha1.ExternalIPClaim {
+	return &v1alpha1.ExternalIPClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClaimName(ip),
+			Labels: map[string]string{v1alpha1.LabelPool: pool, v1alpha1.LabelNamespace: owner.Namespace}},
+		Spec: v1alpha1.ExternalIPClaimSpec{Address: ip.String(), Pool: pool, Owner: owner, Holders: []v1alpha1.ClaimHolder{h}},
+	}
+}
+
+func refuse(reason, format string, args ...any) nodeapi.Response {
+	return nodeapi.Response{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func unavailable(format string, args ...any) nodeapi.Response {
+	return nodeapi.Response{Unavailable: fmt.Sprintf(format, args...)}
+}
+
+// randN is a random number below n.
+func (n *Node) randN(size uint64) uint64 {
+	n.rndMu.Lock()
+	defer n.rndMu.Unlock()
+	return n.rnd.Uint64N(size)
+}

@@ -1,0 +1,174 @@
+// Package claimstest is a fake API server for package claims' tests and
+// those of its users: client-go's fake clientset for the core kinds, and
+// client-go's object tracker behind the generic fake typed client for
+// ours, with what the real server does and the tracker alone does not:
+// resourceVersions, a conflict for an update or a delete made from a stale
+// copy, and a delete's preconditions. It records every request, so that a
+// test can compare them with the RBAC rules.
+package claimstest
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+)
+
+// API is the fake server. Its clients are those of package claims'
+// Clients: claims.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims}.
+type API struct {
+	Kube    *fake.Clientset
+	Pools   FakePools
+	Claims  FakeClaims
+	Ours    *k8stesting.Fake
+	Tracker k8stesting.ObjectTracker
+
+	mu sync.Mutex
+	rv int64
+}
+
+// New is a fake server holding objs (core kinds and ours alike).
+func New(objs ...runtime.Object) *API {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	tracker := k8stesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	a := &API{Ours: &k8stesting.Fake{}, Tracker: tracker}
+	var core []runtime.Object
+	for _, o := range objs {
+		switch o.(type) {
+		case *v1alpha1.ExternalIPPool, *v1alpha1.ExternalIPClaim:
+			a.stamp(o)
+			if err := tracker.Add(o); err != nil {
+				panic(err)
+			}
+		default:
+			core = append(core, o)
+		}
+	}
+	a.Kube = fake.NewClientset(core...)
+	a.Ours.AddReactor("create", "*", a.create)
+	a.Ours.AddReactor("update", "*", a.update)
+	a.Ours.AddReactor("delete", "*", a.delete)
+	a.Ours.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	a.Ours.AddWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace(), action.(k8stesting.WatchActionImpl).ListOptions)
+		return true, w, err
+	})
+	a.Pools.FakeClientWithList = gentype.NewFakeClientWithList(a.Ours, "", v1alpha1.Pools, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.PoolKind),
+		func() *v1alpha1.ExternalIPPool { return &v1alpha1.ExternalIPPool{} },
+		func() *v1alpha1.ExternalIPPoolList { return &v1alpha1.ExternalIPPoolList{} },
+		func(dst, src *v1alpha1.ExternalIPPoolList) { dst.ListMeta = src.ListMeta },
+		func(l *v1alpha1.ExternalIPPoolList) []*v1alpha1.ExternalIPPool {
+			return gentype.ToPointerSlice(l.Items)
+		},
+		func(l *v1alpha1.ExternalIPPoolList, items []*v1alpha1.ExternalIPPool) {
+			l.Items = gentype.FromPointerSlice(items)
+		})
+	a.Claims.FakeClientWithList = gentype.NewFakeClientWithList(a.Ours, "", v1alpha1.Claims, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ClaimKind),
+		func() *v1alpha1.ExternalIPClaim { return &v1alpha1.ExternalIPClaim{} },
+		func() *v1alpha1.ExternalIPClaimList { return &v1alpha1.ExternalIPClaimList{} },
+		func(dst, src *v1alpha1.ExternalIPClaimList) { dst.ListMeta = src.ListMeta },
+		func(l *v1alpha1.ExternalIPClaimList) []*v1alpha1.ExternalIPClaim {
+			return gentype.ToPointerSlice(l.Items)
+		},
+		func(l *v1alpha1.ExternalIPClaimList, items []*v1alpha1.ExternalIPClaim) {
+			l.Items = gentype.FromPointerSlice(items)
+		})
+	return a
+}
+
+// FakePools and FakeClaims are the fake typed clients of our kinds.
+type (
+	FakePools struct {
+		*gentype.FakeClientWithList[*v1alpha1.ExternalIPPool, *v1alpha1.ExternalIPPoolList]
+	}
+	FakeClaims struct {
+		*gentype.FakeClientWithList[*v1alpha1.ExternalIPClaim, *v1alpha1.ExternalIPClaimList]
+	}
+)
+
+// IsWatchListSemanticsUnSupported tells client-go's informers that the
+// tracker does not stream lists through watches, as its fake clientset says.
+func (FakePools) IsWatchListSemanticsUnSupported() bool  { return true }
+func (FakeClaims) IsWatchListSemanticsUnSupported() bool { return true }
+
+// stamp gives o the next resourceVersion, and a UID when it has none.
+func (a *API) stamp(o runtime.Object) {
+	m, _ := meta.Accessor(o)
+	a.rv++
+	m.SetResourceVersion(strconv.FormatInt(a.rv, 10))
+	if m.GetUID() == "" {
+		m.SetUID(types.UID(fmt.Sprintf("uid-%s-%d", m.GetName(), a.rv)))
+	}
+}
+
+func (a *API) create(action k8stesting.Action) (bool, runtime.Object, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o := action.(k8stesting.CreateAction).GetObject().DeepCopyObject()
+	a.stamp(o)
+	if err := a.Tracker.Create(action.GetResource(), o, action.GetNamespace()); err != nil {
+		return true, nil, err
+	}
+	return true, o, nil
+}
+
+// update refuses a copy whose resourceVersion is not the stored one, as
+// the server's optimistic concurrency does.
+func (a *API) update(action k8stesting.Action) (bool, runtime.Object, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o := action.(k8stesting.UpdateAction).GetObject().DeepCopyObject()
+	m, _ := meta.Accessor(o)
+	cur, err := a.Tracker.Get(action.GetResource(), action.GetNamespace(), m.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	cm, _ := meta.Accessor(cur)
+	if m.GetResourceVersion() != cm.GetResourceVersion() {
+		return true, nil, apierrors.NewConflict(action.GetResource().GroupResource(), m.GetName(),
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	m.SetUID(cm.GetUID())
+	a.stamp(o)
+	if err := a.Tracker.Update(action.GetResource(), o, action.GetNamespace()); err != nil {
+		return true, nil, err
+	}
+	return true, o, nil
+}
+
+// delete honours the preconditions (UID, resourceVersion).
+func (a *API) delete(action k8stesting.Action) (bool, runtime.Object, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := action.(k8stesting.DeleteActionImpl)
+	cur, err := a.Tracker.Get(d.GetResource(), d.GetNamespace(), d.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	cm, _ := meta.Accessor(cur)
+	if p := d.DeleteOptions.Preconditions; p != nil {
+		if (p.UID != nil && *p.UID != cm.GetUID()) || (p.ResourceVersion != nil && *p.ResourceVersion != cm.GetResourceVersion()) {
+			return true, nil, apierrors.NewConflict(d.GetResource().GroupResource(), d.Name, fmt.Errorf("precondition failed"))
+		}
+	}
+	return true, nil, a.Tracker.Delete(d.GetResource(), d.GetNamespace(), d.Name)
+}
+
+// Actions are every request made so far, to the core kinds and to ours.
+func (a *API) Actions() []k8stesting.Action {
+	return append(a.Kube.Actions(), a.Ours.Actions()...)
+}

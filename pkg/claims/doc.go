@@ -1,0 +1,33 @@
+// Package claims is the node process's side of the cluster's pools and
+// claims (API group external-ip.io): it answers the plugin's requests
+// (package nodeapi) with client-go's informers and the API server's
+// create-if-absent, so that every external IP has one owner in the whole
+// cluster.
+//
+//   - A pool request takes, for each family the pool has, the IP its owner
+//     already has (a re-ADD; a StatefulSet's ordinal, whichever pod has it
+//     now), else a free one: from a random place in the pool, the next IP no
+//     cached claim has, made with Create; AlreadyExists (another node won
+//     the race) moves on to the next. Having tried every IP, the pool is
+//     exhausted. Lookups go through the informer's indexes (by pool and
+//     family, by owner, by holder's attachment and node): no request lists
+//     the claims.
+//   - An IP a pod names is claimed for its namespace: made if absent,
+//     joined (optimistic concurrency) if the namespace owns it, refused
+//     naming the owning namespace (never its pods) if another does.
+//   - A release takes the attachment off its claims and deletes a claim
+//     nobody holds, with its UID and resourceVersion as preconditions;
+//     a StatefulSet's claim stays with its ordinal.
+//   - The node reconciles its own holders with the plugin's intents and
+//     carries out the releases DELs deferred; the node process that holds
+//     the Lease reconciles the cluster: holders whose pod object is gone
+//     (read live, compared by UID: never while the pod exists), a
+//     StatefulSet's claims below its range or of a StatefulSet gone, the
+//     pools' status, and the admission policy's view of the pools.
+//
+// Every refusal is an Event on the pod and a count for the metrics; the
+// pod is annotated with what it got. It touches nothing on the host but
+// its own files under dataDir/claims (package nodeapi's), and of the
+// cluster only claims, pool status, its Lease and ConfigMap, and the pods'
+// annotation and label; claimstest is a fake API server for its tests.
+package claims

@@ -1,0 +1,193 @@
+package claims
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+)
+
+// LeaseName is the Lease, in the node process's namespace, that elects the
+// one node process that reconciles the cluster's claims.
+const LeaseName = "external-ip-claims"
+
+// lead takes part in the election until ctx ends, reconciling the
+// cluster's claims while it leads.
+func (n *Node) lead(ctx context.Context) {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: n.cfg.Namespace},
+		Client:     n.cfg.Clients.Kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: n.cfg.NodeName},
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			ReleaseOnCancel: true, Name: LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					n.log.Info("claims: leading the cluster's reconciliation", "node", n.cfg.NodeName)
+					n.reconcile(ctx)
+				},
+				OnStoppedLeading: func() { n.log.Info("claims: no longer leading", "node", n.cfg.NodeName) },
+			},
+		})
+	}
+}
+
+// leader is the state of one term of leadership.
+type leader struct {
+	*Node
+	pods, sets cache.SharedIndexInformer
+	kick       chan struct{}
+}
+
+// reconcile sweeps every claim now, on every change that may free one, and
+// every SweepEvery, until the term ends.
+func (n *Node) reconcile(ctx context.Context) {
+	f := informers.NewSharedInformerFactoryWithOptions(n.cfg.Clients.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.Set{v1alpha1.LabelHolder: "true"}.String()
+		}),
+		informers.WithTransform(podMetadataOnly))
+	l := &leader{Node: n, pods: f.Core().V1().Pods().Informer(), kick: make(chan struct{}, 1)}
+	sets := informers.NewSharedInformerFactory(n.cfg.Clients.Kube, 0)
+	l.sets = sets.Apps().V1().StatefulSets().Informer()
+	kick := cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { l.kickNow() }, UpdateFunc: func(any, any) { l.kickNow() }}
+	l.pods.AddEventHandler(kick)
+	l.sets.AddEventHandler(kick)
+	// A holder gone, a pool to count: until the term ends.
+	if reg, err := n.claims.AddEventHandler(kick); err == nil {
+		defer n.claims.RemoveEventHandler(reg)
+	}
+	if reg, err := n.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { l.kickNow() }, UpdateFunc: func(any, any) { l.kickNow() }}); err == nil {
+		defer n.pools.RemoveEventHandler(reg)
+	}
+	f.Start(ctx.Done())
+	sets.Start(ctx.Done())
+	defer f.Shutdown()
+	defer sets.Shutdown()
+	f.WaitForCacheSync(ctx.Done())
+	sets.WaitForCacheSync(ctx.Done())
+	t := time.NewTicker(n.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		l.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+	}
+}
+
+func (l *leader) kickNow() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// podMetadataOnly keeps what the leader reads of a pod: who it is.
+func podMetadataOnly(o any) (any, error) {
+	if p, ok := o.(*corev1.Pod); ok {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, Labels: p.Labels}}, nil
+	}
+	return o, nil
+}
+
+// sweep releases what nobody holds any more, and tells the pools' status
+// and the admission policy what there is.
+func (l *leader) sweep(ctx context.Context) {
+	for _, o := range l.claims.GetStore().List() {
+		if ctx.Err() != nil {
+			return
+		}
+		l.sweepClaim(ctx, o.(*v1alpha1.ExternalIPClaim))
+	}
+	l.writeStatus(ctx)
+	l.writePolicyParams(ctx)
+}
+
+// sweepClaim takes off the claim every holder whose pod object is gone
+// (deleted while its node was down, or a node that never came back), and
+// deletes a claim nobody holds, unless its StatefulSet still has its
+// ordinal. A pod counts as gone only when the server says so: its cache is
+// a hint, the live object decides, compared by UID.
+func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
+	for _, h := range c.Spec.Holders {
+		if l.podAlive(ctx, c.Spec.Owner.Namespace, h.Pod, h.PodUID) {
+			continue
+		}
+		if err := l.removeHolder(ctx, c.Name, holderAttachment(h)); err != nil {
+			l.log.Warn("claims: releasing the holder of a gone pod", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod, "error", err)
+			continue
+		}
+		l.log.Info("claims: released the holder of a pod that is gone", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod, "node", h.Node)
+	}
+	if len(c.Spec.Holders) > 0 || l.ordinalWanted(ctx, c.Spec.Owner) {
+		return
+	}
+	if err := l.deleteClaim(ctx, c); err != nil && !apierrors.IsConflict(err) {
+		l.log.Warn("claims: deleting a claim nobody holds", "claim", c.Name, "error", err)
+		return
+	}
+	l.log.Info("claims: deleted a claim nobody holds", "claim", c.Name, "owner", ownerKey(c.Spec.Owner))
+}
+
+// podAlive says whether the pod with that UID exists; an answer it cannot
+// get counts as alive, so that nothing is released on a doubt.
+func (l *leader) podAlive(ctx context.Context, ns, name, uid string) bool {
+	if o, ok, _ := l.pods.GetStore().GetByKey(ns + "/" + name); ok && string(o.(*corev1.Pod).UID) == uid {
+		return true
+	}
+	p, err := l.cfg.Clients.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		return true
+	}
+	return string(p.UID) == uid
+}
+
+// ordinalWanted says whether a claim nobody holds is kept for its
+// StatefulSet: the StatefulSet (same UID) exists and the ordinal is within
+// its range [start, start+replicas).
+func (l *leader) ordinalWanted(ctx context.Context, o v1alpha1.ClaimOwner) bool {
+	if o.StatefulSet == nil {
+		return false
+	}
+	var set *appsv1.StatefulSet
+	if obj, ok, _ := l.sets.GetStore().GetByKey(o.Namespace + "/" + o.StatefulSet.Name); ok {
+		set = obj.(*appsv1.StatefulSet)
+	} else {
+		s, err := l.cfg.Clients.Kube.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.StatefulSet.Name, metav1.GetOptions{})
+		if err != nil {
+			return !apierrors.IsNotFound(err) // a doubt keeps it
+		}
+		set = s
+	}
+	if string(set.UID) != o.StatefulSet.UID {
+		return false
+	}
+	replicas, start := int32(1), int32(0)
+	if set.Spec.Replicas != nil {
+		replicas = *set.Spec.Replicas
+	}
+	if set.Spec.Ordinals != nil {
+		start = set.Spec.Ordinals.Start
+	}
+	return o.StatefulSet.Ordinal >= start && o.StatefulSet.Ordinal < start+replicas
+}

@@ -1,0 +1,103 @@
+package claims
+
+import (
+	"context"
+	"time"
+
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/pools"
+	"github.com/external-ip/external-ip/pkg/store"
+)
+
+// localLoop keeps this node's claims as its attachments are: now, then
+// every LocalEvery.
+func (n *Node) localLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.LocalEvery)
+	defer t.Stop()
+	for {
+		n.carryOutDeferred(ctx)
+		n.dropStrayHolders(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// carryOutDeferred carries out the releases that DELs deferred while this
+// process was not there to hear them.
+func (n *Node) carryOutDeferred(ctx context.Context) {
+	deferred, err := nodeapi.Deferred(n.cfg.DataDir)
+	if err != nil {
+		n.log.Error("claims: reading deferred releases", "error", err)
+		return
+	}
+	for _, m := range deferred {
+		if resp := n.Release(ctx, m.Attachment); resp.Unavailable != "" {
+			n.log.Warn("claims: a deferred release waits", "attachment", m.Attachment.String(), "why", resp.Unavailable)
+			return
+		}
+		if err := nodeapi.Released(n.cfg.DataDir, m.Attachment); err != nil {
+			n.log.Error("claims: removing a deferred release", "attachment", m.Attachment.String(), "error", err)
+		}
+		n.log.Info("claims: deferred release carried out", "attachment", m.Attachment.String(), "pod", m.Pod.Namespace+"/"+m.Pod.Name)
+	}
+}
+
+// dropStrayHolders takes off its claims every holder on this node whose
+// attachment has no intent: one whose claim's answer was lost on the way
+// (the plugin failed the ADD, the DEL found nothing to release), or whose
+// DEL released it while the cache had not yet seen the claim. The claims
+// are read before the intents: an attachment writes its intent before it
+// asks, so a holder seen first has its intent seen after, unless released.
+func (n *Node) dropStrayHolders(ctx context.Context) {
+	holders := map[store.Attachment][]string{}
+	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
+		for _, h := range c.Spec.Holders {
+			if h.Node == n.cfg.NodeName {
+				holders[holderAttachment(h)] = append(holders[holderAttachment(h)], c.Name)
+			}
+		}
+	}
+	if len(holders) == 0 {
+		return
+	}
+	intents, err := nodeapi.Intents(n.cfg.DataDir)
+	if err != nil {
+		n.log.Error("claims: reading intents", "error", err)
+		return
+	}
+	for _, m := range intents {
+		delete(holders, m.Attachment)
+	}
+	for a, names := range holders {
+		n.dropStray(ctx, a, names)
+	}
+}
+
+func (n *Node) dropStray(ctx context.Context, a store.Attachment, names []string) {
+	defer n.locks.lock(attachmentKey(a))()
+	if has, err := nodeapi.HasIntent(n.cfg.DataDir, a); has || err != nil {
+		return // asked again meanwhile
+	}
+	for _, name := range names {
+		if err := n.removeHolder(ctx, name, a); err != nil {
+			n.log.Warn("claims: dropping a holder with no attachment", "claim", name, "attachment", a.String(), "error", err)
+			continue
+		}
+		n.log.Info("claims: dropped a holder whose attachment this node does not have", "claim", name, "attachment", a.String())
+	}
+	n.forgetRecent(a)
+}
+
+// publish tells the plugin whether the cluster has pools.
+func (n *Node) publish(set *pools.Set) {
+	var names []string
+	for _, p := range set.All() {
+		names = append(names, p.Name())
+	}
+	if err := nodeapi.Publish(n.cfg.DataDir, nodeapi.Pools{Names: names}); err != nil {
+		n.log.Error("claims: publishing the pools to the plugin", "error", err)
+	}
+}

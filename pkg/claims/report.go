@@ -1,0 +1,116 @@
+package claims
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+)
+
+// ReasonAssigned is the reason of the Normal event on a pod given IPs.
+const ReasonAssigned = "ExternalIPAssigned"
+
+// reasonUnavailable counts the requests that could not be decided.
+const reasonUnavailable = "Unavailable"
+
+// startEvents sends the events to the API server until the returned func.
+func (n *Node) startEvents() func() {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.cfg.Clients.Kube.CoreV1().Events("")})
+	n.events = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "external-ip-node", Host: n.cfg.NodeName})
+	return b.Shutdown
+}
+
+// report tells the pod, the metrics and the log how a claim went: every
+// refusal is a Warning event on the pod, with the refusal's reason.
+func (n *Node) report(req nodeapi.Request, resp nodeapi.Response) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: req.Pod.Namespace, Name: req.Pod.Name, UID: types.UID(req.Pod.UID)}
+	switch {
+	case resp.Unavailable != "":
+		n.refused(reasonUnavailable)
+		n.log.Warn("claims: cannot decide now", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "why", resp.Unavailable)
+	case resp.Reason != "":
+		n.refused(resp.Reason)
+		n.log.Info("claims: refused", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "reason", resp.Reason, "message", resp.Message)
+		if n.events != nil && req.Pod.Name != "" {
+			n.events.Event(ref, corev1.EventTypeWarning, resp.Reason, resp.Message)
+		}
+	case n.events != nil && len(resp.Addresses) > 0:
+		n.events.Eventf(ref, corev1.EventTypeNormal, ReasonAssigned, "external IPs %s on node %s", addrList(resp.Addresses), n.cfg.NodeName)
+	}
+}
+
+func (n *Node) refused(reason string) {
+	if n.cfg.Recorder != nil {
+		n.cfg.Recorder.Refused(reason)
+	}
+}
+
+func addrList(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// annotation is a pod to tell which IPs it was given.
+type annotation struct {
+	pod   nodeapi.Pod
+	addrs []netip.Addr
+}
+
+// annotateLater queues the pod's annotation: the CNI call does not wait
+// for it. A full queue drops it (logged): the claims are what count.
+func (n *Node) annotateLater(p nodeapi.Pod, addrs []netip.Addr) {
+	select {
+	case n.annotate <- annotation{p, addrs}:
+	default:
+		n.log.Warn("claims: annotation queue full; pod not annotated", "pod", p.Namespace+"/"+p.Name)
+	}
+}
+
+// annotator writes external-ip/assigned on each pod, and the label by
+// which the leader watches the pods that hold claims.
+func (n *Node) annotator(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-n.annotate:
+			n.annotateNow(ctx, a)
+		}
+	}
+}
+
+func (n *Node) annotateNow(ctx context.Context, a annotation) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		// The UID makes the patch a precondition: never another pod of that name.
+		"uid":         a.pod.UID,
+		"annotations": map[string]string{v1alpha1.AnnotationAssigned: addrList(a.addrs)},
+		"labels":      map[string]string{v1alpha1.LabelHolder: "true"},
+	}})
+	for try := range 3 {
+		_, err := n.cfg.Clients.Kube.CoreV1().Pods(a.pod.Namespace).Patch(ctx, a.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("claims: annotating pod", "pod", a.pod.Namespace+"/"+a.pod.Name, "try", try+1, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second << try):
+		}
+	}
+}

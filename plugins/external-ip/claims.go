@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/store"
+)
+
+// The cluster's pools and claims, from the plugin's side: the node process
+// (external-ip-node, with the Kubernetes client) decides who may hold an
+// IP; the plugin asks it through nodeapi's socket, and only when it must:
+// for a pool (annotation external-ip/pool), or for the IPs a pod names
+// while the cluster has pools (the node process publishes that in a small
+// file). Without pools an ADD reads that one missing file and goes on as
+// before: it neither waits for nor needs the node process.
+
+// claimedRequests is the ADD's requests with the cluster's pools applied:
+// the IPs the node process granted from the pool, and the named IPs it
+// claimed; hold is the pool's own, "" when it has none. Without a pool
+// request, and while the cluster has no pool, they are Requests as ever.
+func claimedRequests(inv *invocation, args *skel.CmdArgs) (reqs []config.IP, hold string, err error) {
+	_, pooled, err := nodeapi.Published(inv.conf.DataDir)
+	if err != nil {
+		return nil, "", err
+	}
+	if inv.conf.Pool == "" && !pooled {
+		reqs, err = inv.conf.Requests(args.Args)
+		return reqs, "", err
+	}
+	reqs, named := []config.IP(nil), []config.IP(nil)
+	if pooled {
+		reqs, named, err = inv.conf.RequestsInPools(args.Args)
+	} else {
+		reqs, err = inv.conf.Requests(args.Args)
+	}
+	if err != nil || (inv.conf.Pool == "" && len(named) == 0) {
+		return reqs, "", err
+	}
+	resp, err := askClaims(inv, args, named)
+	if err != nil {
+		return nil, "", err
+	}
+	return withPoolIPs(reqs, resp, inv.conf.Pool), resp.Hold, nil
+}
+
+// askClaims asks the node process to claim the IPs for the attachment,
+// having first recorded that it asked: a DEL then knows to release them,
+// whatever becomes of the answer.
+func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi.Response, error) {
+	pod, err := config.PodFromArgs(args.Args)
+	if err != nil {
+		return nil, err
+	}
+	req := nodeapi.Request{Op: nodeapi.OpClaim, Attachment: inv.att, Pool: inv.conf.Pool,
+		Pod: nodeapi.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
+	for _, ip := range named {
+		req.Addresses = append(req.Addresses, ip.Addr)
+	}
+	if err := store.CheckDataDir(inv.conf.DataDir); err != nil {
+		return nil, err
+	}
+	if err := nodeapi.MarkIntent(inv.conf.DataDir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
+		return nil, err
+	}
+	resp, err := nodeapi.Client{Socket: nodeapi.SocketPath(inv.conf.DataDir)}.Do(req)
+	if err == nil {
+		err = resp.Err()
+	}
+	if err != nil {
+		inv.log.Info("claims refused or not had", "pool", inv.conf.Pool, "error", err)
+		return nil, errkind.Prefix(poolField(inv.conf.Pool, named), err)
+	}
+	inv.log.Info("claimed", "pool", inv.conf.Pool, "addresses", fmt.Sprint(resp.Addresses))
+	return resp, nil
+}
+
+// poolField names what was asked, for an error that names no IP itself.
+func poolField(pool string, named []config.IP) string {
+	if pool != "" {
+		return "pod annotation " + config.PoolAnnotation + " " + pool
+	}
+	return "claims"
+}
+
+// withPoolIPs puts the pool's IPs first, each with its source; the named
+// ones are in reqs already.
+func withPoolIPs(reqs []config.IP, resp *nodeapi.Response, pool string) []config.IP {
+	var out []config.IP
+	for _, a := range resp.Addresses {
+		if !containsAddr(reqs, a) {
+			out = append(out, config.IP{Addr: a, Source: "pool " + pool})
+		}
+	}
+	return append(out, reqs...)
+}
+
+func containsAddr(reqs []config.IP, a netip.Addr) bool {
+	for _, r := range reqs {
+		if r.Addr == a {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseClaims gives back what the attachment claimed, when it asked at
+// all (its intent is there): at once through the node process, else by
+// deferring it to the node process's return. A DEL never fails for it.
+func releaseClaims(inv *invocation) {
+	a := inv.att
+	has, err := nodeapi.HasIntent(inv.conf.DataDir, a)
+	if err != nil || !has {
+		if err != nil {
+			inv.log.Warn("claims: reading the attachment's intent", "error", err)
+		}
+		return
+	}
+	resp, err := nodeapi.Client{Socket: nodeapi.SocketPath(inv.conf.DataDir)}.Do(nodeapi.Request{Op: nodeapi.OpRelease, Attachment: a})
+	if err == nil {
+		err = resp.Err()
+	}
+	if err == nil {
+		err = nodeapi.Forget(inv.conf.DataDir, a)
+	} else if derr := nodeapi.Defer(inv.conf.DataDir, a); derr != nil {
+		err = fmt.Errorf("%v; deferring it: %w", err, derr)
+	} else {
+		inv.log.Info("claims: release deferred to the node process", "why", err.Error())
+		return
+	}
+	if err != nil {
+		inv.log.Warn("claims: releasing", "error", err)
+	}
+}
+
+// holdAs holds the ADD's IPs as the pool says, when it says.
+func (inv *invocation) holdAs(hold string) {
+	if hold == "" || config.Hold(hold) == inv.conf.Hold {
+		return
+	}
+	inv.conf.Hold = config.Hold(hold)
+	inv.as = inv.newAssigner()
+}
+
+// gcClaims releases the claims of this network's attachments that GC
+// does not keep, as their DEL would have.
+func gcClaims(inv *invocation, keep []store.Attachment) {
+	intents, err := nodeapi.Intents(inv.conf.DataDir)
+	if err != nil {
+		inv.log.Warn("claims: reading intents for GC", "error", err)
+		return
+	}
+	for _, m := range intents {
+		if m.Attachment.Network == inv.conf.Name && !slices.Contains(keep, m.Attachment) {
+			gone := *inv
+			gone.att = m.Attachment
+			releaseClaims(&gone)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+//go:build !(metrics && kubernetes)
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/external-ip/external-ip/pkg/upkeep"
+)
+
+// claimsBuilt is false: this build has no Kubernetes client (the plugin's
+// own build, which every CNI call starts, must not link client-go).
+const claimsBuilt = false
+
+func startClaims(_ context.Context, _ *sync.WaitGroup, f *claimFlags, _ string, _ upkeep.Recorder, _ *slog.Logger) error {
+	if f.nodeName == "" {
+		return nil
+	}
+	return fmt.Errorf("install: --node-name %q: this binary is built without the Kubernetes client; external-ip-node serves claims (docs/pools.md)", f.nodeName)
+}

@@ -1,0 +1,86 @@
+//go:build metrics && kubernetes
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/external-ip/external-ip/pkg/claims"
+	"github.com/external-ip/external-ip/pkg/metrics"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/upkeep"
+)
+
+// claimsBuilt is true in the node build with the Kubernetes client
+// (external-ip-node); the plugin's own build never links client-go.
+const claimsBuilt = true
+
+// startClaims serves the plugin's claims on dataDir's socket until ctx
+// ends, with the API server of kubeconfig ("": the pod's own account).
+func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir string, rec upkeep.Recorder, log *slog.Logger) error {
+	if f.nodeName == "" {
+		return nil
+	}
+	klog.SetSlogLogger(log) // client-go's own lines, in our log's JSON
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 50, 100 // a node's burst of pod ADDs, each a create or two
+	cfg.Timeout = nodeapi.ClaimTimeout / 2
+	cl, err := claims.NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	c := claims.Config{Clients: cl, NodeName: f.nodeName, DataDir: dataDir, Namespace: f.namespace, Log: log}
+	m, _ := rec.(*metrics.Metrics)
+	if m != nil {
+		c.Recorder = m
+	}
+	node := claims.New(c)
+	if m != nil {
+		m.ReadPools(func() []metrics.PoolAddresses { return poolAddresses(node) })
+	}
+	l, err := nodeapi.Listen(dataDir)
+	if err != nil {
+		return err
+	}
+	wg.Go(func() {
+		if err := node.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("claims stopped", "error", err)
+		}
+	})
+	wg.Go(func() { nodeapi.Serve(ctx, l, node.Handle, log) })
+	log.Info("serving claims", "node", f.nodeName, "socket", l.Addr().String(), "namespace", f.namespace)
+	return nil
+}
+
+func poolAddresses(n *claims.Node) []metrics.PoolAddresses {
+	var out []metrics.PoolAddresses
+	for _, c := range n.PoolCounts() {
+		out = append(out, metrics.PoolAddresses{Pool: c.Pool, Used: c.Used, Free: c.Free()})
+	}
+	return out
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--node-name: the Kubernetes API from inside the pod: %w (or give --kubeconfig)", err)
+	}
+	return cfg, nil
+}
