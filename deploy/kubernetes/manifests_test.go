@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -29,7 +31,11 @@ func decode(t *testing.T, data []byte) any {
 	objs := map[string]any{"Namespace": &corev1.Namespace{}, "ConfigMap": &corev1.ConfigMap{}, "DaemonSet": &appsv1.DaemonSet{},
 		"StatefulSet": &appsv1.StatefulSet{}, "Deployment": &appsv1.Deployment{},
 		"PrometheusRule": &prometheusRule{}, "PodMonitor": &podMonitor{},
-		"CustomResourceDefinition": &apiextensionsv1.CustomResourceDefinition{}}
+		"CustomResourceDefinition": &apiextensionsv1.CustomResourceDefinition{},
+		"ServiceAccount":           &corev1.ServiceAccount{}, "ClusterRole": &rbacv1.ClusterRole{}, "ClusterRoleBinding": &rbacv1.ClusterRoleBinding{},
+		"Role": &rbacv1.Role{}, "RoleBinding": &rbacv1.RoleBinding{},
+		"ValidatingAdmissionPolicy":        &admissionregistrationv1.ValidatingAdmissionPolicy{},
+		"ValidatingAdmissionPolicyBinding": &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}}
 	obj, ok := objs[meta.Kind]
 	if !ok {
 		t.Fatalf("kind %q: not one this test knows; add it", meta.Kind)

@@ -69,6 +69,8 @@ func servedNames(t *testing.T) []string {
 	m.Repaired(upkeep.KindAddress)
 	m.ConflictBegan(ip, mac)
 	tally.Record(dir, "ADD", 0)
+	m.ReadPools(func() []metrics.PoolAddresses { return []metrics.PoolAddresses{{Pool: "p", Used: 1, Free: 1}} })
+	m.Refused("PoolExhausted")
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,7 @@ func TestTheAlertsCoverEveryFailureModeAndNameOnlyServedMetrics(t *testing.T) {
 		"ExternalIPCNIFailures":      "external_ip_cni_requests_total",
 		"ExternalIPRepairsRecurring": "external_ip_repairs_total",
 		"ExternalIPUpkeepDown":       `up{job=~".*external-ip.*"}`,
+		"ExternalIPPoolNearlyFull":   `external_ip_pool_addresses{state="used"}`,
 	} {
 		if !strings.Contains(exprs[alert], metric) {
 			t.Errorf("alert %s: expr %q; want one on %s", alert, exprs[alert], metric)
