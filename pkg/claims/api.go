@@ -19,19 +19,29 @@ func (n *Node) create(ctx context.Context, c *v1alpha1.ExternalIPClaim) error {
 	return err
 }
 
-// update changes a claim by change, which says whether it changed it, and
-// tries again from the server's copy when another writer got there first
-// (optimistic concurrency: the update carries the resourceVersion read).
-// The first try starts from the cache, so that a claim seldom costs a read.
+// update changes a claim by change, which says whether it changed it (and
+// may run more than once), and tries again from the server's copy when
+// another writer got there first (optimistic concurrency: the update
+// carries the resourceVersion read). The first try starts from the cache,
+// so that a claim seldom costs a read.
 func (n *Node) update(ctx context.Context, name string, change func(*v1alpha1.ExternalIPClaim) bool) error {
 	fromCache := true
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		c, err := n.latest(ctx, name, fromCache)
-		fromCache = false
 		if err != nil {
 			return err
 		}
-		if !change(c) {
+		changed := change(c)
+		if !changed && fromCache {
+			// Nothing to change as far as the cache knows; it may be
+			// behind (the claim deleted a moment ago): the server decides.
+			if c, err = n.latest(ctx, name, false); err != nil {
+				return err
+			}
+			changed = change(c)
+		}
+		fromCache = false
+		if !changed {
 			return nil
 		}
 		_, err = n.cfg.Clients.Claims.Update(ctx, c, metav1.UpdateOptions{})
@@ -55,14 +65,19 @@ func (n *Node) latest(ctx context.Context, name string, fromCache bool) (*v1alph
 // delete carries the claim's UID and resourceVersion as preconditions: a
 // holder that joined meanwhile makes it fail, and the next try sees it.
 func (n *Node) removeHolder(ctx context.Context, name string, a store.Attachment) error {
+	h := v1alpha1.ClaimHolder{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
 	fromCache := true
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		c, err := n.latest(ctx, name, fromCache)
+		if err == nil && fromCache && holderIndex(c, h) < 0 {
+			// The cache may not have seen the holder join yet: ask.
+			c, err = n.latest(ctx, name, false)
+		}
 		fromCache = false
 		if err != nil {
 			return err
 		}
-		i := holderIndex(c, v1alpha1.ClaimHolder{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName})
+		i := holderIndex(c, h)
 		if i < 0 {
 			return nil
 		}

@@ -51,6 +51,9 @@ func (n *Node) claim(ctx context.Context, req nodeapi.Request) nodeapi.Response 
 		return refuse(nodeapi.ReasonNoPodIdentity, "CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID are needed to claim an IP, and the runtime passed %q, %q, %q", p.Namespace, p.Name, p.UID)
 	}
 	defer n.locks.lock(attachmentKey(req.Attachment))()
+	if resp := n.settleDeferred(ctx, req.Attachment); resp != nil {
+		return *resp
+	}
 	who, resp := n.requester(ctx, p)
 	if resp != nil {
 		return *resp

@@ -39,6 +39,10 @@ type Clients struct {
 	Kube   kubernetes.Interface
 	Pools  PoolClient
 	Claims ClaimClient
+	// Election renews the Lease, with a rate limit of its own: a burst of
+	// claims must not starve the renewal and cost the leader its lease.
+	// Nil: Kube.
+	Election kubernetes.Interface
 }
 
 // Scheme knows our types, for the REST client and for fakes.
@@ -58,6 +62,10 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	election, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
 	scheme := Scheme()
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &v1alpha1.SchemeGroupVersion
@@ -72,7 +80,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	}
 	pc := runtime.NewParameterCodec(scheme)
 	return &Clients{
-		Kube: kube,
+		Kube: kube, Election: election,
 		Pools: gentype.NewClientWithList[*v1alpha1.ExternalIPPool, *v1alpha1.ExternalIPPoolList](
 			v1alpha1.PoolResource, rc, pc, "", func() *v1alpha1.ExternalIPPool { return &v1alpha1.ExternalIPPool{} },
 			func() *v1alpha1.ExternalIPPoolList { return &v1alpha1.ExternalIPPoolList{} }),

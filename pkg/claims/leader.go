@@ -24,9 +24,13 @@ const LeaseName = "external-ip-claims"
 // lead takes part in the election until ctx ends, reconciling the
 // cluster's claims while it leads.
 func (n *Node) lead(ctx context.Context) {
+	client := n.cfg.Clients.Election
+	if client == nil {
+		client = n.cfg.Clients.Kube
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: n.cfg.Namespace},
-		Client:     n.cfg.Clients.Kube.CoordinationV1(),
+		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: n.cfg.NodeName},
 	}
 	for ctx.Err() == nil {

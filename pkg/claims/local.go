@@ -34,15 +34,40 @@ func (n *Node) carryOutDeferred(ctx context.Context) {
 		return
 	}
 	for _, m := range deferred {
-		if resp := n.Release(ctx, m.Attachment); resp.Unavailable != "" {
+		// Under the attachment's lock, settleDeferred looks again: a claim
+		// of the same attachment may have carried it out meanwhile, and
+		// this listing must not then take that claim's IPs.
+		unlock := n.locks.lock(attachmentKey(m.Attachment))
+		resp := n.settleDeferred(ctx, m.Attachment)
+		unlock()
+		if resp != nil {
 			n.log.Warn("claims: a deferred release waits", "attachment", m.Attachment.String(), "why", resp.Unavailable)
 			return
 		}
-		if err := nodeapi.Released(n.cfg.DataDir, m.Attachment); err != nil {
-			n.log.Error("claims: removing a deferred release", "attachment", m.Attachment.String(), "error", err)
-		}
 		n.log.Info("claims: deferred release carried out", "attachment", m.Attachment.String(), "pod", m.Pod.Namespace+"/"+m.Pod.Name)
 	}
+}
+
+// settleDeferred carries out the attachment's deferred release before it
+// claims again (a runtime that reuses a container ID after a DEL the node
+// process missed): done later, the release would take the new claims.
+// The caller holds the attachment's lock.
+func (n *Node) settleDeferred(ctx context.Context, a store.Attachment) *nodeapi.Response {
+	pending, err := nodeapi.IsDeferred(n.cfg.DataDir, a)
+	if err != nil || !pending {
+		return nil
+	}
+	for _, name := range n.held(a) {
+		if err := n.removeHolder(ctx, name, a); err != nil {
+			r := unavailable("releasing claim %s of the attachment's earlier DEL: %v", name, err)
+			return &r
+		}
+	}
+	n.forgetRecent(a)
+	if err := nodeapi.Released(n.cfg.DataDir, a); err != nil {
+		n.log.Error("claims: removing a deferred release", "attachment", a.String(), "error", err)
+	}
+	return nil
 }
 
 // dropStrayHolders takes off its claims every holder on this node whose

@@ -162,7 +162,13 @@ func TestTwoNodesJoiningOneNamedIPAtOnceBothHoldIt(t *testing.T) {
 		t.Fatalf("the claim: %+v; want 20 holders (an update lost to a conflict was not tried again)", c)
 	}
 	for _, p := range objs {
-		wg.Go(func() { nodes[p.Spec.NodeName].release(t, p, "s") })
+		wg.Go(func() {
+			n := nodes[p.Spec.NodeName]
+			a := attachment(p, "s")
+			if r := n.Handle(context.Background(), nodeapi.Request{Op: nodeapi.OpRelease, Attachment: a}); r.Unavailable != "" || r.Reason != "" {
+				t.Errorf("release of %s: %+v", p.Name, r)
+			}
+		})
 	}
 	wg.Wait()
 	if c := claimsNow(t, api)["192.0.2.77"]; c != nil {
@@ -193,5 +199,37 @@ func TestClaimAndReleaseCyclesLeaveNoClaim(t *testing.T) {
 	wg.Wait()
 	if all := claimsNow(t, api); len(all) != 0 {
 		t.Errorf("%d claims left after 200 cycles: %v", len(all), all)
+	}
+}
+
+func TestAClaimForAnAttachmentWhoseReleaseWasDeferredReleasesFirstAndKeepsTheNewClaim(t *testing.T) {
+	p := pod("a", "web", "n1")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), p,
+		pool("p", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/24"), NamespaceSelector: everyNamespace()}))
+	n := startNode(t, api, "n1")
+	if r := n.claimFor(t, p, "s", "p"); len(r.Addresses) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	// The DEL could not reach the node process; the runtime reuses the
+	// container ID for its next ADD.
+	if err := nodeapi.Defer(n.dir, attachment(p, "s")); err != nil {
+		t.Fatal(err)
+	}
+	second := n.claimFor(t, p, "s", "p", "192.0.2.200")
+	if len(second.Addresses) != 2 {
+		t.Fatalf("the second ADD got %+v", second)
+	}
+	if d, _ := nodeapi.Deferred(n.dir); len(d) != 0 {
+		t.Errorf("the deferred release is still there: %v", d)
+	}
+	n.carryOutDeferred(context.Background())
+	all := claimsNow(t, api)
+	for _, ip := range second.Addresses {
+		if c := all[v1alpha1.ClaimName(ip)]; c == nil || len(c.Spec.Holders) != 1 {
+			t.Errorf("claim of %s after the deferred releases ran: %+v; the second ADD's claims must stay", ip, c)
+		}
+	}
+	if len(all) != 2 {
+		t.Errorf("%d claims; want the second ADD's 2 only (the first's released by its DEL)", len(all))
 	}
 }

@@ -83,6 +83,16 @@ func MarkIntent(dataDir string, m Marker) error {
 // HasIntent says whether the attachment asked for a claim and has not
 // been released since.
 func HasIntent(dataDir string, a store.Attachment) (bool, error) {
+	return exists(dataDir, markerPath(intentDir, a))
+}
+
+// IsDeferred says whether the attachment's release waits in the released
+// directory.
+func IsDeferred(dataDir string, a store.Attachment) (bool, error) {
+	return exists(dataDir, markerPath(deferredDir, a))
+}
+
+func exists(dataDir, name string) (bool, error) {
 	root, err := os.OpenRoot(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -90,11 +100,11 @@ func HasIntent(dataDir string, a store.Attachment) (bool, error) {
 		return false, errorf(ErrFiles, "reading %s: %w", dataDir, err)
 	}
 	defer root.Close()
-	_, err = root.Lstat(markerPath(intentDir, a))
+	_, err = root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	} else if err != nil {
-		return false, errorf(ErrFiles, "reading %s: %w", path.Join(dataDir, markerPath(intentDir, a)), err)
+		return false, errorf(ErrFiles, "reading %s: %w", path.Join(dataDir, name), err)
 	}
 	return true, nil
 }

@@ -2,18 +2,19 @@
 # The end-to-end acceptance suite: installs what it needs (install-deps.sh,
 # idempotent), then runs each recipe with external-ip in the chain, one after
 # the other, then checks that each recipe left nothing behind.
-#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer metrics critest kubernetes)
+#   usage: run-all.sh [RECIPE...]     (default: cnitool containerd-cri podman-cni installer metrics critest claims kubernetes)
 #   env:   PLUGIN (default bin/external-ip; built with `make build` if
 #          missing), E2E_BIN (default test/e2e/bin), E2E_TIMEOUT (per recipe,
 #          default 90 s), E2E_SKIP_DEPS=1 (do not run install-deps.sh),
 #          E2E_KEEP=1, E2E_OUT_DIR=DIR (keep the recorder logs), IMAGE_TAR
 #          (the installer image, default bin/external-ip-image.tar; built
 #          with `make image` if missing), E2E_K8S_TIMEOUT (the kubernetes
-#          recipe's bound, default 600 s; its Kubernetes build, 20 to 40
-#          minutes the first time and cached after, comes before it, unbounded),
-#          E2E_CRITEST_TIMEOUT (the critest recipe's bound, default 900 s; its
-#          build of critest, 3 to 4 minutes the first time and cached after,
-#          comes before it, unbounded)
+#          with `make image` if missing), E2E_K8S_TIMEOUT (the kubernetes
+#          and claims recipes' bound, default 600 s; their Kubernetes build,
+#          20 to 40 minutes the first time and cached after, comes before
+#          them, unbounded), E2E_CRITEST_TIMEOUT (the critest recipe's bound,
+#          default 900 s; its build of critest, 3 to 4 minutes the first time
+#          and cached after, comes before it, unbounded)
 # Output: every recipe's PASS/FAIL lines, a summary per recipe, and as the
 # last line "N passed, N failed" (checks, over all recipes). Exit status 1 if
 # anything failed.
@@ -23,7 +24,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 export E2E_BIN="${E2E_BIN:-$HERE/bin}"
 export E2E_TIMEOUT="${E2E_TIMEOUT:-90}"
 export PLUGIN="${PLUGIN:-$ROOT/bin/external-ip}"
-recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer metrics critest kubernetes)
+recipes=("$@"); [ ${#recipes[@]} -gt 0 ] || recipes=(cnitool containerd-cri podman-cni installer metrics critest claims kubernetes)
 recipes=("${recipes[@]%.sh}")
 T0=$(date +%s.%N)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
@@ -40,9 +41,10 @@ if [[ " ${recipes[*]} " == *" installer "* || " ${recipes[*]} " == *" kubernetes
   make -C "$ROOT" image >&2 || { echo "FAIL run-all: make image"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
-# The Kubernetes release the kubernetes recipe runs: built once (20 to 40
-# minutes on 2 cores), then cached outside the clone (kubernetes/build.sh).
-if [[ " ${recipes[*]} " == *" kubernetes "* ]]; then
+# The Kubernetes release the kubernetes and claims recipes run: built once
+# (20 to 40 minutes on 2 cores), then cached outside the clone
+# (kubernetes/build.sh).
+if [[ " ${recipes[*]} " == *" kubernetes "* || " ${recipes[*]} " == *" claims "* ]]; then
   t0=$(date +%s.%N)
   "$HERE/kubernetes/build.sh" >/dev/null || { echo "FAIL run-all: test/e2e/kubernetes/build.sh"; echo "0 passed, 1 failed"; exit 1; }
   echo "kubernetes: binaries ready in $(since "$t0")s" >&2
@@ -89,7 +91,7 @@ for r in "${recipes[@]}"; do
   # The recipe bounds itself (E2E_TIMEOUT, then SIGKILL 30 s later); this is
   # a backstop.
   limit=$E2E_TIMEOUT
-  [ "$r" != kubernetes ] || limit=${E2E_K8S_TIMEOUT:-600}
+  [ "$r" != kubernetes ] && [ "$r" != claims ] || limit=${E2E_K8S_TIMEOUT:-600}
   [ "$r" != critest ] || limit=${E2E_CRITEST_TIMEOUT:-900}
   E2E_ID=$id E2E_RESULTS=$res E2E_TIMEOUT=$limit timeout -k 5 $((limit + 45)) "$HERE/$r.sh"
   rc=$?

@@ -129,6 +129,14 @@ EOF
 # authentication (one token per component), RBAC and the Node authorizer;
 # kubectl on PATH as the cluster's admin, in the host netns.
 k8s_control_plane() {
+  k8s_api
+  k8s_controllers
+}
+
+# k8s_api: etcd and kube-apiserver alone (test/e2e/claims.sh needs no
+# more), with kubectl on PATH as the cluster's admin. K8S_EXTRA_TOKENS, when
+# set, are more lines of the token file ('token,user,uid,"groups"').
+k8s_api() {
   local k=$T/kube admin node kcm sched
   openssl genrsa -out "$k/sa.key" 2048 2>/dev/null
   openssl rsa -in "$k/sa.key" -pubout -out "$k/sa.pub" 2>/dev/null
@@ -138,6 +146,7 @@ $admin,e2e-admin,e2e-admin,"system:masters"
 $node,system:node:$NODE_NAME,e2e-node,"system:nodes"
 $kcm,system:kube-controller-manager,e2e-kcm
 $sched,system:kube-scheduler,e2e-scheduler
+${K8S_EXTRA_TOKENS:-}
 EOF
   k8s_kubeconfig admin "$admin"
   k8s_kubeconfig node "$node"
@@ -152,6 +161,14 @@ EOF
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster e2e=http://127.0.0.1:2380 --listen-metrics-urls ''
+  k8s_apiserver
+  pass "kube-apiserver is ready ($(kubectl version -o json | jq -r .serverVersion.gitVersion))"
+}
+
+# k8s_apiserver: kube-apiserver on the running etcd, once it is ready; its
+# pid in K8S_APISERVER_PID (test/e2e/claims.sh stops and starts it again).
+k8s_apiserver() {
+  local k=$T/kube
   k8s_daemon kube-apiserver "$K8S/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
     --advertise-address="$E2E_HOST_V4" --secure-port=6443 --cert-dir="$k/apiserver" \
     --token-auth-file="$k/tokens.csv" --authorization-mode=Node,RBAC \
@@ -159,8 +176,13 @@ EOF
     --service-account-key-file="$k/sa.pub" --service-account-signing-key-file="$k/sa.key" \
     --service-cluster-ip-range=10.96.0.0/24 --kubelet-preferred-address-types=InternalIP \
     --profiling=false --v=1
+  K8S_APISERVER_PID=$K8S_PID
   e2e_wait_for 120 "kube-apiserver ready" kubectl get --raw /readyz
-  pass "kube-apiserver is ready ($(kubectl version -o json | jq -r .serverVersion.gitVersion))"
+}
+
+# k8s_controllers: kube-controller-manager and kube-scheduler.
+k8s_controllers() {
+  local k=$T/kube
   # --use-service-account-credentials: each controller acts as its own
   # ServiceAccount, which the bootstrap RBAC roles are bound to (the
   # DaemonSet controller cannot create pods as the manager itself).
