@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 
@@ -66,6 +68,10 @@ func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi
 	if err := store.CheckDataDir(inv.conf.DataDir); err != nil {
 		return nil, err
 	}
+	had, err := nodeapi.HasIntent(inv.conf.DataDir, req.Attachment)
+	if err != nil {
+		return nil, err
+	}
 	if err := nodeapi.MarkIntent(inv.conf.DataDir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
 		return nil, err
 	}
@@ -75,18 +81,43 @@ func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi
 	}
 	if err != nil {
 		inv.log.Info("claims refused or not had", "pool", inv.conf.Pool, "error", err)
-		return nil, errkind.Prefix(poolField(inv.conf.Pool, named), err)
+		if !had {
+			undoIntent(inv, err)
+		}
+		return nil, withSource(err, named)
 	}
 	inv.log.Info("claimed", "pool", inv.conf.Pool, "addresses", fmt.Sprint(resp.Addresses))
 	return resp, nil
 }
 
-// poolField names what was asked, for an error that names no IP itself.
-func poolField(pool string, named []config.IP) string {
-	if pool != "" {
-		return "pod annotation " + config.PoolAnnotation + " " + pool
+// undoIntent takes back the intent of an attachment's first ADD that got
+// no claim: a refusal took nothing (the node process gave back what it
+// had taken), so the intent goes; without an answer the node process may
+// have claimed something, so its release is deferred to it. A re-ADD keeps
+// the intent: what the earlier ADD claimed stays until the DEL.
+func undoIntent(inv *invocation, why error) {
+	var err error
+	if errors.Is(why, nodeapi.ErrUnavailable) {
+		err = nodeapi.Defer(inv.conf.DataDir, inv.att)
+	} else {
+		err = nodeapi.Forget(inv.conf.DataDir, inv.att)
 	}
-	return "claims"
+	if err != nil {
+		inv.log.Warn("claims: taking back the intent of a refused ADD", "error", err)
+	}
+}
+
+// withSource prefixes a refusal of one IP with where the IP was asked for
+// ("pod annotation external-ip/addresses[0]: 192.0.2.9: is owned by ..."),
+// as every other refusal of a requested IP reads; a refusal of the pool
+// names the annotation itself.
+func withSource(err error, named []config.IP) error {
+	for _, r := range named {
+		if strings.HasPrefix(err.Error(), r.Addr.String()+":") {
+			return errkind.Prefix(r.Source, err)
+		}
+	}
+	return err
 }
 
 // withPoolIPs puts the pool's IPs first, each with its source; the named
