@@ -11,7 +11,12 @@
 # `kubectl exec ds/external-ip -- /external-ip status` shows them; deleting
 # the pod releases the IPs and their rules; `kubectl rollout restart` never
 # unchains us (polled); a changed ConfigMap is chained, a broken one keeps
-# the last good entry; the documented uninstall steps, run as written,
+# the last good entry; pools and claims (test/e2e/kubernetes/pools.sh: a
+# Deployment of 3 gets 3 IPs of each family from a pool, reachable and
+# leaving from them, released when scaled down; a StatefulSet pod keeps its
+# IP; namespace, exhaustion and ownership refusals by the admission policy
+# and by the node with events; the node process restarted mid-rollout);
+# the documented uninstall steps, run as written,
 # restore the conf dir byte for byte and leave nothing of ours; the machine's
 # sysctls that kubelet writes are unchanged.
 #   usage: kubernetes.sh    (root; install-deps.sh, make image and
@@ -41,6 +46,7 @@ RANGES='["192.0.2.0/24", "2001:db8::/32"]'
 V4=192.0.2.30 V6=2001:db8:1::30
 mkdir -p "$BIN" "$CONF" "$T/kube" "$T/path" "$T/site/deploy/kubernetes"
 source "$E2E_DIR/kubernetes/node.sh"
+source "$E2E_DIR/kubernetes/pools.sh"
 e2e_defer "k8s_umount_under $T"
 
 step "network namespaces; the machine's sysctls that kubelet writes, masked"
@@ -75,8 +81,15 @@ k8s_site_manifests
 # Pods are refused until the namespace's default ServiceAccount exists.
 require "kubectl apply -f deploy/kubernetes/namespace.yaml" kubectl apply -f "$T/site/deploy/kubernetes/namespace.yaml"
 e2e_wait_for 60 "the default ServiceAccount of namespace external-ip" kubectl -n external-ip get serviceaccount default
+# The README's order: the CRDs, the node process's account and RBAC and the
+# admission policies, then the ConfigMap and the DaemonSet.
+site=$T/site/deploy/kubernetes
+require "kubectl apply the CRDs, the ServiceAccount, RBAC and the admission policies" \
+  kubectl apply -f "$site/external-ip.io_externalippools.yaml" -f "$site/external-ip.io_externalipclaims.yaml" \
+  -f "$site/serviceaccount.yaml" -f "$site/clusterrole.yaml" -f "$site/clusterrolebinding.yaml" \
+  -f "$site/role.yaml" -f "$site/rolebinding.yaml" $(for f in "$site"/policy-*.yaml; do printf -- '-f %s ' "$f"; done)
 require "kubectl apply -f deploy/kubernetes/configmap.yaml -f deploy/kubernetes/daemonset.yaml" \
-  kubectl apply -f "$T/site/deploy/kubernetes/configmap.yaml" -f "$T/site/deploy/kubernetes/daemonset.yaml"
+  kubectl apply -f "$site/configmap.yaml" -f "$site/daemonset.yaml"
 check "the DaemonSet rolls out" kubectl -n external-ip rollout status ds/external-ip --timeout=120s
 e2e_wait_for 60 "the installer pod Ready" ds_ready
 pass "the installer pod is Ready (its readiness probe, install --check, passes)"
@@ -126,6 +139,43 @@ step_done
 
 step "ConfigMap: a changed entry is chained, a broken one keeps the last good entry"
 k8s_configmap_changes
+step_done
+
+step "pools: pool web for the namespaces labelled external-ip-e2e=allowed"
+pools_namespace team-a allowed
+pools_namespace team-b
+require "kubectl apply pool web" pools_pool web '["192.0.2.100-192.0.2.109", "2001:db8:1::100-2001:db8:1::109"]' \
+  '{"namespaceSelector": {"matchLabels": {"external-ip-e2e": "allowed"}}}'
+e2e_wait_for 60 "the node process to publish that the cluster has pools" test -f "$DATA/claims/pools"
+e2e_wait_for 30 "pool web published for the admission policy" published web
+pool_ready() { kubectl get externalippool web -o json | jq -e '.status.conditions[] | select(.type == "Ready" and .status == "True")'; }
+e2e_wait_for 30 "pool web Ready" pool_ready
+check "kubectl get externalippools shows pool web's ranges, used 0, free 20" \
+  bash -c "kubectl get externalippools | tee /dev/stderr | grep -E '^web +\\[\"192.0.2.100-192.0.2.109\",\"2001:db8:1::100-2001:db8:1::109\"\\] +0 +20 +Ready'"
+step_done
+
+step "a Deployment of 3 replicas asking pool web; scaled to 1"
+pools_deployment_step
+step_done
+
+step "a StatefulSet pod deleted comes back with its IP"
+pools_statefulset_step
+step_done
+
+step "a namespace the pool does not admit: the admission policy, then the node"
+pools_namespace_step
+step_done
+
+step "a pool of 2 IPs and 3 replicas"
+pools_exhausted_step
+step_done
+
+step "a pod of namespace team-b naming team-a's IP"
+pools_owner_step
+step_done
+
+step "the node process restarted during a rollout"
+pools_restart_step
 step_done
 
 step "the documented uninstall steps"

@@ -259,17 +259,24 @@ k8s_configmap() {
 
 # k8s_site_manifests: $T/site/deploy/kubernetes/, the shipped manifests with
 # the node's paths (hostPath, and the state dir where the installer names
-# it, since the plugin entry's dataDir is the node's path) and allowedRanges.
+# it, since the plugin entry's dataDir is the node's path) and allowedRanges;
+# and, with no kube-proxy here to route the kubernetes Service's IP, the
+# API server's own address for the node process (KUBERNETES_SERVICE_HOST
+# and _PORT, which a container's env sets before the kubelet's).
 k8s_site_manifests() {
-  local src=$E2E_REPO/deploy/kubernetes dst=$T/site/deploy/kubernetes n
-  cp "$src/namespace.yaml" "$dst/"
+  local src=$E2E_REPO/deploy/kubernetes dst=$T/site/deploy/kubernetes n f
+  for f in "$src"/*.yaml; do
+    case $(basename "$f") in configmap.yaml|daemonset.yaml|podmonitor.yaml|prometheusrule.yaml) ;; *) cp "$f" "$dst/" ;; esac
+  done
   k8s_configmap "$RANGES" >"$dst/configmap.yaml"
   sed -e "s#^\( *path: \)/opt/cni/bin\$#\1$BIN#" -e "s#^\( *path: \)/etc/cni/net.d\$#\1$CONF#" \
-    -e "s#/run/cni/external-ip\$#$DATA#" "$src/daemonset.yaml" >"$dst/daemonset.yaml"
+    -e "s#/run/cni/external-ip\$#$DATA#" \
+    -e "s#^\( *\)env:\$#\1env:\n\1  - {name: KUBERNETES_SERVICE_HOST, value: \"$E2E_HOST_V4\"}\n\1  - {name: KUBERNETES_SERVICE_PORT, value: \"6443\"}#" \
+    "$src/daemonset.yaml" >"$dst/daemonset.yaml"
   n=$(diff "$src/configmap.yaml" "$dst/configmap.yaml" | grep -c '^>' || true)
   [ "$n" = 1 ] || die "configmap.yaml: want 1 line changed (allowedRanges), got $n: update k8s_configmap"
   n=$(diff "$src/daemonset.yaml" "$dst/daemonset.yaml" | grep -c '^>' || true)
-  [ "$n" = 5 ] || die "daemonset.yaml: want 5 lines changed (3 hostPaths, the state's mountPath and --data-dir), got $n: update k8s_site_manifests"
+  [ "$n" = 7 ] || die "daemonset.yaml: want 7 lines changed (3 hostPaths, the state's mountPath, --data-dir, the API server's address), got $n: update k8s_site_manifests"
   diff "$src/daemonset.yaml" "$dst/daemonset.yaml" >&2 || true
 }
 

@@ -1,0 +1,202 @@
+# shellcheck shell=bash
+# The pools and claims steps of test/e2e/kubernetes.sh, on its node: source
+# after node.sh. Every pod here runs the test server image (busybox httpd on
+# :8080), so that the LAN can reach it at the IPs it was given.
+
+# pools_namespace NAME [LABEL]: a namespace, labelled external-ip-e2e=LABEL
+# when given, with its default ServiceAccount.
+pools_namespace() {
+  kubectl create namespace "$1" >&2
+  [ -z "${2:-}" ] || kubectl label namespace "$1" "external-ip-e2e=$2" >&2
+  e2e_wait_for 60 "the default ServiceAccount of $1" kubectl -n "$1" get serviceaccount default
+}
+
+# pools_pool NAME RANGES-JSON [SPEC-JSON]: a pool; the spec's other fields
+# from SPEC-JSON.
+pools_pool() {
+  jq -n --arg name "$1" --argjson ranges "$2" --argjson extra "${3:-{\}}" \
+    '{apiVersion: "external-ip.io/v1alpha1", kind: "ExternalIPPool", metadata: {name: $name}, spec: ({ranges: $ranges} + $extra)}' |
+    kubectl apply -f -
+}
+
+# pools_template ANNOTATIONS-JSON: a pod template of the test server.
+pools_template() {
+  jq -n --argjson a "$1" '{metadata: {labels: {app: "x"}, annotations: $a},
+    spec: {automountServiceAccountToken: false, enableServiceLinks: false, terminationGracePeriodSeconds: 2,
+      containers: [{name: "web", image: "localhost/e2e/server:latest", imagePullPolicy: "Never",
+        command: ["/bin/httpd", "-f", "-p", "8080", "-h", "/www"]}]}}'
+}
+
+# pools_workload KIND NAME NS REPLICAS ANNOTATIONS-JSON: a Deployment or a
+# StatefulSet of the test server.
+pools_workload() {
+  pools_template "$5" | jq --arg kind "$1" --arg name "$2" --arg ns "$3" --argjson n "$4" \
+    '.metadata.labels.app = $name | {apiVersion: "apps/v1", kind: $kind, metadata: {name: $name, namespace: $ns},
+      spec: ({replicas: $n, selector: {matchLabels: {app: $name}}, template: .}
+             + (if $kind == "StatefulSet" then {serviceName: $name, podManagementPolicy: "Parallel"} else {} end))}' |
+    kubectl apply -f -
+}
+
+# pools_bare_pod NAME NS ANNOTATIONS-JSON: one pod of the test server.
+pools_bare_pod() {
+  pools_template "$3" | jq --arg name "$1" --arg ns "$2" \
+    '.metadata.name = $name | .metadata.namespace = $ns | {apiVersion: "v1", kind: "Pod", metadata: .metadata, spec: .spec}' |
+    kubectl create -f -
+}
+
+# pods_of NS APP: the running (not terminating) pods of a workload, as
+# "name assigned-IPs" lines.
+pods_of() {
+  kubectl -n "$1" get pods -l "app=$2" -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | "\(.metadata.name) \(.metadata.annotations["external-ip/assigned"] // "")"'
+}
+ready_count() { kubectl -n "$1" get pods -l "app=$2" -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null)
+  | select(.status.conditions // [] | any(.type == "Ready" and .status == "True"))] | length'; }
+claims_of() { kubectl get externalipclaims -l "external-ip.io/pool=$1" -o json | jq -r '[.items[].spec.address] | sort | join(" ")'; }
+claim_count() { kubectl get externalipclaims -l "external-ip.io/pool=$1" -o json | jq '.items | length'; }
+# is N CMD...: CMD prints N.
+is() { [ "$("${@:2}")" = "$1" ]; }
+annotated_count() { pods_of "$1" "$2" | awk 'NF == 2' | wc -l; }
+assigned_to() { kubectl -n "$1" get pod "$2" -o json | jq -e '.metadata.annotations["external-ip/assigned"] // empty' >/dev/null; }
+claims_of_ordinal() { kubectl get externalipclaims -o json | jq --arg s "$1" --argjson o "$2" '[.items[] | select(.spec.owner.statefulSet.name == $s and .spec.owner.statefulSet.ordinal == $o)] | length'; }
+published() { kubectl -n external-ip get configmap external-ip-pools -o json | jq -e --arg p "$1" '.data[$p]' >/dev/null; }
+has_event() { events_of "$@" | grep -q .; }
+# events_of NS POD REASON: the messages of the pod's events of that reason.
+events_of() {
+  kubectl -n "$1" get events -o json | jq -r --arg pod "$2" --arg reason "$3" \
+    '.items[] | select(.involvedObject.name == $pod and .reason == $reason) | .message'
+}
+
+# pools_deployment_step: a Deployment of 3 asking pool web gets 3 distinct
+# IPs of each family, each reachable from the LAN at its IP, its flows
+# leaving from it; scaled to 1, two pods' claims and IPs go from the node.
+pools_deployment_step() {
+  local line name v4 v6 all=() t0 gone
+  pools_workload Deployment web team-a 3 '{"external-ip/pool": "web"}' >&2
+  e2e_wait_for 120 "3 replicas of web Ready" is 3 ready_count team-a web
+  e2e_wait_for 30 "the 3 pods annotated" is 3 annotated_count team-a web
+  while read -r name assigned; do
+    v4=${assigned%%,*} v6=${assigned##*,}
+    all+=("$v4" "$v6")
+    expect_eq "$name: the LAN reaches it at $v4 and it sees the client" "$E2E_LAN_V4" "$(lan_get "$v4")"
+    expect_eq "$name: its outbound flow leaves from $v4" "$v4" "$(pod_get_ns team-a "$name" "$E2E_LAN_V4")"
+    expect_eq "$name: its outbound flow leaves from $v6" "$v6" "$(pod_get_ns team-a "$name" "$E2E_LAN_V6")"
+  done < <(pods_of team-a web)
+  expect_eq "the 3 pods have 6 distinct IPs, one of each family each" 6 "$(printf '%s\n' "${all[@]}" | sort -u | grep -c .)"
+  expect_eq "6 claims of pool web, those IPs" "$(e2e_sorted "${all[@]}")" "$(e2e_sorted $(claims_of web))"
+  expect_eq "the node holds exactly them" "$(e2e_sorted "${all[@]}")" "$(e2e_holder_ips)"
+  t0=$(date +%s.%N)
+  kubectl -n team-a scale deployment web --replicas=1 >&2
+  gone() { [ "$(claim_count web)" = 2 ] && [ "$(e2e_holder_ips | wc -w)" = 2 ]; }
+  e2e_wait_for 60 "two pods' claims and IPs gone" gone
+  gone=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  log "scaled to 1: 4 claims and 4 IPs gone ${gone}s after kubectl scale (termination grace period 2 s)"
+  check "scaled to 1, two pods' claims and IPs are gone from the node within 5 s (${gone}s)" awk -v g="$gone" 'BEGIN{exit !(g <= 5)}'
+  expect_eq "the one left holds its IPs" "$(e2e_sorted $(claims_of web))" "$(e2e_holder_ips)"
+}
+
+# pod_get_ns NS POD IP: what the LAN's server at IP:8081 says POD's address is.
+pod_get_ns() { kubectl -n "$1" exec "$2" -- sh -c "printf 'GET /cgi-bin/ip HTTP/1.0\r\n\r\n' | nc -w 5 $3 8081" | k8s_addr; }
+
+# pools_statefulset_step: a StatefulSet pod deleted comes back, with a new
+# UID, with its IP.
+pools_statefulset_step() {
+  local before after uid
+  pools_workload StatefulSet db team-a 2 '{"external-ip/pool": "web"}' >&2
+  e2e_wait_for 120 "db-0 and db-1 Ready" is 2 ready_count team-a db
+  e2e_wait_for 30 "db-1 annotated" assigned_to team-a db-1
+  before=$(kubectl -n team-a get pod db-1 -o jsonpath='{.metadata.annotations.external-ip/assigned}')
+  uid=$(kubectl -n team-a get pod db-1 -o jsonpath='{.metadata.uid}')
+  kubectl -n team-a delete pod db-1 --wait=true >&2
+  new_db1() { [ "$(kubectl -n team-a get pod db-1 -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$uid" ] && [ "$(ready_count team-a db)" = 2 ]; }
+  e2e_wait_for 120 "db-1 back and Ready" new_db1
+  e2e_wait_for 30 "the new db-1 annotated" assigned_to team-a db-1
+  after=$(kubectl -n team-a get pod db-1 -o jsonpath='{.metadata.annotations.external-ip/assigned}')
+  expect_eq "db-1, deleted and made again (new UID), has its IPs again" "$before" "$after"
+  expect_eq "the LAN reaches the new db-1 at ${after%%,*}" "$E2E_LAN_V4" "$(lan_get "${after%%,*}")"
+  kubectl -n team-a scale statefulset db --replicas=1 >&2
+  e2e_wait_for 60 "db-1's claims released once the StatefulSet is scaled below it" is 0 claims_of_ordinal db 1
+  pass "scaled to 1, ordinal 1's IPs are released"
+  kubectl -n team-a delete statefulset db --wait=true >&2
+  e2e_wait_for 60 "db-0's claims released with the StatefulSet" is 0 claims_of_ordinal db 0
+  pass "the StatefulSet deleted, its claims are released"
+}
+
+# pools_namespace_step: a pod of a namespace pool web does not admit is
+# refused by the admission policy; without the policy, by the node, with
+# an event on the pod.
+pools_namespace_step() {
+  expect_fail "a pod of namespace team-b asking pool web is refused at creation" \
+    "external-ip/pool: pool web does not admit namespace team-b" pools_bare_pod intruder team-b '{"external-ip/pool": "web"}'
+  kubectl delete validatingadmissionpolicybinding external-ip-pod-namespaces >&2
+  # The API server's policy cache follows the deletion within a second.
+  e2e_wait_for 30 "the policy no longer applied" pools_bare_pod intruder team-b '{"external-ip/pool": "web"}'
+  pass "without the policy, the pod is created"
+  e2e_wait_for 60 "the node's event on the pod" has_event team-b intruder NamespaceNotAdmitted
+  expect_eq "the node refuses it with the event NamespaceNotAdmitted" \
+    "external-ip/pool: pool web does not admit namespace team-b" "$(events_of team-b intruder NamespaceNotAdmitted | head -1)"
+  expect_eq "it holds nothing and is not Ready" "" "$(kubectl -n team-b get pod intruder -o jsonpath='{.metadata.annotations.external-ip/assigned}')"
+  kubectl -n team-b delete pod intruder --wait=true >&2
+  kubectl apply -f "$T/site/deploy/kubernetes/policy-pod-namespaces-binding.yaml" >&2
+}
+
+# pools_exhausted_step: a pool of 2 IPs and 3 replicas: two run, the third
+# stays pending with the event PoolExhausted.
+pools_exhausted_step() {
+  local pending
+  pools_pool tiny '["192.0.2.120-192.0.2.121"]' '{"namespaces": ["team-a"]}' >&2
+  e2e_wait_for 30 "pool tiny published" published tiny
+  pools_workload Deployment small team-a 3 '{"external-ip/pool": "tiny"}' >&2
+  e2e_wait_for 120 "2 replicas of small Ready" is 2 ready_count team-a small
+  pending=$(kubectl -n team-a get pods -l app=small -o json | jq -r '.items[] | select(.metadata.annotations["external-ip/assigned"] == null) | .metadata.name' | head -1)
+  [ -n "$pending" ] || die "no pending replica of small"
+  e2e_wait_for 60 "the event PoolExhausted on $pending" has_event team-a "$pending" PoolExhausted
+  pass "the third replica ($pending) is pending with the event PoolExhausted: $(events_of team-a "$pending" PoolExhausted | head -1)"
+  expect_eq "it is not Ready" 2 "$(ready_count team-a small)"
+  kubectl -n team-a delete deployment small --wait=true >&2
+  e2e_wait_for 60 "pool tiny's claims released" is 0 claim_count tiny
+}
+
+# pools_owner_step: a pod of namespace team-b naming an IP a team-a pod
+# holds is refused, naming team-a, never its pod.
+pools_owner_step() {
+  local ip=192.0.2.130 msg
+  pools_pool shared '["192.0.2.128/28"]' '{"namespaces": ["team-a", "team-b"]}' >&2
+  e2e_wait_for 30 "pool shared published" published shared
+  pools_bare_pod owner team-a "{\"external-ip/addresses\": \"$ip\"}" >&2
+  check "team-a's pod holding $ip is Ready" kubectl -n team-a wait --for=condition=Ready pod/owner --timeout=90s
+  pools_bare_pod other team-b "{\"external-ip/addresses\": \"$ip\"}" >&2
+  e2e_wait_for 60 "the refusal's event on team-b's pod" has_event team-b other OwnedByAnotherNamespace
+  msg=$(events_of team-b other OwnedByAnotherNamespace | head -1)
+  expect_eq "team-b's pod is refused, naming the owning namespace" \
+    "$ip: is owned by namespace team-a; a pod of namespace team-b may not hold it" "$msg"
+  expect_eq "the node's IPs still route to team-a's pod alone" "$E2E_LAN_V4" "$(lan_get "$ip")"
+  kubectl -n team-b delete pod other --wait=true >&2
+  kubectl -n team-a delete pod owner --wait=true >&2
+}
+
+# pools_restart_step: the node process restarted during a rollout of web
+# (scaled back to 3) loses and doubles nothing: in the end every pod of web
+# holds two claimed IPs of its own, and no claim is left of pods gone.
+pools_restart_step() {
+  local want got
+  kubectl -n team-a scale deployment web --replicas=3 >&2
+  e2e_wait_for 120 "3 replicas of web Ready" is 3 ready_count team-a web
+  kubectl -n team-a rollout restart deployment web >&2
+  kubectl -n external-ip rollout restart ds/external-ip >&2
+  check "the DaemonSet's restart rolls out" kubectl -n external-ip rollout status ds/external-ip --timeout=120s
+  check "web's rollout completes" kubectl -n team-a rollout status deployment web --timeout=180s
+  settled() {
+    [ "$(ready_count team-a web)" = 3 ] && [ "$(pods_of team-a web | wc -l)" = 3 ] &&
+      [ "$(claim_count web)" = 6 ] && [ "$(pods_of team-a web | awk 'NF == 2' | wc -l)" = 3 ]
+  }
+  e2e_wait_for 90 "3 pods of web, 6 claims" settled
+  want=$(pods_of team-a web | awk '{print $2}' | tr ',' '\n' | sort | paste -sd' ')
+  got=$(claims_of web)
+  expect_eq "every claim of pool web is a running pod's, each pod's two its own" "$want" "$got"
+  expect_eq "6 distinct IPs" 6 "$(tr ' ' '\n' <<<"$want" | sort -u | grep -c .)"
+  expect_eq "the node holds exactly them" "$(e2e_sorted $want)" "$(e2e_holder_ips)"
+  kubectl -n team-a delete deployment web --wait=true >&2
+  e2e_wait_for 60 "pool web's claims released" is 0 claim_count web
+  expect_eq "the node holds nothing" "" "$(e2e_holder_ips)"
+}
