@@ -195,7 +195,11 @@ for n in 1 2; do eval "CLAIMS_MARK_$n=$(( $(wc -l <"$T/node-process-$n.log") + 1
 step_done
 
 step "1,000 claim and release cycles"
-require "a pool of 14" claims_pool cycles '["192.0.2.32/28"]'
+# Just after its restart the API server refuses a pool for a few seconds:
+# the policies whose parameter is a pool wait for its discovery of the CRD
+# ("failed to find resource referenced by paramKind").
+e2e_wait_for 30 "a pool of 14 accepted by the restarted API server's policies" claims_pool cycles '["192.0.2.32/28"]'
+pass "a pool of 14"
 e2e_wait_for 30 "the node process to see it" bash -c "jq -e '.pools | index(\"cycles\")' '$T/n1/data/claims/pools'"
 kubectl create namespace cycles >&2
 kubectl -n cycles create serviceaccount default >&2 || true
