@@ -46,6 +46,10 @@ type options struct {
 	waits                   bool
 	straceDel               bool
 	profileRuns             int
+	// The pool rows (pools.go): with the rest, or alone; the build of
+	// poolsBaseline is the plugin before pools.
+	pools, poolsOnly bool
+	poolsBaseline    string
 }
 
 func main() {
@@ -98,6 +102,9 @@ func parseFlags() options {
 	flag.BoolVar(&o.inittrace, "inittrace", false, "profile: GODEBUG=inittrace=1, time to main and the costliest package inits")
 	flag.BoolVar(&o.waits, "waits", false, "profile: perf sched events over back-to-back ADD/DEL pairs; where each verb waits off the CPU, by kernel function")
 	flag.IntVar(&o.profileRuns, "profile-n", 20, "ADDs of each binary per profiling hook")
+	flag.BoolVar(&o.pools, "pools", true, "the pool rows, against the e2e's API server when its Kubernetes build is cached")
+	flag.BoolVar(&o.poolsOnly, "pools-only", false, "only the exec floor, the references, the explicit-IP row and the pool rows")
+	flag.StringVar(&o.poolsBaseline, "pools-baseline", "main", "the revision whose plugin (before pools) the explicit-IP row is held against (\"\": none)")
 	flag.Parse()
 	if *quick {
 		o.n, o.warmup, held4, held6, o.profileRuns, o.conntrack, o.concurrent = 10, 1, "100", "100", 3, 200, 8

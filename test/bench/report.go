@@ -155,6 +155,7 @@ func (b *bench) comparisons(r *results) []comparison {
 	cs = append(cs, churnComparisons(def)...)
 	cs = append(cs, abComparisons()...)
 	cs = append(cs, heldComparisons(r, def)...)
+	cs = append(cs, poolComparisons(b)...)
 	for _, pm := range []string{"portmap iptables ", "portmap nftables "} {
 		for _, verb := range []string{"ADD", "DEL"} {
 			cs = append(cs, comparison{ours: eipRow(verb, "IPv4", trafficBoth), ref: pm + verb, goal: "<= 0.25"})

@@ -143,6 +143,9 @@ func scenarioIP(s, it int, v6 bool) string {
 // run is the whole benchmark: nodes, the interleaved iterations, the
 // profiles, then the report.
 func (b *bench) run() error {
+	if b.opts.poolsOnly {
+		return runPoolsOnly(b)
+	}
 	res := &results{byName: map[string]*series{}}
 	n0, err := b.newNode("n0")
 	if err != nil {
@@ -168,6 +171,9 @@ func (b *bench) run() error {
 		}
 		if err == nil {
 			err = b.uplinkUnits(res)
+		}
+		if err == nil && b.opts.pools {
+			_, err = poolUnits(b, res, n0)
 		}
 		if err != nil {
 			return err

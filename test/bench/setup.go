@@ -44,6 +44,8 @@ type bench struct {
 	// trafficKey: the built plugin takes the `traffic` key; steers: with
 	// `traffic: both` it made nftables rules (sanity finds both out).
 	trafficKey, steers bool
+	// atClose run first in close: processes started in the nodes.
+	atClose []func()
 }
 
 // node is a node's network namespace with an uplink veth to a LAN namespace.
@@ -209,6 +211,9 @@ ip -n NODE link set uplink0 up; ip -n LAN link set lan0 up`)
 
 func (b *bench) close() {
 	b.once.Do(func() {
+		for _, f := range b.atClose {
+			f()
+		}
 		for _, n := range b.nodes {
 			if n.ns != nil {
 				n.ns.Close()
