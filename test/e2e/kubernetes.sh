@@ -15,7 +15,9 @@
 # Deployment of 3 gets 3 IPs of each family from a pool, reachable and
 # leaving from them, released when scaled down; a StatefulSet pod keeps its
 # IP; namespace, exhaustion and ownership refusals by the admission policy
-# and by the node with events; the node process restarted mid-rollout);
+# and by the node with events; the node process restarted mid-rollout;
+# the API server stopped for 10 s during pool ADDs: code 11, the kubelet's
+# retry succeeds, no claim leaks);
 # the documented uninstall steps, run as written,
 # restore the conf dir byte for byte and leave nothing of ours; the machine's
 # sysctls that kubelet writes are unchanged.
@@ -176,6 +178,10 @@ step_done
 
 step "the node process restarted during a rollout"
 pools_restart_step
+step_done
+
+step "the API server stopped for 10 s during pool ADDs"
+pools_apiserver_step
 step_done
 
 step "the documented uninstall steps"

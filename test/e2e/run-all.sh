@@ -9,7 +9,7 @@
 #          E2E_KEEP=1, E2E_OUT_DIR=DIR (keep the recorder logs), IMAGE_TAR
 #          (the installer image, default bin/external-ip-image.tar; built
 #          with `make image` if missing), E2E_K8S_TIMEOUT (the kubernetes
-#          and claims recipes' bound, default 900 s; their Kubernetes build,
+#          and claims recipes' bound, default 1200 s; their Kubernetes build,
 #          20 to 40 minutes the first time and cached after, comes before
 #          them, unbounded), E2E_CRITEST_TIMEOUT (the critest recipe's bound,
 #          default 900 s; its build of critest, 3 to 4 minutes the first time
@@ -90,7 +90,7 @@ for r in "${recipes[@]}"; do
   # The recipe bounds itself (E2E_TIMEOUT, then SIGKILL 30 s later); this is
   # a backstop.
   limit=$E2E_TIMEOUT
-  [ "$r" != kubernetes ] && [ "$r" != claims ] || limit=${E2E_K8S_TIMEOUT:-900}
+  [ "$r" != kubernetes ] && [ "$r" != claims ] || limit=${E2E_K8S_TIMEOUT:-1200}
   [ "$r" != critest ] || limit=${E2E_CRITEST_TIMEOUT:-900}
   E2E_ID=$id E2E_RESULTS=$res E2E_TIMEOUT=$limit timeout -k 5 $((limit + 45)) "$HERE/$r.sh"
   rc=$?
