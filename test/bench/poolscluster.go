@@ -281,12 +281,8 @@ func poolComparisons(b *bench) []comparison {
 // runPoolsOnly is -pools-only: the exec floor, host-local, the empty
 // node's explicit-IP row and the pool rows.
 func runPoolsOnly(b *bench) error {
-	res := &results{byName: map[string]*series{}}
-	n0, err := b.newNode("n0")
+	res, n0, err := emptyNode(b)
 	if err != nil {
-		return err
-	}
-	if err := b.sanity(n0); err != nil {
 		return err
 	}
 	// referenceUnits' first two units are the floor and host-local; portmap's

@@ -146,12 +146,8 @@ func (b *bench) run() error {
 	if b.opts.poolsOnly {
 		return runPoolsOnly(b)
 	}
-	res := &results{byName: map[string]*series{}}
-	n0, err := b.newNode("n0")
+	res, n0, err := emptyNode(b)
 	if err != nil {
-		return err
-	}
-	if err := b.sanity(n0); err != nil {
 		return err
 	}
 	b.referenceUnits(res, n0)
@@ -190,6 +186,15 @@ func (b *bench) run() error {
 		return nil
 	}
 	return b.concurrency(ct, res.regime())
+}
+
+// emptyNode makes the results and the empty node n0, checked by sanity.
+func emptyNode(b *bench) (*results, *node, error) {
+	n0, err := b.newNode("n0")
+	if err == nil {
+		err = b.sanity(n0)
+	}
+	return &results{byName: map[string]*series{}}, n0, err
 }
 
 // iterate runs every unit once per iteration, in a new order each time, so
