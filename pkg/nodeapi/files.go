@@ -146,30 +146,36 @@ func Released(dataDir string, a store.Attachment) error {
 func markerPath(dir string, a store.Attachment) string { return dir + "/" + a.Key() + ".json" }
 
 // markers reads every marker of dir; one that does not decode is skipped,
-// as a staged write is: it names no attachment that can be trusted.
+// as a staged write is: it names no attachment that can be trusted. A read
+// makes nothing: a GC or a refused call with no state leaves dataDir as it
+// found it, and a missing dataDir or dir has no markers.
 func markers(dataDir, dir string) ([]Marker, error) {
+	root, err := os.OpenRoot(dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, errorf(ErrFiles, "reading %s: %w", dataDir, err)
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, errorf(ErrFiles, "reading %s: %w", path.Join(dataDir, dir), err)
+	}
 	var out []Marker
-	err := withRoot(dataDir, func(root *os.Root) error {
-		entries, err := fs.ReadDir(root.FS(), dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		} else if err != nil {
-			return err
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+			continue
 		}
-		for _, e := range entries {
-			if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
-				continue
-			}
-			var m Marker
-			data, err := root.ReadFile(dir + "/" + e.Name())
-			if err == nil && json.Unmarshal(data, &m) == nil && markerPath(dir, m.Attachment) == dir+"/"+e.Name() {
-				out = append(out, m)
-			}
+		var m Marker
+		data, err := root.ReadFile(dir + "/" + e.Name())
+		if err == nil && json.Unmarshal(data, &m) == nil && markerPath(dir, m.Attachment) == dir+"/"+e.Name() {
+			out = append(out, m)
 		}
-		return nil
-	})
+	}
 	slices.SortFunc(out, func(a, b Marker) int { return strings.Compare(a.Attachment.String(), b.Attachment.String()) })
-	return out, err
+	return out, nil
 }
 
 // withRoot runs f inside dataDir, which it makes (0700) when missing, with
