@@ -54,7 +54,9 @@ type Config struct {
 	PodAnnotation string
 	// Pool is the pool the pod's annotation external-ip/pool names, "" when
 	// it names none.
-	Pool     string
+	Pool string
+	// Pools are the config's node-local pools, by name (pools.go).
+	Pools    []LocalPool
 	Announce Announce
 	// Probe is how long to wait for another owner of an address before it is
 	// first taken; 0 turns probing off.
@@ -89,6 +91,8 @@ type Config struct {
 	// request fails ADD and CHECK but never DEL or GC, which do not read it.
 	requested    []source
 	requestedErr error
+	// poolRuntime is the pool runtimeConfig.externalIPPool names.
+	poolRuntime string
 }
 
 type netConf struct {
@@ -117,8 +121,10 @@ type netConf struct {
 	UplinkRouting    json.RawMessage      `json:"uplinkRouting"`
 	Hold             json.RawMessage      `json:"hold"`
 	RouteProtocol    json.RawMessage      `json:"routeProtocol"`
+	Pools            json.RawMessage      `json:"pools"`
 	RuntimeConfig    struct {
 		ExternalIPs    json.RawMessage   `json:"externalIPs"`
+		ExternalIPPool json.RawMessage   `json:"externalIPPool"`
 		PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
 	} `json:"runtimeConfig"`
 	Args struct {
@@ -147,7 +153,7 @@ func Load(stdin []byte) (*Config, error) {
 	}
 	// Each step reads its keys from raw once; a new key is a new step.
 	steps := []func(*netConf) error{
-		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setTraffic, c.setHold,
+		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setPools, c.setTraffic, c.setHold,
 		c.setUplinkRouting,
 	}
 	for _, step := range steps {
