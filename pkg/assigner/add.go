@@ -41,6 +41,9 @@ func (a *Assigner) Add(att Attachment, ips []netip.Addr, ann Announcer) ([]Place
 	if err := a.recover(); err != nil {
 		return nil, errkind.OneLine(err)
 	}
+	if err := ad.checkOwner(); err != nil {
+		return nil, errkind.OneLine(err)
+	}
 	placed, err := ad.add()
 	return placed, errkind.OneLine(err)
 }
@@ -96,6 +99,7 @@ func (ad *adding) add() ([]Placed, error) {
 		return nil, err
 	}
 	rec := &record{Attachment: ad.att, IPs: ad.ips, Steering: ad.newSteering(), Route: ad.how}
+	rec.Owner, rec.Owned = ad.owns()
 	j := &journal{Op: store.OpAdd, Key: key, Record: rec, Touch: slices.Clone(ad.ips), Uplinks: uplinks, Proxied: proxied}
 	if old != nil {
 		if err := ad.remember(j, old); err != nil {

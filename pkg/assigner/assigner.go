@@ -41,6 +41,9 @@ type Options struct {
 	// Probe is how long an ADD's probe of an IP waits for another host's
 	// answer (Announcer.Probe); 0 probes nothing.
 	Probe time.Duration
+	// Owner, when set, says whom an ADD's IPs belong to (owner.go); nil
+	// records no owner and checks none.
+	Owner Owner
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and

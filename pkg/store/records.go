@@ -34,6 +34,12 @@ type Record struct {
 	// Route is how the attachment asked for its IPs to be held: 0 as
 	// addresses, else as routes of that protocol number.
 	Route HeldAs `json:"route,omitempty"`
+	// Owner is who Owned belong to: the owner of an attachment that took
+	// IPs of a node-local pool (package localpool says who that is).
+	Owner string `json:"owner,omitempty"`
+	// Owned are the IPs of IPs that lie in a pool: they belong to Owner,
+	// and no attachment of another owner may hold them while this one does.
+	Owned []netip.Addr `json:"owned,omitempty"`
 }
 
 // IPEntry is the index of one IP, the file ip/<addr>.json: who holds it

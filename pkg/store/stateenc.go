@@ -92,6 +92,12 @@ func (r *Record) appendJSON(b []byte) []byte {
 	if r.Route != 0 {
 		b = strconv.AppendInt(appendKey(b, ',', "route"), int64(r.Route), 10)
 	}
+	if r.Owner != "" {
+		b = appendString(appendKey(b, ',', "owner"), r.Owner)
+	}
+	if len(r.Owned) > 0 {
+		b = appendAddrs(appendKey(b, ',', "owned"), r.Owned)
+	}
 	return append(b, '}')
 }
 

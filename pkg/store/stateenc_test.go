@@ -15,7 +15,7 @@ func stateValues(name string, a, b netip.Addr) []any {
 	st := &Steering{Traffic: name, Container: []netip.Prefix{netip.PrefixFrom(a, a.BitLen()/2)},
 		Egress:  []EgressRule{{Source: a, Uplink: name, IP: b}, {}},
 		Hairpin: []HairpinRule{{Source: netip.PrefixFrom(a, 8), Target: b}, {}}}
-	rec := &Record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st, Route: 200}
+	rec := &Record{Attachment: att, IPs: []netip.Addr{a, b}, Steering: st, Route: 200, Owner: "namespace team-a", Owned: []netip.Addr{b}}
 	return []any{
 		&Journal{},
 		&Journal{Op: OpAdd, Key: name, Record: rec, Touch: []netip.Addr{}, Uplinks: map[netip.Addr]string{a: name, b: "up\n", {}: "zero"},

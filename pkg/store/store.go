@@ -124,6 +124,16 @@ func (s *Store) Remove(f File) error { return s.remove(top, string(f)) }
 // Has says whether f exists; a symlink there is an error.
 func (s *Store) Has(f File) (bool, error) { return s.has(top, string(f)) }
 
+// Reader is what a reader of the state asks, under the lock: the IPs
+// held, each IP's holders, and each holder's record.
+type Reader interface {
+	Indexed() ([]netip.Addr, error)
+	ReadIP(ip netip.Addr) (IPEntry, error)
+	ReadRecord(key string) (*Record, error)
+}
+
+var _ Reader = (*Store)(nil)
+
 // ReadRecord is the record of the attachment with key, nil when it has none.
 func (s *Store) ReadRecord(key string) (*Record, error) {
 	r := &Record{}

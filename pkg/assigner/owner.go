@@ -1,0 +1,63 @@
+package assigner
+
+import (
+	"net/netip"
+
+	"github.com/external-ip/external-ip/pkg/store"
+)
+
+// Owner decides whom an ADD's IPs belong to (package localpool, for the
+// IPs of node-local pools). The assigner asks it under the lock, after
+// any interrupted change is settled and before anything changes, and
+// keeps its answer in the record that the ADD's journal writes: the check
+// and the hold are one journaled change, so a crash between them can
+// neither lose an IP given from a pool nor give it twice.
+type Owner interface {
+	// Check refuses the ADD of the attachment with key when the state
+	// says that another owner holds one of ips, or (an IP given from a
+	// pool) that anyone else holds it.
+	Check(st StateReader, key string, ips []netip.Addr) error
+	// Owns is what the record keeps: the owner, and which of ips are its.
+	Owns(ips []netip.Addr) (owner string, owned []netip.Addr)
+}
+
+// StateReader is what an Owner reads of the state, under the lock.
+type StateReader = store.Reader
+
+// ReadState runs f on the state under the lock, changing nothing: what a
+// pool request reads to choose free IPs before its ADD, which checks
+// them again under its own lock. No state directory is an empty state.
+func (a *Assigner) ReadState(f func(StateReader) error) error {
+	a.startCall()
+	l, err := a.lockToRead()
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return f(emptyState{})
+	}
+	defer l.Unlock()
+	return f(a.st)
+}
+
+type emptyState struct{}
+
+func (emptyState) Indexed() ([]netip.Addr, error)           { return nil, nil }
+func (emptyState) ReadIP(netip.Addr) (store.IPEntry, error) { return store.IPEntry{}, nil }
+func (emptyState) ReadRecord(string) (*store.Record, error) { return nil, nil }
+
+// checkOwner asks the Owner, if any, whether the ADD may hold its IPs.
+func (ad *adding) checkOwner() error {
+	if ad.opts.Owner == nil {
+		return nil
+	}
+	return ad.opts.Owner.Check(ad.st, ad.att.Key(), ad.ips)
+}
+
+// owns is what the ADD's record keeps of its IPs' owner.
+func (ad *adding) owns() (string, []netip.Addr) {
+	if ad.opts.Owner == nil {
+		return "", nil
+	}
+	return ad.opts.Owner.Owns(ad.ips)
+}
