@@ -16,6 +16,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/linger"
+	"github.com/external-ip/external-ip/pkg/localpool"
 	"github.com/external-ip/external-ip/pkg/park"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
@@ -37,6 +38,9 @@ type invocation struct {
 	keep *linger.Keeper
 	// routing routes the IPs of uplinks other than the default route's.
 	routing *uplinkroute.HostRouting
+	// rules are the node-local pools' rules, which an ADD fills in
+	// (localpool.go) and the assigner asks under its lock.
+	rules *localpool.Rules
 }
 
 // newAssigner is the assigner for the config as it stands (a pool's hold
@@ -50,6 +54,7 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 		Routing:       inv.routing,
 		RouteProtocol: routeProtocol(c),
 		Probe:         c.Probe,
+		Owner:         inv.rules,
 	})
 }
 
@@ -67,7 +72,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	ur := conf.UplinkRouting
 	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
-	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing,
+	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing, rules: &localpool.Rules{},
 		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
 	inv.as = inv.newAssigner()
 	inv.done = func() {
@@ -113,12 +118,15 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrInvalidNetworkConfig,
 			"prevResult: missing; external-ip is a chained plugin and must follow a main plugin", "")
 	}
-	reqs, hold, err := claimedRequests(inv, args)
+	reqs, hold, ask, err := requests(inv, args)
+	if err == nil {
+		err = inv.ownerRules(args)
+	}
 	if err != nil {
 		return cniError(err, nil)
 	}
 	inv.holdAs(hold)
-	if len(reqs) == 0 {
+	if len(reqs) == 0 && ask == nil {
 		// The attachment holds none now: an earlier ADD's IPs are released.
 		err := inv.as.Del(inv.att)
 		startForget(inv)
@@ -139,7 +147,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return cniError(err, nil)
 	}
 	s := session(inv)
-	_, err = inv.as.Add(inv.att, addrs(reqs), s)
+	reqs, err = inv.add(reqs, ask, s)
 	startForget(inv)
 	inv.lingerNAT()
 	if herr := s.Finish(err == nil); herr != nil {
@@ -222,6 +230,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 		return nil // ADD held nothing for this attachment
 	}
 	held, err := inv.as.Check(inv.att)
+	if err == nil {
+		held, err = poolHeld(inv, args, reqs, held)
+	}
 	if err == nil {
 		err = sameIPs(addrs(reqs), held)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/localpool"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
@@ -42,6 +43,9 @@ var codes = []struct {
 	{nodeapi.ErrRefused, types.ErrInvalidNetworkConfig},
 	{nodeapi.ErrExhausted, codeExhausted},
 	{nodeapi.ErrFiles, types.ErrIOFailure},
+	{localpool.ErrExhausted, codeExhausted},
+	{localpool.ErrOwned, types.ErrInvalidNetworkConfig},
+	{localpool.ErrTaken, types.ErrTryAgainLater},
 }
 
 // cniError turns err into the CNI error the runtime prints. An error about

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/localpool"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/pools/iprange"
+	"github.com/external-ip/external-ip/pkg/traffic"
+)
+
+// The node-local pools of the config (key pools), from the plugin's side:
+// a request that names one of them is served here, from the state
+// directory (package localpool decides, the assigner holds); a request
+// that names another pool is the cluster's, served by the node process
+// (claims.go) when one publishes pools. Either way the IPs a request
+// names go as before.
+
+// pickTries bounds how often an ADD chooses again when another ADD took
+// the IPs it chose before its lock: each try costs a probe of the LAN.
+const pickTries = 5
+
+// poolAsk is an ADD's request for a free IP of a config's pool.
+type poolAsk struct {
+	config.PoolRequest
+	pool *config.LocalPool
+}
+
+// requests is what the ADD asks for: the IPs it names (claimed by the
+// node process while the cluster has pools) and, when it names a pool of
+// the config, that pool; hold is the cluster pool's own, "" when none.
+func requests(inv *invocation, args *skel.CmdArgs) (reqs []config.IP, hold string, ask *poolAsk, err error) {
+	pr, err := inv.conf.PoolRequested(args.Args)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	switch local := inv.conf.LocalPool(pr.Name); {
+	case local != nil:
+		ask = &poolAsk{PoolRequest: pr, pool: local}
+		inv.conf.Pool = "" // not the node process's to serve
+	case pr.Name != "" && !pr.FromAnnotation():
+		if err := inv.clusterServes(pr); err != nil {
+			return nil, "", nil, err
+		}
+		inv.conf.Pool = pr.Name
+	}
+	reqs, hold, err = claimedRequests(inv, args)
+	return reqs, hold, ask, err
+}
+
+// clusterServes refuses a pool that neither the config has nor a node
+// process publishes. The pod annotation's request goes to the node process
+// regardless, which answers "try again later" while it starts.
+func (inv *invocation) clusterServes(pr config.PoolRequest) error {
+	_, pooled, err := nodeapi.Published(inv.conf.DataDir)
+	if err != nil || pooled {
+		return err
+	}
+	has := "it has none"
+	if names := inv.conf.PoolNames(); len(names) > 0 {
+		has = "its pools: " + strings.Join(names, ", ")
+	}
+	return errkind.Errorf(config.ErrInvalid, "%s: %q is not a pool of network %s (%s), and no node process serves the cluster's pools",
+		pr.Source, pr.Name, inv.conf.Name, has)
+}
+
+// ownerRules are the pools' rules for this ADD, which the assigner asks
+// under its lock; every ADD has them, so that an IP a pool gave is refused
+// to another owner whichever network asks for it.
+func (inv *invocation) ownerRules(args *skel.CmdArgs) error {
+	pod, err := config.PodFromArgs(args.Args)
+	if err != nil {
+		return err
+	}
+	*inv.rules = localpool.Rules{
+		Owner: localpool.OwnerOf(inv.conf.Name, pod.Namespace),
+		InPool: func(ip netip.Addr) string {
+			if p := inv.conf.PoolCovering(ip); p != nil {
+				return p.Name
+			}
+			return ""
+		},
+	}
+	return nil
+}
+
+// add holds reqs and, when the ADD asks a pool of the config, a free IP of
+// each family the pool gives: chosen from the state, then checked and held
+// under the assigner's lock in one journaled change, and chosen again when
+// another ADD took it meanwhile. It returns everything the ADD asked to
+// hold, for the messages.
+func (inv *invocation) add(reqs []config.IP, ask *poolAsk, ann assigner.Announcer) ([]config.IP, error) {
+	if ask == nil {
+		_, err := inv.as.Add(inv.att, addrs(reqs), ann)
+		return reqs, err
+	}
+	fams, err := ask.families(inv.conf)
+	if err != nil {
+		return reqs, err
+	}
+	for try := 1; ; try++ {
+		all, err := ask.pick(inv, reqs, fams)
+		if err == nil {
+			_, err = inv.as.Add(inv.att, addrs(all), ann)
+		}
+		if !errors.Is(err, localpool.ErrTaken) || try == pickTries {
+			return all, err
+		}
+		inv.log.Info("pool IP taken meanwhile; choosing again", "pool", ask.Name, "error", err)
+	}
+}
+
+// families are those the pool gives; when the ADD steers, only those of
+// which the container has an address, so that a dual-stack pool serves an
+// IPv4-only container.
+func (ask *poolAsk) families(c *config.Config) ([]iprange.Family, error) {
+	fams := ask.pool.Ranges.Families()
+	if c.Traffic == traffic.None {
+		return fams, nil
+	}
+	container := c.ContainerAddrs()
+	out := slices.DeleteFunc(slices.Clone(fams), func(f iprange.Family) bool {
+		return !slices.ContainsFunc(container, func(p netip.Prefix) bool { return iprange.FamilyOf(p.Addr()) == f })
+	})
+	if len(out) == 0 {
+		return nil, errkind.Errorf(config.ErrInvalid, "%s: pool %s gives %v addresses, and prevResult gives the container none of those families to steer them to",
+			ask.Source, ask.Name, fams)
+	}
+	return out, nil
+}
+
+// pick chooses the pool's IPs for the ADD (localpool.Pick), passing over
+// the container's own addresses and the IPs the request names, and tells
+// the rules which IPs were given, which no one else may hold.
+func (ask *poolAsk) pick(inv *invocation, reqs []config.IP, fams []iprange.Family) ([]config.IP, error) {
+	container := inv.conf.ContainerAddrs()
+	skip := func(ip netip.Addr) bool {
+		return slices.ContainsFunc(container, func(p netip.Prefix) bool { return p.Addr() == ip }) || containsAddr(reqs, ip)
+	}
+	var given []netip.Addr
+	err := inv.as.ReadState(func(st assigner.StateReader) error {
+		var err error
+		given, err = localpool.Pick(st, inv.att.Key(), localpool.Pool{Name: ask.Name, Ranges: ask.pool.Ranges}, fams, skip)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, localpool.ErrExhausted) {
+			err = errkind.Prefix(ask.Source, err)
+		}
+		return reqs, err
+	}
+	inv.rules.Given = given
+	out := make([]config.IP, 0, len(given)+len(reqs))
+	for _, ip := range given {
+		out = append(out, config.IP{Addr: ip, Source: "pool " + ask.Name})
+	}
+	return append(out, reqs...), nil
+}
+
+// poolHeld leaves out of a CHECK's held IPs those the ADD was given from
+// the pool it asks, which the config cannot name: CHECK then compares the
+// rest with the IPs it names, and fails when the pool gave none.
+func poolHeld(inv *invocation, args *skel.CmdArgs, reqs []config.IP, held []netip.Addr) ([]netip.Addr, error) {
+	pr, err := inv.conf.PoolRequested(args.Args)
+	local := inv.conf.LocalPool(pr.Name)
+	if err != nil || local == nil {
+		return held, err
+	}
+	rest := slices.DeleteFunc(slices.Clone(held), func(ip netip.Addr) bool { return local.Ranges.Covers(ip) && !containsAddr(reqs, ip) })
+	if len(rest) == len(held) {
+		return nil, errkind.Errorf(assigner.ErrDrift, "%s: the record holds no IP of pool %s", pr.Source, pr.Name)
+	}
+	return rest, nil
+}
