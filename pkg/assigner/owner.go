@@ -24,20 +24,19 @@ type Owner interface {
 // StateReader is what an Owner reads of the state, under the lock.
 type StateReader = store.Reader
 
-// ReadState runs f on the state under the lock, changing nothing: what a
-// pool request reads to choose free IPs before its ADD, which checks
-// them again under its own lock. No state directory is an empty state.
+// ReadState runs f on the state under the lock, once any change a crash
+// cut short is settled (so that an ADD rolled back gives its IPs back
+// before they are read as held): what a pool request reads to choose free
+// IPs before its ADD, which checks them again under its own lock. No
+// state directory is an empty state, and nothing is made.
 func (a *Assigner) ReadState(f func(StateReader) error) error {
 	a.startCall()
-	l, err := a.lockToRead()
-	if err != nil {
+	ran := false
+	err := a.withState(func() error { ran = true; return f(a.st) })
+	if err != nil || ran {
 		return err
 	}
-	if l == nil {
-		return f(emptyState{})
-	}
-	defer l.Unlock()
-	return f(a.st)
+	return f(emptyState{})
 }
 
 type emptyState struct{}
