@@ -23,10 +23,13 @@ type exampleRequest struct {
 	// via is the source: "runtimeConfig" (capability externalIPs),
 	// "annotation" (capability io.kubernetes.cri.pod-annotations), "multus"
 	// (args.cni, as Multus injects cni-args), "cniArgs" (CNI_ARGS, as podman
-	// passes its own environment) or "static" (the example's own list).
+	// passes its own environment), "static" (the example's own list) or
+	// "pool" (capability externalIPPool, asking for pool).
 	via string
-	// ips are the IPs requested; for "static" they are read from the file.
-	ips []string
+	// ips are the IPs requested; for "static" they are read from the file;
+	// for "pool" they are the first of each family the pool gives.
+	ips  []string
+	pool string
 }
 
 // conflistExamples lists every file in conflist-examples/. A new example
@@ -39,6 +42,7 @@ var conflistExamples = map[string]exampleRequest{
 	"routed-strictarp.conflist":      {via: "runtimeConfig", ips: []string{"192.0.2.104", "2001:db8:1::104"}},
 	"address-hold.conflist":          {via: "runtimeConfig", ips: []string{"192.0.2.105", "2001:db8:1::105"}},
 	"static.conflist":                {via: "static"},
+	"local-pool.conflist":            {via: "pool", pool: "web", ips: []string{"192.0.2.200", "2001:db8:1::200"}},
 }
 
 // exampleKeys are the keys an example may set on the external-ip entry
@@ -47,7 +51,7 @@ var conflistExamples = map[string]exampleRequest{
 var exampleKeys = []string{
 	"type", "name", "cniVersion", "capabilities", "device", "uplink", "externalIPs",
 	"allowedRanges", "podAnnotation", "announce", "conflictProbe", "dataDir",
-	"logFile", "logLevel", "lockTimeout", "traffic", "hold", "routeProtocol",
+	"logFile", "logLevel", "lockTimeout", "traffic", "hold", "routeProtocol", "pools",
 }
 
 func TestEveryConflistExampleRunsThroughLibcni(t *testing.T) {
@@ -306,6 +310,9 @@ func exampleRuntimeConf(t *testing.T, req exampleRequest, static []string, ctr s
 			{"K8S_POD_NAME", "web"},
 			{"EXTERNAL_IPS", strings.Join(req.ips, ",")},
 		}
+	case "pool":
+		// cnitool's CAP_ARGS, or a libcni user's capability args.
+		rt.CapabilityArgs = map[string]any{"externalIPPool": req.pool}
 	case "static":
 		want = static
 	case "multus":
