@@ -36,14 +36,8 @@ func (a *Assigner) ReadState(f func(StateReader) error) error {
 	if err != nil || ran {
 		return err
 	}
-	return f(emptyState{})
+	return f(store.Empty{})
 }
-
-type emptyState struct{}
-
-func (emptyState) Indexed() ([]netip.Addr, error)           { return nil, nil }
-func (emptyState) ReadIP(netip.Addr) (store.IPEntry, error) { return store.IPEntry{}, nil }
-func (emptyState) ReadRecord(string) (*store.Record, error) { return nil, nil }
 
 // checkOwner asks the Owner, if any, whether the ADD may hold its IPs.
 func (ad *adding) checkOwner() error {

@@ -134,6 +134,13 @@ type Reader interface {
 
 var _ Reader = (*Store)(nil)
 
+// Empty is the state of a node with no state directory: nothing held.
+type Empty struct{}
+
+func (Empty) Indexed() ([]netip.Addr, error)     { return nil, nil }
+func (Empty) ReadIP(netip.Addr) (IPEntry, error) { return IPEntry{}, nil }
+func (Empty) ReadRecord(string) (*Record, error) { return nil, nil }
+
 // ReadRecord is the record of the attachment with key, nil when it has none.
 func (s *Store) ReadRecord(key string) (*Record, error) {
 	r := &Record{}
