@@ -147,8 +147,8 @@ step_done
 
 step "every alert rule loaded and healthy"
 rules=$(lanns curl -sf "$PROM/api/v1/rules" | jq -r '[.data.groups[].rules[] | "\(.name)=\(.health)"] | sort | join(" ")')
-expect_eq "the four alerts, evaluated without error" \
-  "ExternalIPCNIFailures=ok ExternalIPConflict=ok ExternalIPRepairsRecurring=ok ExternalIPUpkeepDown=ok" "$rules"
+expect_eq "the five alerts, evaluated without error" \
+  "ExternalIPCNIFailures=ok ExternalIPConflict=ok ExternalIPPoolNearlyFull=ok ExternalIPRepairsRecurring=ok ExternalIPUpkeepDown=ok" "$rules"
 step_done
 
 step "the node process stops"
