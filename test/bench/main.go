@@ -46,8 +46,8 @@ type options struct {
 	waits                   bool
 	straceDel               bool
 	profileRuns             int
-	// The pool rows (pools.go): with the rest, or alone; the build of
-	// poolsBaseline is the plugin before pools.
+	// The pool rows (pools.go, package poolrows): with the rest, or
+	// alone; the build of poolsBaseline is the plugin before pools.
 	pools, poolsOnly bool
 	poolsBaseline    string
 }

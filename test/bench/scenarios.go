@@ -169,7 +169,7 @@ func (b *bench) run() error {
 			err = b.uplinkUnits(res)
 		}
 		if err == nil && b.opts.pools {
-			_, err = poolUnits(b, res, n0)
+			err = poolUnits(b, res, n0)
 		}
 		if err != nil {
 			return err
