@@ -138,6 +138,18 @@ func (g *grant) admitted(p *pools.Pool, what string) *nodeapi.Response {
 }
 
 func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
+	// A request of the attachment again before the cache has seen the
+	// claim this process made for it (a retry within the informer's lag)
+	// finds it here, not a second IP.
+	for _, name := range g.n.recentOf(g.req.Attachment) {
+		ip, err := v1alpha1.ParseClaimName(name)
+		if err != nil || !p.Ranges.Covers(ip) || pools.FamilyOf(ip) != f {
+			continue
+		}
+		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); resp != retryJoin {
+			return ip, resp
+		}
+	}
 	for _, c := range g.n.byIndex(byOwner, ownerKey(owner)) {
 		ip, err := netip.ParseAddr(c.Spec.Address)
 		if err != nil || c.Spec.Pool != p.Name() || pools.FamilyOf(ip) != f {
