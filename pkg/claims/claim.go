@@ -141,7 +141,7 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 	// A request of the attachment again before the cache has seen the
 	// claim this process made for it (a retry within the informer's lag)
 	// finds it here, not a second IP.
-	for _, name := range g.n.recentOf(g.req.Attachment) {
+	for _, name := range g.n.held(g.req.Attachment) {
 		ip, err := v1alpha1.ParseClaimName(name)
 		if err != nil || !p.Ranges.Covers(ip) || pools.FamilyOf(ip) != f {
 			continue

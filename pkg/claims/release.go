@@ -46,13 +46,6 @@ func (n *Node) held(a store.Attachment) []string {
 	return names
 }
 
-// recentOf are the claims this process made or joined for the attachment.
-func (n *Node) recentOf(a store.Attachment) []string {
-	n.recent.mu.Lock()
-	defer n.recent.mu.Unlock()
-	return slices.Clone(n.recent.att[attachmentKey(a)])
-}
-
 func (n *Node) forgetRecent(a store.Attachment) {
 	n.recent.mu.Lock()
 	defer n.recent.mu.Unlock()
