@@ -75,6 +75,10 @@ type Config struct {
 	// protocol number of their routes when held as routes.
 	Hold          Hold
 	RouteProtocol int
+	// Standby makes an IP that another host answers the conflict probe
+	// for a standby holding of this attachment instead of a refusal
+	// (standby.go).
+	Standby bool
 	// PrevResult is the main plugin's result, nil when absent.
 	PrevResult types.Result
 	// PrevResultJSON is that result as it came, when it names the config's
@@ -122,6 +126,7 @@ type netConf struct {
 	Hold             json.RawMessage      `json:"hold"`
 	RouteProtocol    json.RawMessage      `json:"routeProtocol"`
 	Pools            json.RawMessage      `json:"pools"`
+	Standby          json.RawMessage      `json:"standby"`
 	RuntimeConfig    struct {
 		ExternalIPs    json.RawMessage   `json:"externalIPs"`
 		ExternalIPPool json.RawMessage   `json:"externalIPPool"`
@@ -154,7 +159,7 @@ func Load(stdin []byte) (*Config, error) {
 	// Each step reads its keys from raw once; a new key is a new step.
 	steps := []func(*netConf) error{
 		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setPools, c.setTraffic, c.setHold,
-		c.setUplinkRouting,
+		c.setUplinkRouting, c.setStandby,
 	}
 	for _, step := range steps {
 		if err := step(raw); err != nil {
