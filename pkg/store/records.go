@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/netip"
+	"slices"
 )
 
 // Attachment names one attachment of a container to a network, as CNI does.
@@ -40,6 +41,25 @@ type Record struct {
 	// Owned are the IPs of IPs that lie in a pool: they belong to Owner,
 	// and no attachment of another owner may hold them while this one does.
 	Owned []netip.Addr `json:"owned,omitempty"`
+	// Standby says the attachment's network has standby on: an IP another
+	// node answers for is held in standby, not refused, and the node's
+	// process may move its IPs between active and standby.
+	Standby bool `json:"standby,omitempty"`
+	// StandbyIPs are the attachment's IPs held in standby: answered by
+	// another node, so not on the holder, not announced and not steered
+	// here. IPs lists only the IPs held actively.
+	StandbyIPs []netip.Addr `json:"standbyIPs,omitempty"`
+}
+
+// Held is every IP r holds, actively or in standby.
+func (r *Record) Held() []netip.Addr {
+	out := append([]netip.Addr(nil), r.IPs...)
+	for _, ip := range r.StandbyIPs {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // IPEntry is the index of one IP, the file ip/<addr>.json: who holds it
@@ -54,6 +74,10 @@ type IPEntry struct {
 	// was there before external-ip needed one: another program's, which
 	// the release keeps (a proxy entry carries no mark of its owner).
 	KeepProxy bool `json:"keepProxy,omitempty"`
+	// Standby lists the keys of the attachments that hold the IP in
+	// standby: they count for nothing on the holder, and take it over
+	// when the node's process finds its active holder gone.
+	Standby []string `json:"standby,omitempty"`
 }
 
 // Journal is one change under way, the file journal. Applying it is

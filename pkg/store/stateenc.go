@@ -98,6 +98,12 @@ func (r *Record) appendJSON(b []byte) []byte {
 	if len(r.Owned) > 0 {
 		b = appendAddrs(appendKey(b, ',', "owned"), r.Owned)
 	}
+	if r.Standby {
+		b = append(appendKey(b, ',', "standby"), "true"...)
+	}
+	if len(r.StandbyIPs) > 0 {
+		b = appendAddrs(appendKey(b, ',', "standbyIPs"), r.StandbyIPs)
+	}
 	return append(b, '}')
 }
 
@@ -153,6 +159,9 @@ func (e IPEntry) appendJSON(b []byte) []byte {
 	}
 	if e.KeepProxy {
 		b = append(appendKey(b, ',', "keepProxy"), "true"...)
+	}
+	if len(e.Standby) > 0 {
+		b = appendList(appendKey(b, ',', "standby"), e.Standby, appendString)
 	}
 	return append(b, '}')
 }
