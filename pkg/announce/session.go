@@ -143,9 +143,16 @@ func (s *Session) conflict(t Target, mac net.HardwareAddr) error {
 			here = ", and this node does not hold it"
 		}
 	}
-	return errkind.Errorf(ErrConflict, "%s: another host (%s) answered the conflict probe on %s%s: release it on that host, then retry",
-		t.Addr, mac, t.Uplink.Name, here)
+	return errkind.Errorf(ErrConflict, "%s: another host (%w) answered the conflict probe on %s%s: release it on that host, then retry",
+		t.Addr, &Answered{MAC: mac}, t.Uplink.Name, here)
 }
+
+// Answered is the host that answered a conflict probe, in the chain of an
+// ErrConflict error (errors.As): a node whose network stands by holds the
+// IP in standby instead of failing.
+type Answered struct{ MAC net.HardwareAddr }
+
+func (a *Answered) Error() string { return a.MAC.String() }
 
 // Announce sends the first round for targets, one Sender per uplink, in the
 // order the uplinks first appear. It stops at the first uplink that fails.

@@ -21,7 +21,7 @@ import (
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, ann Announcer) ([]Placed, error) {
 	a.startCall()
 	// A record lists each IP once, or GC would count it twice.
-	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann}
+	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann, standby: a.inStandby(ips)}
 	if len(ad.ips) == 0 {
 		return nil, nil
 	}
@@ -67,6 +67,8 @@ type adding struct {
 	// it, which matters when the kernel refuses every change (no
 	// CAP_NET_ADMIN).
 	fresh map[netip.Addr]bool
+	// standby lists the IPs the ADD holds in standby (standby.go).
+	standby map[netip.Addr]bool
 }
 
 // screen refuses, before anything changes, what this host cannot take:
@@ -98,7 +100,7 @@ func (ad *adding) add() ([]Placed, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &record{Attachment: ad.att, IPs: ad.ips, Steering: ad.newSteering(), Route: ad.how}
+	rec := ad.newRecord()
 	rec.Owner, rec.Owned = ad.owns()
 	j := &journal{Op: store.OpAdd, Key: key, Record: rec, Touch: slices.Clone(ad.ips), Uplinks: uplinks, Proxied: proxied}
 	if old != nil {
@@ -133,9 +135,11 @@ func (ad *adding) journaled(j *journal) error {
 		return ad.undo(run, err)
 	}
 	if ad.ann != nil {
-		targets := make([]announce.Target, len(ad.placed))
-		for i, p := range ad.placed {
-			targets[i] = p.target()
+		var targets []announce.Target
+		for _, p := range ad.placed {
+			if !p.Standby {
+				targets = append(targets, p.target())
+			}
 		}
 		if err := ad.ann.Announce(targets); err != nil {
 			return ad.undo(run, err)
@@ -193,7 +197,7 @@ func (ad *adding) probe() error {
 	// Every uplink first, so that no probe is left running on an early return.
 	var todo []Placed
 	for _, ip := range ad.ips {
-		if r := ad.routes[ip]; r.On(ip) == 0 {
+		if r := ad.routes[ip]; r.On(ip) == 0 && !ad.standby[ip] {
 			up, err := ad.ups.For(ip, r)
 			if err != nil {
 				return err
@@ -211,8 +215,8 @@ func (ad *adding) probe() error {
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	for i, err := range errs {
+		if err != nil && !ad.standsBy(todo[i].Addr, err) {
 			return err
 		}
 	}
@@ -224,9 +228,9 @@ func (ad *adding) probe() error {
 // drops is released, and its index forgets the uplink, before an undo
 // re-holds it).
 func (ad *adding) remember(j *journal, old *record) error {
-	j.Touch = union(old.IPs, j.Touch)
+	j.Touch = union(old.Held(), j.Touch)
 	j.Old, j.OldUplinks = old, map[netip.Addr]string{}
-	for _, ip := range old.IPs {
+	for _, ip := range old.Held() {
 		e, err := ad.st.ReadIP(ip)
 		if err != nil {
 			return err
@@ -267,7 +271,7 @@ func (ad *adding) place() (map[netip.Addr]string, []netip.Addr, error) {
 		if rechosen && len(e.Holders) > 0 {
 			ad.wasOn[ip] = e.Uplink
 		}
-		ad.placed = append(ad.placed, Placed{Addr: ip, Uplink: up, First: len(e.Holders) == 0})
+		ad.placed = append(ad.placed, Placed{Addr: ip, Uplink: up, First: len(e.Holders) == 0, Standby: ad.standby[ip]})
 	}
 	return chosen, proxied, nil
 }
@@ -287,7 +291,7 @@ func (ad *adding) proxyNew(ip netip.Addr, e ipEntry, rechosen bool) bool {
 // held, else (also when that uplink vanished) the one its route names now,
 // which the journal then records.
 func (ad *adding) placeIP(ip netip.Addr, e ipEntry) (host.Uplink, bool, error) {
-	if len(e.Holders) > 0 && e.Uplink != "" {
+	if len(e.Holders)+len(e.Standby) > 0 && e.Uplink != "" {
 		up, err := ad.ups.ByName(e.Uplink)
 		if !errors.Is(err, host.ErrNoLink) {
 			return up, false, err
@@ -316,5 +320,5 @@ func (ad *adding) newSteering() *steering {
 	for _, p := range ad.placed {
 		uplinks[p.Addr] = p.Uplink.Name
 	}
-	return steer.Decide(ad.opts.Traffic, ad.opts.Container, ad.ips, uplinks)
+	return steer.Decide(ad.opts.Traffic, ad.opts.Container, ad.active(), uplinks)
 }

@@ -44,6 +44,15 @@ type Options struct {
 	// Owner, when set, says whom an ADD's IPs belong to (owner.go); nil
 	// records no owner and checks none.
 	Owner Owner
+	// Standby holds an IP that another host answers the probe for in
+	// standby instead of refusing the ADD; InStandby are IPs the ADD
+	// holds in standby whatever the probe would say (the node process's
+	// takeovers and yields: standby.go).
+	Standby   bool
+	InStandby []netip.Addr
+	// Goodbye, when set, is told of each IP a release takes off the
+	// holder, so that a standby node takes it over at once.
+	Goodbye func(announce.Target)
 }
 
 // Placed is one IP of an attachment after ADD: where it is announced and
@@ -52,6 +61,9 @@ type Placed struct {
 	Addr   netip.Addr
 	Uplink host.Uplink
 	First  bool
+	// Standby: another host holds the IP actively; this ADD holds it in
+	// standby.
+	Standby bool
 }
 
 // target is p as package announce sends for it.

@@ -46,23 +46,30 @@ type change struct {
 	// that the ADD never put there: there is nothing to take off the
 	// kernel for them (adding.undo).
 	put, untouched map[netip.Addr]bool
+	// quiet lists the IPs that had and keep no active holder on this
+	// node, only standby ones: nothing of theirs is on the kernel or in
+	// the table, so the "nat" step leaves them out.
+	quiet map[netip.Addr]bool
 }
 
 // newChange is j, to be carried out in mode.
 func (a *Assigner) newChange(j *journal, m mode) *change {
-	return &change{Assigner: a, j: j, mode: m, put: map[netip.Addr]bool{}}
+	return &change{Assigner: a, j: j, mode: m, put: map[netip.Addr]bool{}, quiet: map[netip.Addr]bool{}}
 }
 
 // apply carries out a journaled change. Every step is idempotent, so
 // replaying a journal after a crash at any step ends in the same state.
 func (c *change) apply() error {
 	j := c.j
-	hold := map[netip.Addr]bool{}
+	hold, standby := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	var dev int
 	var err error
 	if j.Record != nil {
 		for _, ip := range j.Record.IPs {
 			hold[ip] = true
+		}
+		for _, ip := range j.Record.StandbyIPs {
+			standby[ip] = !hold[ip]
 		}
 		if dev, err = c.holder.Ensure(); err != nil {
 			return err
@@ -82,7 +89,7 @@ func (c *change) apply() error {
 	var errs []error
 	w := &written{st: c.st, key: j.Key, record: j.Record, holders: map[netip.Addr][]string{}, uplinks: map[netip.Addr]string{}}
 	for _, ip := range j.Touch {
-		if err := c.applyIP(dev, ip, hold[ip], w); err != nil {
+		if err := c.applyIP(dev, ip, hold[ip], standby[ip], w); err != nil {
 			if j.Record != nil {
 				return err
 			}
@@ -96,13 +103,15 @@ func (c *change) apply() error {
 // applyIP adds or removes the journal's attachment as a holder of ip, then
 // makes the kernel match: the address (or route) is on the holder while it
 // is held. Once ip's index entry is stored, w has its holders.
-func (c *change) applyIP(dev int, ip netip.Addr, hold bool, w *written) error {
+func (c *change) applyIP(dev int, ip netip.Addr, hold, standby bool, w *written) error {
 	j := c.j
 	e, err := c.st.ReadIP(ip)
 	if err != nil {
 		return err
 	}
 	holders, changed := withHolder(e.Holders, j.Key, hold)
+	waiting, moved := withHolder(e.Standby, j.Key, standby)
+	changed = changed || moved
 	// A new uplink for an IP that had none, or whose uplink vanished; an
 	// ADD run first says whose proxy entry it finds there.
 	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
@@ -113,12 +122,13 @@ func (c *change) applyIP(dev int, ip netip.Addr, hold bool, w *written) error {
 	}
 	w.uplinks[ip] = e.Uplink
 	if len(holders) == 0 {
-		if err := c.release(dev, ip, e); err != nil {
+		if err := c.release(dev, ip, e, waiting, standby); err != nil {
 			return err
 		}
 		w.holders[ip] = nil
 		return nil
 	}
+	e.Standby = waiting
 	if hold {
 		switched, err := c.holdAs(dev, ip, &e, j.Key, j.Record.Route)
 		if err != nil {
@@ -175,16 +185,29 @@ func (c *change) hold(dev int, ip netip.Addr, e ipEntry) error {
 	return err
 }
 
-// release takes an IP nobody holds off the holder and out of the index;
-// one whose address and proxy entry the undone ADD never put there
-// (untouched) only leaves the index. A proxy entry the ADD undone found
-// there stays, also when a crash came before its index said so.
-func (c *change) release(dev int, ip netip.Addr, e ipEntry) error {
-	if c.untouched[ip] {
-		return c.st.WriteIP(ip, ipEntry{})
+// release takes an IP nobody holds actively off the holder and out of
+// the index, which keeps its standby holders (waiting) and its uplink for
+// them; one whose address and proxy entry the undone ADD never put there
+// (untouched), or that had only standby holders here and has now (quiet),
+// only changes in the index. A proxy entry the ADD undone found there
+// stays, also when a crash came before its index said so.
+func (c *change) release(dev int, ip netip.Addr, e ipEntry, waiting []string, standby bool) error {
+	left := ipEntry{}
+	if len(waiting) > 0 {
+		left = ipEntry{Uplink: e.Uplink, Standby: waiting, Route: e.Route}
+	}
+	c.quiet[ip] = len(e.Holders) == 0 && (len(e.Standby) > 0 || standby)
+	if c.untouched[ip] || c.quiet[ip] {
+		return c.st.WriteIP(ip, left)
 	}
 	e.KeepProxy = e.KeepProxy || slices.Contains(c.j.Proxied, ip)
-	return c.Assigner.release(dev, ip, e)
+	if err := c.holder.Unhold(dev, ip, e); err != nil {
+		return err
+	}
+	if up, err := c.ups.ByName(e.Uplink); err == nil && c.opts.Goodbye != nil && c.j.Record == nil && c.mode == firstRun {
+		c.opts.Goodbye(Placed{Addr: ip, Uplink: up}.target())
+	}
+	return c.st.WriteIP(ip, left)
 }
 
 // release takes an IP nobody holds off the holder and its proxy entry off

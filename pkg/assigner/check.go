@@ -47,13 +47,16 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 			return nil, err
 		}
 	}
+	if err := c.standby(); err != nil {
+		return nil, err
+	}
 	if err := c.nat(); err != nil {
 		return nil, err
 	}
 	if err := a.queue.Check(rec.IPs); err != nil {
-		return rec.IPs, err
+		return rec.Held(), err
 	}
-	return rec.IPs, c.routing()
+	return rec.Held(), c.routing()
 }
 
 // checking is one CHECK of an attachment's record: each of its IPs on

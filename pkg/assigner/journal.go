@@ -107,7 +107,7 @@ func natStep(s *steering) []journalStep {
 
 // releasing is the journal that releases the attachment of rec.
 func releasing(key string, rec *record) *journal {
-	return &journal{Op: store.OpRelease, Key: key, Touch: rec.IPs, Steps: natStep(rec.Steering)}
+	return &journal{Op: store.OpRelease, Key: key, Touch: rec.Held(), Steps: natStep(rec.Steering)}
 }
 
 // natWas lists every steering the change knows of for its attachment: the

@@ -12,6 +12,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // reconciling is one GC or repair making the host match recs: the records
@@ -41,8 +42,9 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 		return err
 	}
 	var errs []error
-	for _, ip := range union(indexed, keys(want)) {
-		errs = append(errs, r.ip(dev, ip, want[ip]))
+	waiting := store.StandbyOf(recs)
+	for _, ip := range union(union(indexed, keys(want)), keys(waiting)) {
+		errs = append(errs, r.ip(dev, ip, want[ip], waiting[ip]))
 	}
 	errs = append(errs, r.dropStray(dev, want), a.st.SweepTmp(), a.followUplinks(recs), r.nat(), r.routing())
 	return errors.Join(errs...)
@@ -63,14 +65,24 @@ func (r *reconciling) holderDev(needed bool) (int, error) {
 
 // ip makes ip's index entry list holders (and its uplink one that still
 // exists), and the holder carry it as they ask, or not at all.
-func (r *reconciling) ip(dev int, ip netip.Addr, holders []string) error {
+func (r *reconciling) ip(dev int, ip netip.Addr, holders, waiting []string) error {
 	e, err := r.st.ReadIP(ip)
 	if err != nil {
 		return err
 	}
 	slices.Sort(holders)
+	slices.Sort(waiting)
+	if len(holders) == 0 && len(waiting) > 0 {
+		return r.standingBy(ip, e, waiting) // dropStray takes it off the holder
+	}
 	if len(holders) == 0 {
 		return r.release(dev, ip, e)
+	}
+	if !slices.Equal(e.Standby, waiting) {
+		e.Standby = waiting
+		if err := r.st.WriteIP(ip, e); err != nil {
+			return err
+		}
 	}
 	rehome := e.Uplink == "" || r.ups.Gone(e.Uplink)
 	h := agreedHold(e, holders, r.recs)

@@ -34,6 +34,9 @@ type IPReport struct {
 	Addr    netip.Addr   `json:"ip"`
 	Uplink  string       `json:"uplink"`
 	Holders []Attachment `json:"holders"`
+	// Standby lists the attachments that hold the IP in standby here:
+	// another node answers for it while they wait.
+	Standby []Attachment `json:"standby,omitempty"`
 	// Hold is how the IP is held: "address" or "route"; OnDevice says that
 	// it is on the holder so (the address, or the route of protocol Route).
 	Hold     string `json:"hold"`
@@ -126,14 +129,15 @@ func (r *reporting) ips(recs map[string]*record, dev int) error {
 	if err != nil {
 		return err
 	}
-	ips := keys(want)
+	waiting := store.StandbyOf(recs)
+	ips := union(keys(want), keys(waiting))
 	slices.SortFunc(ips, netip.Addr.Compare)
 	for _, ip := range ips {
 		ir, err := r.ip(ip, want[ip], recs, on)
 		if err != nil {
 			return err
 		}
-		r.rep.IPs = append(r.rep.IPs, ir)
+		r.rep.IPs = append(r.rep.IPs, r.standby(ir, waiting[ip], recs, on))
 	}
 	indexed, err := r.st.Indexed()
 	if err != nil {
@@ -150,6 +154,9 @@ func (r *reporting) ip(ip netip.Addr, keys []string, recs map[string]*record, c 
 	slices.Sort(keys)
 	on := c.Holds(ip, e.Route)
 	ir := IPReport{Addr: ip, Uplink: e.Uplink, Hold: e.Route.String(), Route: int(e.Route), OnDevice: on}
+	if len(keys) == 0 {
+		return ir, nil // held in standby only: see standby
+	}
 	for _, k := range keys {
 		ir.Holders = append(ir.Holders, recs[k].Attachment)
 	}
@@ -222,6 +229,9 @@ func (r *reporting) stray(want map[netip.Addr][]string, c host.Carried, indexed 
 		}
 	}
 	for _, ip := range indexed {
+		if e, err := r.st.ReadIP(ip); err == nil && len(e.Holders) == 0 && len(e.Standby) > 0 {
+			continue // standing by: standby reports it
+		}
 		if _, held := want[ip]; !held {
 			r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: indexed but held by no record", ip))
 			stray = append(stray, ip)

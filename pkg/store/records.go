@@ -62,6 +62,17 @@ func (r *Record) Held() []netip.Addr {
 	return out
 }
 
+// StandbyOf is each IP's standby holders, as the records say.
+func StandbyOf(recs map[string]*Record) map[netip.Addr][]string {
+	out := map[netip.Addr][]string{}
+	for key, rec := range recs {
+		for _, ip := range rec.StandbyIPs {
+			out[ip] = append(out[ip], key)
+		}
+	}
+	return out
+}
+
 // IPEntry is the index of one IP, the file ip/<addr>.json: who holds it
 // and where it is announced. len(Holders) is the IP's reference count.
 type IPEntry struct {

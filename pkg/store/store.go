@@ -166,12 +166,15 @@ func (s *Store) ReadIP(ip netip.Addr) (IPEntry, error) {
 	_, err := s.readJSON(inIP, ipName(ip), &e)
 	slices.Sort(e.Holders)
 	e.Holders = slices.Compact(e.Holders)
+	slices.Sort(e.Standby)
+	e.Standby = slices.Compact(e.Standby)
 	return e, err
 }
 
-// WriteIP stores ip's entry, or removes it once nobody holds the IP.
+// WriteIP stores ip's entry, or removes it once nobody holds the IP,
+// actively or in standby.
 func (s *Store) WriteIP(ip netip.Addr, e IPEntry) error {
-	if len(e.Holders) == 0 {
+	if len(e.Holders)+len(e.Standby) == 0 {
 		return s.remove(inIP, ipName(ip))
 	}
 	return s.writeJSON(inIP, ipName(ip), e)

@@ -55,6 +55,8 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 		RouteProtocol: routeProtocol(c),
 		Probe:         c.Probe,
 		Owner:         inv.rules,
+		Standby:       c.Standby,
+		Goodbye:       goodbye(c, inv.keep, inv.log),
 	})
 }
 
@@ -93,6 +95,21 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 func (inv *invocation) lingerNAT() {
 	if err := inv.nat.Linger(inv.keep); err != nil {
 		inv.log.Warn("netfilter socket closed in the plugin", "error", err)
+	}
+}
+
+// goodbye is how a release of a network that stands by tells a standby
+// node to take over at once (announce.Goodbye); nil for other networks.
+// A goodbye that cannot be sent is logged: the standby takes over anyway
+// once its checks go unanswered.
+func goodbye(conf *config.Config, keep *linger.Keeper, log *slog.Logger) func(announce.Target) {
+	if !conf.Standby {
+		return nil
+	}
+	return func(t announce.Target) {
+		if err := announce.Goodbye(t, keep); err != nil {
+			log.Warn("goodbye not sent; a standby takes over when its checks go unanswered", "error", err)
+		}
 	}
 }
 
