@@ -125,6 +125,10 @@ func printReport(w io.Writer, r *assigner.Report) {
 		fmt.Fprintln(w, "  no external IPs held")
 	}
 	for _, ip := range r.IPs {
+		if len(ip.Holders) == 0 {
+			printStandby(w, ip)
+			continue
+		}
 		where := "on " + r.Device
 		if ip.Hold == "route" {
 			where = fmt.Sprintf("routed to %s (protocol %d)", r.Device, ip.Route)
@@ -144,6 +148,7 @@ func printReport(w io.Writer, r *assigner.Report) {
 		for _, h := range ip.Holders {
 			fmt.Fprintf(w, "      network %s  container %s  interface %s\n", h.Network, h.ContainerID, h.IfName)
 		}
+		printStandbyHolders(w, ip)
 		printSteering(w, ip)
 	}
 	printUplinks(w, r.Uplinks)
@@ -152,6 +157,22 @@ func printReport(w io.Writer, r *assigner.Report) {
 		return
 	}
 	fmt.Fprintf(w, "  drift:\n    %s\n", strings.Join(r.Drift, "\n    "))
+}
+
+// printStandby shows an IP held here in standby only: another node
+// answers for it.
+func printStandby(w io.Writer, ip assigner.IPReport) {
+	fmt.Fprintf(w, "  %s  STANDBY (another node holds it), uplink %s\n", ip.Addr, ip.Uplink)
+	printStandbyHolders(w, ip)
+}
+
+func printStandbyHolders(w io.Writer, ip assigner.IPReport) {
+	if len(ip.Standby) > 0 {
+		fmt.Fprintf(w, "      %d standby holder(s):\n", len(ip.Standby))
+	}
+	for _, h := range ip.Standby {
+		fmt.Fprintf(w, "      network %s  container %s  interface %s  (standby)\n", h.Network, h.ContainerID, h.IfName)
+	}
 }
 
 // printSteering shows where table inet external-ip sends the IP's flows.
