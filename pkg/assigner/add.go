@@ -96,6 +96,9 @@ func (ad *adding) add() ([]Placed, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ad.opts.Move && !old.HoldsExactly(ad.ips) {
+		return nil, nil // released or changed since the node process read it
+	}
 	uplinks, proxied, err := ad.place()
 	if err != nil {
 		return nil, err

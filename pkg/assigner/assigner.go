@@ -44,12 +44,12 @@ type Options struct {
 	// Owner, when set, says whom an ADD's IPs belong to (owner.go); nil
 	// records no owner and checks none.
 	Owner Owner
-	// Standby holds an IP that another host answers the probe for in
-	// standby instead of refusing the ADD; InStandby are IPs the ADD
-	// holds in standby whatever the probe would say (the node process's
-	// takeovers and yields: standby.go).
-	Standby   bool
-	InStandby []netip.Addr
+	// Standby holds an IP another host answers the probe for in standby
+	// instead of refusing the ADD. Move makes the ADD the node process's
+	// move of an existing record between active and standby (standby.go):
+	// InStandby are then its IPs held in standby.
+	Standby, Move bool
+	InStandby     []netip.Addr
 	// Goodbye, when set, is told of each IP a release takes off the
 	// holder, so that a standby node takes it over at once.
 	Goodbye func(announce.Target)

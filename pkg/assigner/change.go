@@ -46,9 +46,8 @@ type change struct {
 	// that the ADD never put there: there is nothing to take off the
 	// kernel for them (adding.undo).
 	put, untouched map[netip.Addr]bool
-	// quiet lists the IPs that had and keep no active holder on this
-	// node, only standby ones: nothing of theirs is on the kernel or in
-	// the table, so the "nat" step leaves them out.
+	// quiet lists the IPs with only standby holders here, before and
+	// after: nothing of theirs is on the kernel or in the table.
 	quiet map[netip.Addr]bool
 }
 

@@ -130,7 +130,7 @@ func TestTheNodeProcessMovesAnAttachmentBetweenStandbyAndActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A takeover: the record's IPs, none in standby, no probe.
-	f.opts.Probe = 0
+	f.opts.Probe, f.opts.Move = 0, true
 	if _, err := f.addWith(attA, nil, v4a, v6a); err != nil {
 		t.Fatalf("takeover: %v", err)
 	}
@@ -163,4 +163,20 @@ func TestTheNodeProcessMovesAnAttachmentBetweenStandbyAndActive(t *testing.T) {
 	if !slices.Equal(said, []netip.Addr{v4a}) {
 		t.Errorf("the DEL of the active holder said goodbye for %v, want %s (the IP it took off the holder)", said, v4a)
 	}
+}
+
+func TestAMoveOfARecordReleasedMeanwhileRecreatesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.opts.Move = true
+	if _, err := f.addWith(attA, nil, v4a); err != nil {
+		t.Fatalf("move of a record that is not there: %v", err)
+	}
+	assertState(t, f, holdings{})
+	f.opts.Move = false
+	f.add(attA, v4a, v4b)
+	f.opts.Move, f.opts.InStandby = true, []netip.Addr{v4a}
+	if _, err := f.addWith(attA, nil, v4a); err != nil {
+		t.Fatal(err)
+	}
+	assertState(t, f, holdings{attA: {v4a, v4b}})
 }

@@ -62,6 +62,18 @@ func (r *Record) Held() []netip.Addr {
 	return out
 }
 
+// HoldsExactly says whether r (nil: none) holds ips and no other IP,
+// actively or in standby.
+func (r *Record) HoldsExactly(ips []netip.Addr) bool {
+	if r == nil {
+		return false
+	}
+	a, b := r.Held(), slices.Clone(ips)
+	slices.SortFunc(a, netip.Addr.Compare)
+	slices.SortFunc(b, netip.Addr.Compare)
+	return slices.Equal(a, slices.Compact(b))
+}
+
 // StandbyOf is each IP's standby holders, as the records say.
 func StandbyOf(recs map[string]*Record) map[netip.Addr][]string {
 	out := map[netip.Addr][]string{}
