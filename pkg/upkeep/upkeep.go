@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -276,16 +274,7 @@ func (u *Upkeep) announce(as *assigner.Assigner, name string, ips []netip.Addr, 
 
 // uplink looks up the interface by name as it is now: its index or MAC
 // may have changed since the IP was first announced.
-func uplink(name string) (announce.Uplink, error) {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return announce.Uplink{}, fmt.Errorf("uplink %q: %w", name, err)
-	}
-	up := announce.Uplink{Name: ifi.Name, Index: ifi.Index, MAC: ifi.HardwareAddr}
-	fwd, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + ifi.Name + "/forwarding")
-	up.Router = err == nil && strings.TrimSpace(string(fwd)) == "1"
-	return up, nil
-}
+func uplink(name string) (announce.Uplink, error) { return announce.LookUplink(name) }
 
 // Repair repairs, as `external-ip repair` does and under the state lock,
 // each device whose report shows drift, nftables included, and logs the
