@@ -1,0 +1,235 @@
+package standby
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/external-ip/external-ip/pkg/announce"
+	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/store"
+	"github.com/external-ip/external-ip/pkg/traffic"
+	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
+)
+
+// StateMoves is the node's Moves: the plugin's state under DataDir, read
+// under its lock as `external-ip status` reads it, and changed only by
+// the assigner, an ADD of each record that moves (assigner.Options.Move).
+type StateMoves struct {
+	DataDir     string
+	LockTimeout time.Duration
+	// UplinkRouting is the plugin entry's, with which a takeover routes
+	// as the plugin's ADD would.
+	UplinkRouting config.UplinkRouting
+	// Rounds and Interval are the announcement rounds of a takeover; 0:
+	// 3 rounds 1.1 s apart, as the plugin's default.
+	Rounds   int
+	Interval time.Duration
+	Log      *slog.Logger
+
+	mu     sync.Mutex
+	seen   map[string]time.Time // each state directory's last change read
+	cached []Held
+}
+
+var _ Moves = (*StateMoves)(nil)
+
+// Read is every IP a network that stands by holds on the node. It reads
+// the records again only when a state directory changed since (every
+// change renames a file into att/ or ip/), so that a node where nothing
+// stands by pays a few stat calls a second.
+func (s *StateMoves) Read() ([]Held, error) {
+	devs, err := store.Devices(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stamps := s.stamps(devs)
+	if s.seen != nil && maps.EqualFunc(stamps, s.seen, time.Time.Equal) {
+		return s.cached, nil
+	}
+	var out []Held
+	var errs []error
+	for _, dev := range devs {
+		held, err := s.readDevice(dev)
+		out, errs = append(out, held...), append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s.seen, s.cached = stamps, out
+	return out, nil
+}
+
+// stamps are the modification times of each device's att/ and ip/.
+func (s *StateMoves) stamps(devs []string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, dev := range devs {
+		for _, sub := range []string{"att", "ip"} {
+			p := filepath.Join(store.New(s.DataDir, dev).Dir(), sub)
+			if fi, err := os.Stat(p); err == nil {
+				out[p] = fi.ModTime()
+			}
+		}
+	}
+	return out
+}
+
+// readDevice is dev's IPs of networks that stand by.
+func (s *StateMoves) readDevice(dev string) ([]Held, error) {
+	recs, entries, err := s.read(dev, func(r *store.Record) bool { return r.Standby })
+	if err != nil {
+		return nil, err
+	}
+	held := map[netip.Addr]*Held{}
+	at := func(ip netip.Addr) *Held {
+		if held[ip] == nil {
+			held[ip] = &Held{IP: ip, Device: dev, Uplink: entries[ip].Uplink}
+		}
+		return held[ip]
+	}
+	for _, r := range recs {
+		for _, ip := range r.IPs {
+			at(ip).Active = true
+		}
+		for _, ip := range r.StandbyIPs {
+			at(ip).Standby = true
+		}
+	}
+	out := make([]Held, 0, len(held))
+	for _, h := range held {
+		if h.Uplink != "" {
+			out = append(out, *h)
+		}
+	}
+	return out, nil
+}
+
+// read is dev's records that keep accepts, and the index entries of their
+// IPs, under the state lock.
+func (s *StateMoves) read(dev string, keep func(*store.Record) bool) (map[string]*store.Record, map[netip.Addr]store.IPEntry, error) {
+	st := store.New(s.DataDir, dev)
+	l, err := st.Lock(store.ReadOnly, s.LockTimeout)
+	if err != nil || l == nil {
+		return nil, nil, err
+	}
+	defer l.Unlock()
+	recs, err := st.Records()
+	if err != nil {
+		return nil, nil, err
+	}
+	entries := map[netip.Addr]store.IPEntry{}
+	for key, r := range recs {
+		if !keep(r) {
+			delete(recs, key)
+			continue
+		}
+		for _, ip := range r.Held() {
+			if entries[ip], err = st.ReadIP(ip); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return recs, entries, nil
+}
+
+// TakeOver moves every standby holder of h.IP on its device to active,
+// then announces h.
+func (s *StateMoves) TakeOver(h Held) error {
+	err := s.move(h, func(r *store.Record) bool { return slices.Contains(r.StandbyIPs, h.IP) },
+		func(r *store.Record) []netip.Addr { return slices.DeleteFunc(slices.Clone(r.StandbyIPs), func(ip netip.Addr) bool { return ip == h.IP }) })
+	if err != nil {
+		return err
+	}
+	return s.Announce(h)
+}
+
+// Yield moves every active holder of h.IP whose network stands by to
+// standby.
+func (s *StateMoves) Yield(h Held) error {
+	return s.move(h, func(r *store.Record) bool { return r.Standby && slices.Contains(r.IPs, h.IP) },
+		func(r *store.Record) []netip.Addr { return append(slices.Clone(r.StandbyIPs), h.IP) })
+}
+
+// move re-ADDs each record of h.Device that which picks, with the IPs
+// inStandby says in standby, as the plugin's ADD of it made it otherwise.
+func (s *StateMoves) move(h Held, which func(*store.Record) bool, inStandby func(*store.Record) []netip.Addr) error {
+	recs, _, err := s.read(h.Device, which)
+	if err != nil {
+		return err
+	}
+	nat := steer.HostNAT()
+	defer nat.Close()
+	r := s.UplinkRouting
+	if r.Route.Mask == 0 {
+		r.Route = slots.Default()
+	}
+	routing := uplinkroute.NewHostRouting(nat, r.Route, r.Gateways, r.Off)
+	defer routing.Close()
+	var errs []error
+	for _, rec := range recs {
+		o := assigner.Options{Device: h.Device, DataDir: s.DataDir, LockTimeout: s.LockTimeout, Log: s.log(),
+			NAT: nat, Routing: routing, Traffic: traffic.None, RouteProtocol: int(rec.Route),
+			Standby: true, Move: true, InStandby: inStandby(rec)}
+		if rec.Steering != nil {
+			o.Traffic, o.Container = traffic.Mode(rec.Steering.Traffic), rec.Steering.Container
+		}
+		as := assigner.New(o)
+		if _, err := as.Add(rec.Attachment, rec.Held(), nil); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", rec.Attachment, err))
+		}
+		as.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Announce sends h's first round now and the others later, each under
+// the state lock for as long as h is held actively on its uplink (a DEL
+// meanwhile stops them, as for the plugin's own rounds).
+func (s *StateMoves) Announce(h Held) error {
+	rounds, interval := s.Rounds, s.Interval
+	if rounds <= 0 {
+		rounds, interval = 3, 1100*time.Millisecond
+	}
+	if err := s.round(h); err != nil {
+		return err
+	}
+	for i := 1; i < rounds; i++ {
+		time.AfterFunc(time.Duration(i)*interval, func() {
+			if err := s.round(h); err != nil {
+				s.log().Warn("a later round of a takeover failed", "ip", h.IP, "error", err)
+			}
+		})
+	}
+	return nil
+}
+
+func (s *StateMoves) round(h Held) error {
+	up, err := announce.LookUplink(h.Uplink)
+	if err != nil {
+		return err
+	}
+	snd := announce.NewSender(up)
+	defer snd.Close()
+	as := assigner.New(assigner.Options{Device: h.Device, DataDir: s.DataDir, LockTimeout: s.LockTimeout, Log: s.log()})
+	defer as.Close()
+	return as.WhileHeldOn(h.Uplink, []netip.Addr{h.IP}, snd.Round)
+}
+
+func (s *StateMoves) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}

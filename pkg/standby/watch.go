@@ -1,0 +1,339 @@
+package standby
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// The check's defaults: one check per IP every DefaultEvery, and
+// DefaultMisses unanswered in a row mean the active holder is gone. The
+// active is then taken over between Misses x Every and (Misses+1) x Every
+// after it died: 0.6 to 0.8 s, under the goal of 1 s from death to the
+// client's first answer from the standby.
+const (
+	DefaultEvery  = 200 * time.Millisecond
+	DefaultMisses = 3
+)
+
+// After a takeover the new active checks the node it took over from, which
+// may still hold the IP on the other side of a partition: every period for
+// formerFast, then every second until formerFor, then no more (a node
+// back after that is found by the re-announcements).
+const (
+	formerFast = 10 * time.Second
+	formerFor  = 5 * time.Minute
+)
+
+// Reasons of a takeover or a yield.
+const (
+	ReasonUnanswered = "unanswered" // the active missed Misses checks
+	ReasonGoodbye    = "goodbye"    // the active said it gave the IP up
+	ReasonRepair     = "repair"     // standby holders left beside active ones
+	ReasonConflict   = "conflict"   // another node answers too, and wins
+	ReasonUplinkDown = "uplink-down"
+)
+
+// Held is one IP of a network that stands by, as the node holds it: where
+// it is announced, and whether attachments hold it here actively,
+// in standby, or both (a moment's state the watch repairs).
+type Held struct {
+	IP      netip.Addr
+	Uplink  string
+	Device  string
+	Active  bool
+	Standby bool
+}
+
+// Moves is what the watch asks of the node's state (stateMoves: the
+// assigner's).
+type Moves interface {
+	// Read is every IP held here by a network that stands by.
+	Read() ([]Held, error)
+	// TakeOver holds h actively (every standby holder of it here becomes
+	// an active one) and announces it.
+	TakeOver(h Held) error
+	// Yield holds h in standby (every active holder of it here).
+	Yield(h Held) error
+	// Announce sends a round for h, held actively here.
+	Announce(h Held) error
+}
+
+// Claims is told of each takeover and yield this node makes: where a
+// claim naming the active node (Kubernetes) is updated. The takeover does
+// not wait for it: the LAN is the truth of who answers.
+type Claims interface {
+	TookOver(ip netip.Addr, reason string)
+	Yielded(ip netip.Addr, reason string)
+}
+
+// Recorder is told what the watch holds in standby and does; package
+// metrics makes series of it.
+type Recorder interface {
+	// Standby is every IP held here in standby only, as of the last read.
+	Standby(ips []netip.Addr)
+	TookOver(reason string)
+}
+
+// watched is one IP under watch.
+type watched struct {
+	Held
+	// peer: standing by, the active holder's MAC, from its last answer;
+	// active, the node taken over from, checked while it may still hold
+	// the IP (since: when the takeover was).
+	peer  net.HardwareAddr
+	since time.Time
+	// checked: a check went out at the last tick; heard: answered since.
+	checked, heard bool
+	misses         int
+}
+
+// Watcher is the node's standby watch.
+type Watcher struct {
+	Every  time.Duration // 0: DefaultEvery
+	Misses int           // 0: DefaultMisses
+	// ReadEvery is how often the state is read again for new IPs; 0:
+	// every 5 checks. A takeover or yield reads it at once.
+	ReadEvery time.Duration
+	Moves     Moves
+	Ports     Ports
+	Claims    Claims   // nil: none
+	Recorder  Recorder // nil: none
+	Log       *slog.Logger
+
+	ips    map[netip.Addr]*watched
+	ports  map[string]*port
+	frames chan frameOn
+	now    func() time.Time
+	// defended is when an active IP was last announced against another
+	// node that loses the tie (at most once a second).
+	defended map[netip.Addr]time.Time
+}
+
+// Run watches until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	w.init()
+	defer w.closePorts()
+	every, readEvery := w.every(), w.ReadEvery
+	if readEvery <= 0 {
+		readEvery = 5 * every
+	}
+	tick, reread := time.NewTicker(every), time.NewTicker(readEvery)
+	defer tick.Stop()
+	defer reread.Stop()
+	w.refresh(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reread.C:
+			w.refresh(ctx)
+		case <-tick.C:
+			if w.tick() {
+				w.refresh(ctx)
+			}
+		case f := <-w.frames:
+			if w.seen(f.uplink, read(f.data)) {
+				w.refresh(ctx)
+			}
+		}
+	}
+}
+
+func (w *Watcher) init() {
+	w.ips, w.ports, w.defended = map[netip.Addr]*watched{}, map[string]*port{}, map[netip.Addr]time.Time{}
+	w.frames = make(chan frameOn, 256)
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if w.Log == nil {
+		w.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (w *Watcher) every() time.Duration {
+	if w.Every > 0 {
+		return w.Every
+	}
+	return DefaultEvery
+}
+
+func (w *Watcher) misses() int {
+	if w.Misses > 0 {
+		return w.Misses
+	}
+	return DefaultMisses
+}
+
+// refresh reads what the node holds, keeping what the watch knew of each
+// IP still there, and opens a port on exactly the uplinks of those IPs.
+func (w *Watcher) refresh(ctx context.Context) {
+	held, err := w.Moves.Read()
+	if err != nil {
+		w.Log.Error("reading the IPs that stand by failed", "error", err)
+		return
+	}
+	next := map[netip.Addr]*watched{}
+	var standby []netip.Addr
+	for _, h := range held {
+		x := w.ips[h.IP]
+		if x == nil || x.Uplink != h.Uplink {
+			x = &watched{}
+		}
+		x.Held = h
+		next[h.IP] = x
+		if !h.Active {
+			standby = append(standby, h.IP)
+		}
+	}
+	w.ips = next
+	slices.SortFunc(standby, netip.Addr.Compare)
+	if w.Recorder != nil {
+		w.Recorder.Standby(standby)
+	}
+	w.follow(ctx)
+}
+
+// tick checks every IP once; true when a move changed the state.
+func (w *Watcher) tick() bool {
+	moved := false
+	for _, x := range w.ips {
+		switch {
+		case x.Active && x.Standby:
+			moved = w.takeOver(x, ReasonRepair) || moved
+		case x.Active && !w.Ports.Up(x.Uplink):
+			moved = w.yield(x, ReasonUplinkDown) || moved
+		case x.Active:
+			w.checkFormer(x)
+		default:
+			moved = w.checkActive(x) || moved
+		}
+	}
+	return moved
+}
+
+// checkActive counts a miss when the last check went unanswered, takes
+// the IP over after Misses in a row, and sends the next check: to the
+// active's MAC, and broadcast as well once it has missed (the IP may have
+// moved to another node meanwhile).
+func (w *Watcher) checkActive(x *watched) bool {
+	switch {
+	case x.heard:
+		x.misses = 0
+	case x.checked:
+		x.misses++
+	}
+	x.heard = false
+	if x.misses >= w.misses() {
+		return w.takeOver(x, ReasonUnanswered)
+	}
+	x.checked = w.send(x, x.peer)
+	if x.peer != nil && x.misses > 0 {
+		w.send(x, nil)
+	}
+	return false
+}
+
+// checkFormer asks the node taken over from whether it still holds the
+// IP (a partition healed): fast at first, then once a second, then no
+// more. It stops as soon as that node is heard checking as a standby.
+func (w *Watcher) checkFormer(x *watched) {
+	if x.peer == nil {
+		return
+	}
+	age := w.now().Sub(x.since)
+	switch {
+	case age >= formerFor:
+		x.peer = nil
+	case age < formerFast || age%time.Second < w.every():
+		w.send(x, x.peer)
+	}
+}
+
+// seen acts on one frame heard on uplink; true when a move changed the
+// state.
+func (w *Watcher) seen(uplink string, h heard) bool {
+	x := w.ips[h.ip]
+	if h.kind == none || x == nil || x.Uplink != uplink || w.ours(h.mac) {
+		return false
+	}
+	switch {
+	case !x.Active && h.kind == claim:
+		x.heard, x.peer = true, h.mac
+	case !x.Active && h.kind == goodbye && x.peer != nil && h.mac.String() == x.peer.String():
+		return w.takeOver(x, ReasonGoodbye)
+	case x.Active && h.kind == ask && x.peer != nil && h.mac.String() == x.peer.String():
+		x.peer = nil // the node taken over from stands by: it checks on us
+	case x.Active && h.kind == claim:
+		return w.conflict(x, h.mac)
+	}
+	return false
+}
+
+// conflict settles two nodes holding one IP actively: the one whose
+// uplink MAC is lower yields; the other announces, at most once a second,
+// so that the lower one hears it even where it does not check on us.
+func (w *Watcher) conflict(x *watched, theirs net.HardwareAddr) bool {
+	if p := w.ports[x.Uplink]; p != nil && lower(p.from.MAC, theirs) {
+		moved := w.yield(x, ReasonConflict)
+		x.peer, x.heard = theirs, true
+		return moved
+	}
+	if last, ok := w.defended[x.IP]; !ok || w.now().Sub(last) >= time.Second {
+		w.defended[x.IP] = w.now()
+		w.Log.Warn("another node holds an IP this node holds actively; it yields (its MAC is lower)", "ip", x.IP, "theirs", theirs.String())
+		if err := w.Moves.Announce(x.Held); err != nil {
+			w.Log.Error("announcing against the other node failed", "ip", x.IP, "error", err)
+		}
+	}
+	return false
+}
+
+func (w *Watcher) takeOver(x *watched, reason string) bool {
+	if err := w.Moves.TakeOver(x.Held); err != nil {
+		w.Log.Error("taking over failed", "ip", x.IP, "reason", reason, "error", err)
+		return false
+	}
+	w.Log.Info("took over", "ip", x.IP, "uplink", x.Uplink, "reason", reason, "from", x.peer.String())
+	x.Active, x.Standby, x.since, x.misses, x.checked = true, false, w.now(), 0, false
+	if w.Recorder != nil && reason != ReasonRepair {
+		w.Recorder.TookOver(reason)
+	}
+	if w.Claims != nil {
+		w.Claims.TookOver(x.IP, reason)
+	}
+	return true
+}
+
+func (w *Watcher) yield(x *watched, reason string) bool {
+	if err := w.Moves.Yield(x.Held); err != nil {
+		w.Log.Error("yielding failed", "ip", x.IP, "reason", reason, "error", err)
+		return false
+	}
+	w.Log.Info("yielded: now in standby", "ip", x.IP, "uplink", x.Uplink, "reason", reason)
+	x.Active, x.Standby, x.peer, x.misses, x.checked, x.heard = false, true, nil, 0, false, false
+	if w.Claims != nil {
+		w.Claims.Yielded(x.IP, reason)
+	}
+	return true
+}
+
+// send sends x's check to mac (nil: broadcast); false if it could not.
+func (w *Watcher) send(x *watched, mac net.HardwareAddr) bool {
+	p := w.ports[x.Uplink]
+	if p == nil {
+		return false
+	}
+	f, err := check(p.from, x.IP, mac)
+	if err == nil {
+		err = p.conn.WriteFrame(f)
+	}
+	if err != nil {
+		w.Log.Debug("check not sent", "ip", x.IP, "uplink", x.Uplink, "error", err)
+		return false
+	}
+	return true
+}

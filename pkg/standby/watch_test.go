@@ -1,0 +1,224 @@
+package standby
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+)
+
+var (
+	ip4      = netip.MustParseAddr("192.0.2.10")
+	ip6      = netip.MustParseAddr("2001:db8::10")
+	ourMAC   = net.HardwareAddr{2, 0, 0, 0, 0, 5}
+	lowMAC   = net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	highMAC  = net.HardwareAddr{2, 0, 0, 0, 0, 9}
+	ourFrom  = From{MAC: ourMAC, V4: netip.MustParseAddr("192.0.2.2"), Local: netip.MustParseAddr("fe80::2")}
+	anUplink = "uplink0"
+)
+
+// fakeMoves records the moves and keeps what is held as they leave it.
+type fakeMoves struct {
+	held  map[netip.Addr]*Held
+	moves []string
+}
+
+func newFakeMoves(hs ...Held) *fakeMoves {
+	m := &fakeMoves{held: map[netip.Addr]*Held{}}
+	for _, h := range hs {
+		m.held[h.IP] = &h
+	}
+	return m
+}
+
+func (m *fakeMoves) Read() ([]Held, error) {
+	var out []Held
+	for _, h := range m.held {
+		out = append(out, *h)
+	}
+	return out, nil
+}
+
+func (m *fakeMoves) TakeOver(h Held) error {
+	m.moves = append(m.moves, "takeover "+h.IP.String())
+	m.held[h.IP].Active, m.held[h.IP].Standby = true, false
+	return nil
+}
+
+func (m *fakeMoves) Yield(h Held) error {
+	m.moves = append(m.moves, "yield "+h.IP.String())
+	m.held[h.IP].Active, m.held[h.IP].Standby = false, true
+	return nil
+}
+
+func (m *fakeMoves) Announce(h Held) error {
+	m.moves = append(m.moves, "announce "+h.IP.String())
+	return nil
+}
+
+// fakePorts gives each uplink a fakeConn; down lists the uplinks down.
+type fakePorts struct {
+	mu   sync.Mutex
+	conn *fakeConn
+	down map[string]bool
+}
+
+func (p *fakePorts) Open(string) (Conn, From, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conn = &fakeConn{closed: make(chan struct{})}
+	return p.conn, ourFrom, nil
+}
+
+func (p *fakePorts) Up(name string) bool { return !p.down[name] }
+
+type fakeConn struct {
+	mu     sync.Mutex
+	sent   []heard // each frame sent, read back, and where to
+	to     []net.HardwareAddr
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *fakeConn) WriteFrame(b []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, read(b))
+	c.to = append(c.to, net.HardwareAddr(b[0:6]))
+	return nil
+}
+
+func (c *fakeConn) ReadFrame([]byte) (int, error) { <-c.closed; return 0, errClosed }
+func (c *fakeConn) Close() error                  { c.once.Do(func() { close(c.closed) }); return nil }
+
+// takeSent returns the destinations of what was sent since the last call.
+func (c *fakeConn) takeSent() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, to := range c.to {
+		out = append(out, to.String())
+	}
+	c.sent, c.to = nil, nil
+	return out
+}
+
+func newTestWatcher(t *testing.T, m *fakeMoves) (*Watcher, *fakePorts) {
+	ports := &fakePorts{down: map[string]bool{}}
+	w := &Watcher{Moves: m, Ports: ports}
+	w.init()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); w.closePorts() })
+	w.refresh(ctx)
+	return w, ports
+}
+
+func TestAStandbyTakesOverAfterMissesInARowAndNotBefore(t *testing.T) {
+	for _, ip := range []netip.Addr{ip4, ip6} {
+		t.Run(ip.String(), func(t *testing.T) {
+			m := newFakeMoves(Held{IP: ip, Uplink: anUplink, Standby: true})
+			w, ports := newTestWatcher(t, m)
+			w.tick() // the first check: broadcast, the active unknown
+			if got := ports.conn.takeSent(); len(got) != 1 || got[0] == highMAC.String() {
+				t.Fatalf("first check sent to %v, want one broadcast", got)
+			}
+			for range 10 { // the active answers every check
+				w.seen(anUplink, heard{kind: claim, ip: ip, mac: highMAC})
+				w.tick()
+				if got := ports.conn.takeSent(); !slices.Equal(got, []string{highMAC.String()}) {
+					t.Fatalf("a check to a known active went to %v, want its MAC alone (unicast)", got)
+				}
+			}
+			for i := range DefaultMisses {
+				if len(m.moves) != 0 {
+					t.Fatalf("took over after %d misses, want %d", i, DefaultMisses)
+				}
+				w.tick()
+				if got := ports.conn.takeSent(); i < DefaultMisses-1 && len(got) != 2 {
+					t.Errorf("after a miss the check went to %v, want unicast and broadcast", got)
+				}
+			}
+			if !slices.Equal(m.moves, []string{"takeover " + ip.String()}) {
+				t.Fatalf("after %d misses in a row: moves %v, want one takeover", DefaultMisses, m.moves)
+			}
+		})
+	}
+}
+
+func TestAGoodbyeFromTheActiveIsTakenOverAtOnceAndOneFromAnotherHostIsNot(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+	w, _ := newTestWatcher(t, m)
+	w.tick()
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+	w.seen(anUplink, heard{kind: goodbye, ip: ip4, mac: lowMAC})
+	if len(m.moves) != 0 {
+		t.Fatalf("a probe from a host that is not the active took the IP over: %v", m.moves)
+	}
+	w.seen(anUplink, heard{kind: goodbye, ip: ip4, mac: highMAC})
+	if !slices.Equal(m.moves, []string{"takeover " + ip4.String()}) {
+		t.Fatalf("the active's goodbye: moves %v, want a takeover", m.moves)
+	}
+}
+
+func TestAnActiveWhoseUplinkGoesDownYields(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
+	w, ports := newTestWatcher(t, m)
+	w.tick()
+	if len(m.moves) != 0 {
+		t.Fatalf("an active with its uplink up moved: %v", m.moves)
+	}
+	ports.down[anUplink] = true
+	w.tick()
+	if !slices.Equal(m.moves, []string{"yield " + ip4.String()}) {
+		t.Fatalf("uplink down: moves %v, want a yield", m.moves)
+	}
+}
+
+func TestOfTwoActivesTheLowerMACYieldsAndTheHigherAnnounces(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
+	w, _ := newTestWatcher(t, m)
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: lowMAC})
+	if !slices.Equal(m.moves, []string{"announce " + ip4.String()}) {
+		t.Fatalf("a lower MAC claims the IP: moves %v, want an announcement", m.moves)
+	}
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: lowMAC})
+	if len(m.moves) != 1 {
+		t.Errorf("announced twice within a second: %v", m.moves)
+	}
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+	if m.moves[len(m.moves)-1] != "yield "+ip4.String() {
+		t.Fatalf("a higher MAC claims the IP: moves %v, want a yield", m.moves)
+	}
+	w.tick() // now standing by, it checks the new active, unicast
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+	w.tick()
+	if n := len(m.moves); n != 2 {
+		t.Errorf("after yielding, moves %v: no preemption, no flapping", m.moves)
+	}
+}
+
+func TestStandbyHoldersBesideActiveOnesAreTakenOver(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true, Standby: true})
+	w, _ := newTestWatcher(t, m)
+	w.tick()
+	if !slices.Equal(m.moves, []string{"takeover " + ip4.String()}) {
+		t.Fatalf("an IP active here with standby holders too: moves %v, want them taken over", m.moves)
+	}
+}
+
+func TestTheChecksReadBackAsAsksAndTheGoodbyeAsAGoodbye(t *testing.T) {
+	for _, ip := range []netip.Addr{ip4, ip6} {
+		f, err := check(ourFrom, ip, highMAC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := read(f); h.kind != ask || h.ip != ip || h.mac.String() != ourMAC.String() {
+			t.Errorf("%s: a check reads back as %+v, want an ask from %s", ip, h, ourMAC)
+		}
+		if got := net.HardwareAddr(f[0:6]).String(); got != highMAC.String() {
+			t.Errorf("%s: a check to the active goes to %s", ip, got)
+		}
+	}
+}
