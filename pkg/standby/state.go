@@ -148,7 +148,9 @@ func (s *StateMoves) read(dev string, keep func(*store.Record) bool) (map[string
 // then announces h.
 func (s *StateMoves) TakeOver(h Held) error {
 	err := s.move(h, func(r *store.Record) bool { return slices.Contains(r.StandbyIPs, h.IP) },
-		func(r *store.Record) []netip.Addr { return slices.DeleteFunc(slices.Clone(r.StandbyIPs), func(ip netip.Addr) bool { return ip == h.IP }) })
+		func(r *store.Record) []netip.Addr {
+			return slices.DeleteFunc(slices.Clone(r.StandbyIPs), func(ip netip.Addr) bool { return ip == h.IP })
+		})
 	if err != nil {
 		return err
 	}
