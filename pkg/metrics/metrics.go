@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/external-ip/external-ip/pkg/standby"
 	"github.com/external-ip/external-ip/pkg/tally"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
@@ -24,9 +25,15 @@ type Metrics struct {
 	cni           *cniCollector
 	pools         *poolCollector
 	allocFailures *prometheus.CounterVec
+	standby       *prometheus.GaugeVec
+	takeovers     *prometheus.CounterVec
+	yields        *prometheus.CounterVec
 }
 
-var _ upkeep.Recorder = (*Metrics)(nil)
+var (
+	_ upkeep.Recorder  = (*Metrics)(nil)
+	_ standby.Recorder = (*Metrics)(nil)
+)
 
 // New registers every series. The plugin's tally is folded at each scrape
 // from dataDir, the node's plugin entry's, made if missing so that the
@@ -51,6 +58,24 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 			Name: "external_ip_conflicts_total",
 			Help: "Conflict episodes: another MAC began to claim a held IP.",
 		}),
+		standby: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "external_ip_standby",
+			Help: "1 while the IP is held on this node in standby only: another node answers for it (one series per IP).",
+		}, []string{"ip"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "external_ip_takeovers_total",
+			Help: "IPs this node took over from standby, by reason: unanswered (the active missed its checks) or goodbye (the active released it).",
+		}, []string{"reason"}),
+		yields: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "external_ip_yields_total",
+			Help: "IPs this node gave up to standby, by reason: conflict (another node holds it too, with a higher MAC) or uplink-down.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{standby.ReasonUnanswered, standby.ReasonGoodbye} {
+		m.takeovers.WithLabelValues(r)
+	}
+	for _, r := range []string{standby.ReasonConflict, standby.ReasonUplinkDown} {
+		m.yields.WithLabelValues(r)
 	}
 	m.pools = &poolCollector{}
 	m.allocFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -66,7 +91,7 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 		m.announcements.WithLabelValues(r) // 0 from the start: rate() needs a first sample
 	}
 	m.cni = newCNICollector(dataDir, others)
-	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, m.cni,
+	m.reg.MustRegister(info, m.held, m.announcements, m.repairs, m.conflict, m.conflicts, m.cni, m.standby, m.takeovers, m.yields,
 		m.pools, m.allocFailures)
 	return m
 }
@@ -84,6 +109,17 @@ func (m *Metrics) ConflictBegan(ip netip.Addr, mac net.HardwareAddr) {
 func (m *Metrics) ConflictEnded(ip netip.Addr, mac net.HardwareAddr) {
 	m.conflict.DeleteLabelValues(ip.String(), mac.String())
 }
+
+// Standby replaces the IPs held here in standby only.
+func (m *Metrics) Standby(ips []netip.Addr) {
+	m.standby.Reset()
+	for _, ip := range ips {
+		m.standby.WithLabelValues(ip.String()).Set(1)
+	}
+}
+
+func (m *Metrics) TookOver(reason string) { m.takeovers.WithLabelValues(reason).Inc() }
+func (m *Metrics) Yielded(reason string)  { m.yields.WithLabelValues(reason).Inc() }
 
 // heldCollector serves the last snapshot of the held IPs whole: a scrape
 // never sees half of an update, and a released IP's series is gone.

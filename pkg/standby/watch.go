@@ -76,6 +76,7 @@ type Recorder interface {
 	// Standby is every IP held here in standby only, as of the last read.
 	Standby(ips []netip.Addr)
 	TookOver(reason string)
+	Yielded(reason string)
 }
 
 // watched is one IP under watch.
@@ -314,6 +315,9 @@ func (w *Watcher) yield(x *watched, reason string) bool {
 		return false
 	}
 	w.Log.Info("yielded: now in standby", "ip", x.IP, "uplink", x.Uplink, "reason", reason)
+	if w.Recorder != nil {
+		w.Recorder.Yielded(reason)
+	}
 	x.Active, x.Standby, x.peer, x.misses, x.checked, x.heard = false, true, nil, 0, false, false
 	if w.Claims != nil {
 		w.Claims.Yielded(x.IP, reason)

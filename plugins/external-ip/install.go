@@ -17,6 +17,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/install"
+	"github.com/external-ip/external-ip/pkg/standby"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
 
@@ -24,7 +25,7 @@ import (
 const nodeCommands = `       external-ip install --plugin-config FILE [--bin-dir DIR] [--conf-dir DIR] [--primary NAME]
                            [--plugin-binary FILE]
                            [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]
-                                    [--metrics-address HOST:PORT]
+                                    [--standby-every D] [--metrics-address HOST:PORT]
                                     [--node-name NAME [--kubeconfig FILE] [--namespace NS]]] | [--check]
        external-ip uninstall [--bin-dir DIR] [--conf-dir DIR] [--data-dir DIR]
        external-ip version
@@ -36,7 +37,9 @@ in FILE into the primary network config (the lexically first valid .conf,
 are in place. --watch keeps them in place until SIGTERM; leaving does not
 uninstall. --check exits 0 only when both are in place. --plugin-binary
 installs FILE instead of this binary. --watch also listens for other hosts
-claiming a held IP, and --metrics-address serves Prometheus metrics on
+claiming a held IP and, every --standby-every (default 200ms, 0: never),
+checks the active holder of each IP held in standby and takes it over
+when it stops answering (docs/standby.md); --metrics-address serves Prometheus metrics on
 HOST:PORT/metrics (the external-ip-node build only; docs/observe.md).
 --node-name serves the cluster's pools and claims to the plugin on the
 socket in the data dir, as that node (the external-ip-node build only;
@@ -105,7 +108,7 @@ type installFlags struct {
 	pluginConfig, primary, dataDir string
 	pluginBinary, metricsAddress   string
 	watch, check                   bool
-	reannounce, repair             time.Duration
+	reannounce, repair, standby    time.Duration
 	claims                         claimFlags
 	// routing is the entry's uplinkRouting, for the upkeep's repair.
 	routing config.UplinkRouting
@@ -120,6 +123,7 @@ func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
 	fs.BoolVar(&f.check, "check", false, "exit 0 only when the binary and the chain are in place")
 	fs.DurationVar(&f.reannounce, "reannounce-every", 0, "with --watch: re-announce every held IP this often (0: never)")
 	fs.DurationVar(&f.repair, "repair-every", 0, "with --watch: repair drift this often (0: never)")
+	fs.DurationVar(&f.standby, "standby-every", standby.DefaultEvery, "with --watch: check the active holder of each IP held in standby this often (0: never)")
 	fs.StringVar(&f.pluginBinary, "plugin-binary", "", "the plugin binary to install (default: this one)")
 	fs.StringVar(&f.metricsAddress, "metrics-address", "", "with --watch: serve Prometheus metrics on HOST:PORT/metrics (default: off)")
 	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir, "the plugin's dataDir, for --reannounce-every and --repair-every (default: the entry's)")
@@ -141,6 +145,8 @@ func parseInstall(args []string, stderr io.Writer) (*installFlags, error) {
 		return nil, errors.New("install: --reannounce-every and --repair-every need --watch")
 	case f.reannounce < 0 || f.repair < 0:
 		return nil, fmt.Errorf("install: --reannounce-every %s, --repair-every %s: must not be negative", f.reannounce, f.repair)
+	case f.standby < 0 || (f.standby > 0 && f.standby < 10*time.Millisecond):
+		return nil, fmt.Errorf("install: --standby-every %s: must be 0 (off) or at least 10ms", f.standby)
 	}
 	return f, checkMetricsAddress(f.metricsAddress, f.watch)
 }
@@ -227,6 +233,10 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair,
 		WatchEvery: watchEvery, LockTimeout: 10 * time.Second, Log: log, Recorder: rec, UplinkRouting: f.routing}
 	wg.Go(func() { up.Run(ctx) })
+	if f.standby > 0 {
+		sb := f.standbyWatch(rec, log)
+		wg.Go(func() { sb.Run(ctx) })
+	}
 	follow := func(e *install.Entry) {
 		up.Use(upkeep.Entry{DataDir: e.DataDir(), UplinkRouting: e.UplinkRouting()})
 		if m, ok := rec.(interface{ FoldFrom(dataDir string) }); ok {
@@ -238,6 +248,18 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	wg.Wait()
 	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")
 	return err
+}
+
+// standbyWatch is the watch of the IPs held in standby (package standby),
+// counted in rec when it records standby too. It reads the dataDir the
+// node process started with.
+func (f *installFlags) standbyWatch(rec upkeep.Recorder, log *slog.Logger) *standby.Watcher {
+	w := &standby.Watcher{Every: f.standby, Ports: standby.RawPorts{}, Log: log,
+		Moves: &standby.StateMoves{DataDir: f.dataDir, LockTimeout: 10 * time.Second, UplinkRouting: f.routing, Log: log}}
+	if r, ok := rec.(standby.Recorder); ok {
+		w.Recorder = r
+	}
+	return w
 }
 
 func runUninstall(args []string, stderr io.Writer) int {
