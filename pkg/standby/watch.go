@@ -183,6 +183,7 @@ func (w *Watcher) refresh(ctx context.Context) {
 		x := w.ips[h.IP]
 		if x == nil || x.Uplink != h.Uplink {
 			x = &watched{}
+			w.Log.Info("watching an IP of a network that stands by", "ip", h.IP, "uplink", h.Uplink, "active", h.Active)
 		}
 		x.Held = h
 		next[h.IP] = x
