@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
 )
 
 var (
@@ -220,5 +223,26 @@ func TestTheChecksReadBackAsAsksAndTheGoodbyeAsAGoodbye(t *testing.T) {
 		if got := net.HardwareAddr(f[0:6]).String(); got != highMAC.String() {
 			t.Errorf("%s: a check to the active goes to %s", ip, got)
 		}
+	}
+}
+
+// The goodbye the plugin sends (announce.Goodbye: an RFC 5227 probe, a
+// DAD solicitation) reads as a goodbye from the releasing node's MAC.
+func TestAnRFC5227ProbeReadsAsAGoodbye(t *testing.T) {
+	p, err := arp.NewPacket(arp.OperationRequest, highMAC, netip.IPv4Unspecified(), make(net.HardwareAddr, 6), ip4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := p.MarshalBinary()
+	f, _ := (&ethernet.Frame{Destination: ethernet.Broadcast, Source: highMAC, EtherType: ethernet.EtherTypeARP, Payload: payload}).MarshalBinary()
+	if h := read(f); h.kind != goodbye || h.ip != ip4 || h.mac.String() != highMAC.String() {
+		t.Errorf("an ARP probe for %s reads as %+v, want a goodbye from %s", ip4, h, highMAC)
+	}
+	dad, err := check(From{MAC: highMAC, Local: netip.IPv6Unspecified()}, ip6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := read(dad); h.kind != goodbye || h.ip != ip6 {
+		t.Errorf("a solicitation for %s from :: reads as %+v, want a goodbye", ip6, h)
 	}
 }
