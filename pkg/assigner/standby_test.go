@@ -9,6 +9,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/traffic"
 )
 
 // answered is a probe answered by another host for the IPs in theirs,
@@ -179,4 +180,32 @@ func TestAMoveOfARecordReleasedMeanwhileRecreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertState(t, f, holdings{attA: {v4a, v4b}})
+}
+
+func TestAStandbyIsNotSteeredUntilItTakesOverAndNotAfterItYields(t *testing.T) {
+	f, n := newFixture(t), newFakeNAT()
+	f.steered(n, traffic.Both, ctrA4)
+	f.opts.Routing = newFakeRouting()
+	f.probing()
+	f.opts.Standby = true
+	if _, err := f.addWith(attA, answered(v4a), v4a); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.st.Ingress[v4a]) != 0 || len(n.st.Egress) != 0 {
+		t.Fatalf("a standby ADD steered: ingress %v egress %v", n.st.Ingress, n.st.Egress)
+	}
+	f.opts.Probe, f.opts.Move = 0, true
+	if _, err := f.addWith(attA, nil, v4a); err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {
+		t.Errorf("after the takeover %s steers to %v, want the standby holder's container", v4a, got)
+	}
+	f.opts.InStandby = []netip.Addr{v4a}
+	if _, err := f.addWith(attA, nil, v4a); err != nil {
+		t.Fatalf("yield: %v", err)
+	}
+	if len(n.st.Ingress[v4a]) != 0 || len(n.st.Egress) != 0 {
+		t.Errorf("after the yield: ingress %v egress %v, want none", n.st.Ingress, n.st.Egress)
+	}
 }

@@ -57,7 +57,7 @@ func (c *change) steer(w *written) error {
 	}
 	p := steer.PlanChange(sc)
 	defer c.router.Release() // the node lock, if the routing took it
-	r, err := c.routeChange(sc.Was, p.Targets, w)
+	r, err := c.routeChange(sc.Touch, sc.Was, p.Targets, w)
 	if err != nil {
 		return err
 	}
@@ -75,9 +75,9 @@ func (c *change) steer(w *written) error {
 
 // routeChange routes, before the NAT step's transaction, what the
 // attachment's steering needs now (uplinkroute.Router.Change); want is
-// each touched IP's targets after the change. Routes left without a chain
+// each touched IP's targets after the change (touch's). Routes left without a chain
 // are looked for only after a fault (mode.afterFault).
-func (c *change) routeChange(was []*steering, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
+func (c *change) routeChange(touch []netip.Addr, was []*steering, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
 	if c.router == nil {
 		return uplinkroute.Plan{}, nil
 	}
@@ -85,7 +85,7 @@ func (c *change) routeChange(was []*steering, want [][]netip.Addr, w *written) (
 	if c.j.Record != nil {
 		now = uplinkroute.Needs(c.j.Record.Steering, c.j.Record.IPs, w.uplinks)
 	}
-	leave := uplinkroute.Leaving(c.j.Touch, was, want, now, w.uplinks)
+	leave := uplinkroute.Leaving(touch, was, want, now, w.uplinks)
 	return c.router.Change(uplinkroute.Change{Now: now, Leave: leave, AfterFault: c.mode.afterFault()})
 }
 

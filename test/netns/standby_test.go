@@ -29,10 +29,18 @@ type standbyPair struct {
 	nodes [2]*host
 	ip    netip.Addr
 	logs  [2]string
+	extra map[string]any // more keys of the network config
 }
 
 func newStandbyPair(t *testing.T, ip netip.Addr, watch ...int) *standbyPair {
-	p := &standbyPair{nodes: newBridgedNodes(t), ip: ip}
+	return newStandbyPairWith(t, ip, nil, watch...)
+}
+
+func newStandbyPairWith(t *testing.T, ip netip.Addr, extra map[string]any, watch ...int) *standbyPair {
+	p := &standbyPair{nodes: newBridgedNodes(t), ip: ip, extra: extra}
+	for _, n := range p.nodes {
+		n.forwardIPv4() // a node that steers forwards; route mode needs it
+	}
 	p.nodes[0].run(attach("ADD", "c1", p.conf(0))).mustOK(t, "ADD on node1")
 	r := p.nodes[1].run(attach("ADD", "c2", p.conf(1)))
 	r.mustOK(t, "ADD on node2 of the IP node1 holds, standby on")
@@ -55,8 +63,12 @@ func newStandbyPair(t *testing.T, ip netip.Addr, watch ...int) *standbyPair {
 }
 
 func (p *standbyPair) conf(i int) map[string]any {
-	return p.nodes[i].netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs(p.ip.String()),
+	c := p.nodes[i].netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs(p.ip.String()),
 		"standby": true, "conflictProbe": probeWindow.String(), "announce": map[string]any{"count": 1}})
+	for k, v := range p.extra {
+		c[k] = v
+	}
+	return c
 }
 
 // answers are the MACs that answer one solicitation for the IP from the
@@ -230,6 +242,32 @@ func TestAHealedPartitionLeavesOneActiveAndNoFlapping(t *testing.T) {
 				if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[1].mac {
 					t.Fatalf("after the partition healed %s is answered by %v; want node2 alone, stably", ip, got)
 				}
+			}
+		})
+	}
+}
+
+// With the defaults of a steering network (traffic both, so hold route),
+// the standby holds the IP as the ADD would have: a route with its proxy
+// entry, the table steering it to the local holder.
+func TestATakeoverHoldsAndSteersTheIPAsTheNetworkSays(t *testing.T) {
+	for _, ip := range standbyIPs {
+		t.Run(ip.String(), func(t *testing.T) {
+			p := newStandbyPairWith(t, ip, map[string]any{"traffic": "both"}, 1)
+			if r, px := p.nodes[1].routeState(ip.String()); r || px {
+				t.Fatalf("node2 in standby has a route (%v) or proxy entry (%v) for %s", r, px, ip)
+			}
+			start := time.Now()
+			p.nodes[0].run(attach("DEL", "c1", p.conf(0))).mustOK(t, "DEL on node1")
+			p.failover(t, "node1's DEL, a steered IP held as a route", start, 300*time.Millisecond)
+			if r, px := p.nodes[1].routeState(ip.String()); !r || !px {
+				t.Errorf("node2 took %s over without its route (%v) or proxy entry (%v)", ip, r, px)
+			}
+			if out := p.nodes[1].inNode("nft list table inet external-ip"); !strings.Contains(out, ip.String()) {
+				t.Errorf("node2's table does not steer %s after the takeover:\n%s", ip, out)
+			}
+			if out, err := p.nodes[1].try("ip netns exec %s %s status --data-dir %s", p.nodes[1].name, pluginBin, p.nodes[1].dataDir); err != nil || !strings.Contains(out, "drift: none") {
+				t.Errorf("node2's status after the takeover: %v\n%s", err, out)
 			}
 		})
 	}
