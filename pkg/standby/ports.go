@@ -3,6 +3,7 @@ package standby
 import (
 	"context"
 	"net"
+	"sync/atomic"
 )
 
 // Conn is one uplink's socket for the watch, as arp.New takes a
@@ -25,9 +26,9 @@ type Ports interface {
 
 // port is one open uplink.
 type port struct {
-	conn Conn
-	from From
-	done chan struct{} // closed once its reader stopped
+	conn    Conn
+	from    From
+	stopped atomic.Bool // its reader stopped
 }
 
 // frameOn is one frame an uplink received.
@@ -45,7 +46,7 @@ func (w *Watcher) follow(ctx context.Context) {
 		need[x.Uplink] = true
 	}
 	for name, p := range w.ports {
-		if !need[name] || isDone(p.done) {
+		if !need[name] || p.stopped.Load() {
 			p.conn.Close() // its reader stops at its next frame, or now
 			delete(w.ports, name)
 		}
@@ -59,14 +60,14 @@ func (w *Watcher) follow(ctx context.Context) {
 			w.Log.Error("opening the uplink for the standby watch failed", "uplink", name, "error", err)
 			continue
 		}
-		p := &port{conn: c, from: f, done: make(chan struct{})}
+		p := &port{conn: c, from: f}
 		w.ports[name] = p
 		go w.readFrames(ctx, name, p)
 	}
 }
 
 func (w *Watcher) readFrames(ctx context.Context, name string, p *port) {
-	defer close(p.done)
+	defer p.stopped.Store(true)
 	buf := make([]byte, 9216)
 	for {
 		n, err := p.conn.ReadFrame(buf)
@@ -84,7 +85,6 @@ func (w *Watcher) readFrames(ctx context.Context, name string, p *port) {
 func (w *Watcher) closePorts() {
 	for name, p := range w.ports {
 		p.conn.Close()
-		<-p.done
 		delete(w.ports, name)
 	}
 }
@@ -97,13 +97,4 @@ func (w *Watcher) ours(mac net.HardwareAddr) bool {
 		}
 	}
 	return false
-}
-
-func isDone(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }

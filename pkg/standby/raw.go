@@ -48,7 +48,7 @@ func (RawPorts) Open(uplink string) (Conn, From, error) {
 	for _, s := range []struct {
 		proto  int
 		filter []bpf.Instruction
-	}{{unix.ETH_P_ARP, incoming(nil)}, {unix.ETH_P_IPV6, incoming(ndOnly)}} {
+	}{{unix.ETH_P_ARP, announce.Incoming(nil)}, {unix.ETH_P_IPV6, announce.Incoming(announce.ICMPv6Types(135, 136))}} {
 		raw, err := bpf.Assemble(s.filter)
 		if err != nil {
 			c.Close()
@@ -79,33 +79,6 @@ func linkLocal(index int) netip.Addr {
 		}
 	}
 	return netip.Addr{}
-}
-
-// packetOutgoing is PACKET_OUTGOING: a frame this node sent.
-const packetOutgoing = 4
-
-// ndOnly passes IPv6 frames carrying ICMPv6 types 135 and 136 (no
-// extension header).
-var ndOnly = []bpf.Instruction{
-	bpf.LoadAbsolute{Off: 14 + 6, Size: 1},
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_ICMPV6, SkipTrue: 4},
-	bpf.LoadAbsolute{Off: 14 + ipv6Len, Size: 1},
-	bpf.JumpIf{Cond: bpf.JumpLessThan, Val: 135, SkipTrue: 2},
-	bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: 136, SkipTrue: 1},
-	bpf.RetConstant{Val: 0xffff},
-	bpf.RetConstant{Val: 0},
-}
-
-// incoming drops outgoing frames, then runs rest (nil: pass).
-func incoming(rest []bpf.Instruction) []bpf.Instruction {
-	if rest == nil {
-		rest = []bpf.Instruction{bpf.RetConstant{Val: 0xffff}}
-	}
-	return append([]bpf.Instruction{
-		bpf.LoadExtension{Num: bpf.ExtType},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: packetOutgoing, SkipTrue: 1},
-		bpf.RetConstant{Val: 0},
-	}, rest...)
 }
 
 // rawConn is the two sockets of an uplink as one Conn.

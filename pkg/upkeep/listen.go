@@ -38,7 +38,7 @@ func listenRaw(up announce.Uplink) ([]FrameConn, error) {
 	for _, s := range []struct {
 		proto  int
 		filter []bpf.Instruction
-	}{{unix.ETH_P_ARP, incoming(nil)}, {unix.ETH_P_IPV6, incoming(naOnly)}} {
+	}{{unix.ETH_P_ARP, announce.Incoming(nil)}, {unix.ETH_P_IPV6, announce.Incoming(announce.ICMPv6Types(136, 136))}} {
 		raw, err := bpf.Assemble(s.filter)
 		if err != nil {
 			closeAll(conns)
@@ -52,32 +52,6 @@ func listenRaw(up announce.Uplink) ([]FrameConn, error) {
 		conns = append(conns, packetConn{c})
 	}
 	return conns, nil
-}
-
-// packetOutgoing is PACKET_OUTGOING, the packet type of a frame this node
-// sends.
-const packetOutgoing = 4
-
-// naOnly passes IPv6 frames carrying ICMPv6 (no extension header) type 136.
-var naOnly = []bpf.Instruction{
-	bpf.LoadAbsolute{Off: 14 + 6, Size: 1},
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_ICMPV6, SkipTrue: 3},
-	bpf.LoadAbsolute{Off: 14 + ipv6HeaderLen, Size: 1},
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 136, SkipTrue: 1},
-	bpf.RetConstant{Val: 0xffff},
-	bpf.RetConstant{Val: 0},
-}
-
-// incoming drops outgoing frames, then runs rest (nil: pass).
-func incoming(rest []bpf.Instruction) []bpf.Instruction {
-	if rest == nil {
-		rest = []bpf.Instruction{bpf.RetConstant{Val: 0xffff}}
-	}
-	return append([]bpf.Instruction{
-		bpf.LoadExtension{Num: bpf.ExtType},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: packetOutgoing, SkipTrue: 1},
-		bpf.RetConstant{Val: 0},
-	}, rest...)
 }
 
 type packetConn struct{ c *packet.Conn }
