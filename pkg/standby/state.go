@@ -37,6 +37,8 @@ type StateMoves struct {
 	Interval time.Duration
 	Log      *slog.Logger
 
+	// mu guards DataDir and UplinkRouting (Use), and what Read keeps;
+	// the moves hold it too, one at a time.
 	mu     sync.Mutex
 	seen   map[string]time.Time // each state directory's last change read
 	cached []Held
@@ -44,17 +46,25 @@ type StateMoves struct {
 
 var _ Moves = (*StateMoves)(nil)
 
+// Use makes the moves work on dataDir and routing from the next read on:
+// the plugin entry was reloaded. It is safe beside the watch.
+func (s *StateMoves) Use(dataDir string, routing config.UplinkRouting) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.DataDir, s.UplinkRouting, s.seen = dataDir, routing, nil
+}
+
 // Read is every IP a network that stands by holds on the node. It reads
 // the records again only when a state directory changed since (every
 // change renames a file into att/ or ip/), so that a node where nothing
 // stands by pays a few stat calls a second.
 func (s *StateMoves) Read() ([]Held, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	devs, err := store.Devices(s.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	stamps := s.stamps(devs)
 	if s.seen != nil && maps.EqualFunc(stamps, s.seen, time.Time.Equal) {
 		return s.cached, nil
@@ -167,6 +177,8 @@ func (s *StateMoves) Yield(h Held) error {
 // move re-ADDs each record of h.Device that which picks, with the IPs
 // inStandby says in standby, as the plugin's ADD of it made it otherwise.
 func (s *StateMoves) move(h Held, which func(*store.Record) bool, inStandby func(*store.Record) []netip.Addr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	recs, _, err := s.read(h.Device, which)
 	if err != nil {
 		return err
@@ -218,6 +230,8 @@ func (s *StateMoves) Announce(h Held) error {
 }
 
 func (s *StateMoves) round(h Held) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	up, err := announce.LookUplink(h.Uplink)
 	if err != nil {
 		return err

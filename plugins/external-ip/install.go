@@ -233,12 +233,14 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	up := &upkeep.Upkeep{DataDir: f.dataDir, ReannounceEvery: f.reannounce, RepairEvery: f.repair,
 		WatchEvery: watchEvery, LockTimeout: 10 * time.Second, Log: log, Recorder: rec, UplinkRouting: f.routing}
 	wg.Go(func() { up.Run(ctx) })
+	moves := &standby.StateMoves{DataDir: f.dataDir, LockTimeout: 10 * time.Second, UplinkRouting: f.routing, Log: log}
 	if f.standby > 0 {
-		sb := f.standbyWatch(rec, log)
+		sb := f.standbyWatch(moves, rec, log)
 		wg.Go(func() { sb.Run(ctx) })
 	}
 	follow := func(e *install.Entry) {
 		up.Use(upkeep.Entry{DataDir: e.DataDir(), UplinkRouting: e.UplinkRouting()})
+		moves.Use(e.DataDir(), e.UplinkRouting())
 		if m, ok := rec.(interface{ FoldFrom(dataDir string) }); ok {
 			m.FoldFrom(e.DataDir())
 		}
@@ -250,12 +252,10 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	return err
 }
 
-// standbyWatch is the watch of the IPs held in standby (package standby),
-// counted in rec when it records standby too. It reads the dataDir the
-// node process started with.
-func (f *installFlags) standbyWatch(rec upkeep.Recorder, log *slog.Logger) *standby.Watcher {
-	w := &standby.Watcher{Every: f.standby, Ports: standby.RawPorts{}, Log: log,
-		Moves: &standby.StateMoves{DataDir: f.dataDir, LockTimeout: 10 * time.Second, UplinkRouting: f.routing, Log: log}}
+// standbyWatch is the watch of the IPs held in standby (package standby)
+// on moves, counted in rec when it records standby too.
+func (f *installFlags) standbyWatch(moves *standby.StateMoves, rec upkeep.Recorder, log *slog.Logger) *standby.Watcher {
+	w := &standby.Watcher{Every: f.standby, Ports: standby.RawPorts{}, Log: log, Moves: moves}
 	if r, ok := rec.(standby.Recorder); ok {
 		w.Recorder = r
 	}
