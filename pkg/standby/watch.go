@@ -301,6 +301,9 @@ func (w *Watcher) takeOver(x *watched, reason string) bool {
 	}
 	w.Log.Info("took over", "ip", x.IP, "uplink", x.Uplink, "reason", reason, "from", x.peer.String())
 	x.Active, x.Standby, x.since, x.misses, x.checked = true, false, w.now(), 0, false
+	if reason == ReasonGoodbye {
+		x.peer = nil // it released the IP: there is nothing to check on it
+	}
 	if w.Recorder != nil && reason != ReasonRepair {
 		w.Recorder.TookOver(reason)
 	}

@@ -152,7 +152,7 @@ func TestAStandbyTakesOverAfterMissesInARowAndNotBefore(t *testing.T) {
 
 func TestAGoodbyeFromTheActiveIsTakenOverAtOnceAndOneFromAnotherHostIsNot(t *testing.T) {
 	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
-	w, _ := newTestWatcher(t, m)
+	w, ports := newTestWatcher(t, m)
 	w.tick()
 	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
 	w.seen(anUplink, heard{kind: goodbye, ip: ip4, mac: lowMAC})
@@ -162,6 +162,10 @@ func TestAGoodbyeFromTheActiveIsTakenOverAtOnceAndOneFromAnotherHostIsNot(t *tes
 	w.seen(anUplink, heard{kind: goodbye, ip: ip4, mac: highMAC})
 	if !slices.Equal(m.moves, []string{"takeover " + ip4.String()}) {
 		t.Fatalf("the active's goodbye: moves %v, want a takeover", m.moves)
+	}
+	w.tick()
+	if got := ports.conn.takeSent(); len(got) != 1 {
+		t.Errorf("after a takeover at a goodbye the watch sent %v; want only the check before it: the node that said goodbye holds nothing", got)
 	}
 }
 
