@@ -21,7 +21,10 @@ import (
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, ann Announcer) ([]Placed, error) {
 	a.startCall()
 	// A record lists each IP once, or GC would count it twice.
-	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann, standby: a.inStandby(ips)}
+	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann, standby: map[netip.Addr]bool{}}
+	for _, ip := range a.opts.InStandby {
+		ad.standby[ip] = true // only ad.ips are looked up
+	}
 	if len(ad.ips) == 0 {
 		return nil, nil
 	}

@@ -1,6 +1,7 @@
 package assigner
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 
@@ -47,8 +48,9 @@ func (a *Assigner) Check(att Attachment) ([]netip.Addr, error) {
 			return nil, err
 		}
 	}
-	if err := c.standby(); err != nil {
-		return nil, err
+	// A standby IP being off the holder is what standby means.
+	if ip, err := store.QuestionsOf(a.st).NotStandingBy(key, rec.StandbyIPs); err != nil || ip.IsValid() {
+		return nil, cmp.Or(err, Errorf(ErrDrift, "%s: its index %s does not list this attachment in standby", ip, a.st.IPPath(ip)))
 	}
 	if err := c.nat(); err != nil {
 		return nil, err

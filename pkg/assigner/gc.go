@@ -26,31 +26,12 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 }
 
 // lostState says whether the state directory is gone while the holder of
-// this dataDir still carries addresses: then GC and repair make it again
-// and, finding no record at all, remove every address and its proxy
-// entries, none of them being held. Only a holder marked for this very
-// dataDir counts: one marked the old way may carry another dataDir's.
+// this dataDir still carries addresses (host.Holder.CarriesLost).
 func (a *Assigner) lostState() (bool, error) {
 	if a.st.Exists() {
 		return false, nil
 	}
-	l, err := a.holder.Look()
-	if err != nil || l.Index == 0 || !a.holder.OwnedBy(l.Alias) {
-		return false, err
-	}
-	if _, err := a.holder.Judge(l); err != nil {
-		return false, nil // not ours after all (a bridge with ports): nothing to do
-	}
-	addrs, err := a.k.HolderAddrs(l.Index)
-	if err != nil {
-		return false, err
-	}
-	routes, err := a.k.HolderRoutes(l.Index)
-	if err != nil || len(addrs)+len(routes) == 0 {
-		return false, err
-	}
-	a.log.Warn("state directory lost while the holder carries addresses or routes; releasing them", "dir", a.st.Dir(), "addresses", len(addrs), "routes", len(routes))
-	return true, nil
+	return a.holder.CarriesLost(a.st.Dir())
 }
 
 func (a *Assigner) collect(network string, keep []Attachment) error {

@@ -47,37 +47,7 @@ func (a *Assigner) Holds(ip netip.Addr) (bool, error) {
 }
 
 // whileIndexed runs f under the lock with those of ips whose index entry
-// keep accepts, and not at all when none is.
+// keep accepts (store.WhileIndexed).
 func (a *Assigner) whileIndexed(ips []netip.Addr, keep func(ipEntry) bool, f func(held []netip.Addr) error) error {
-	l, err := a.lockToRead()
-	if err != nil || l == nil {
-		return err // no state directory: nothing is held
-	}
-	defer l.Unlock()
-	if pending, err := a.st.Has(store.JournalFile); err != nil || pending {
-		return pendingError(a.st, err)
-	}
-	var held []netip.Addr
-	for _, ip := range ips {
-		e, err := a.st.ReadIP(ip)
-		if err != nil {
-			return err
-		}
-		if keep(e) {
-			held = append(held, ip)
-		}
-	}
-	if len(held) == 0 {
-		return nil
-	}
-	return f(held)
-}
-
-// pendingError is why no round is sent: the journal could not be looked
-// at, or a change is pending.
-func pendingError(st *store.Store, err error) error {
-	if err != nil {
-		return err
-	}
-	return Errorf(ErrState, "%s: a change is pending; not announcing until it is finished", st.Path(store.JournalFile))
+	return store.QuestionsOf(a.st).WhileIndexed(a.opts.LockTimeout, ips, keep, f)
 }

@@ -3,9 +3,7 @@ package assigner
 import (
 	"errors"
 	"fmt"
-	"slices"
 
-	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -23,7 +21,7 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 	}
 	if l != nil {
 		defer l.Unlock()
-		if kept, err := stillHeld(a.st, a.opts.Device); kept != "" || err != nil {
+		if kept, err := store.QuestionsOf(a.st).StillHeld(a.opts.Device); kept != "" || err != nil {
 			return kept, err
 		}
 	}
@@ -52,41 +50,4 @@ func (a *Assigner) Retire(also func() (string, error)) (kept string, err error) 
 		return "", nil
 	}
 	return also()
-}
-
-// stillHeld says why st keeps the holder device: a pending change, or
-// attachments that hold IPs.
-func stillHeld(st *store.Store, device string) (string, error) {
-	pending, err := st.Has(store.JournalFile)
-	if err != nil {
-		return "", err
-	}
-	if pending {
-		return fmt.Sprintf("holder %s: kept: an interrupted change is pending in %s; run external-ip repair, then uninstall again", device, st.Path(store.JournalFile)), nil
-	}
-	recs, err := st.Records()
-	if err != nil || len(recs) == 0 {
-		return "", err
-	}
-	return fmt.Sprintf("holder %s and table inet external-ip: kept: %d attachments still hold external IPs (state in %s); run uninstall again once their pods are gone",
-		device, len(recs), st.Dir()), nil
-}
-
-// StateDevices are the devices with state in dataDir and the holders
-// marked as dataDir's, whose state may have been lost.
-func StateDevices(dataDir string) ([]string, error) {
-	devs, err := store.Devices(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	held, err := host.Holders(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range held {
-		if !slices.Contains(devs, d) {
-			devs = append(devs, d)
-		}
-	}
-	return devs, nil
 }

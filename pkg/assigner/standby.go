@@ -17,15 +17,6 @@ import (
 	"github.com/external-ip/external-ip/pkg/host"
 )
 
-// inStandby is the set of ips that Options.InStandby holds in standby.
-func (a *Assigner) inStandby(ips []netip.Addr) map[netip.Addr]bool {
-	out := map[netip.Addr]bool{}
-	for _, ip := range a.opts.InStandby {
-		out[ip] = slices.Contains(ips, ip)
-	}
-	return out
-}
-
 // standsBy says whether a probe's error holds ip in standby: another host
 // answered for it and the network stands by.
 func (ad *adding) standsBy(ip netip.Addr, err error) bool {
@@ -84,20 +75,4 @@ func (r *reporting) standby(ir IPReport, keys []string, recs map[string]*record,
 		r.rep.Drift = append(r.rep.Drift, fmt.Sprintf("%s: held in standby only but on %s", ir.Addr, r.opts.Device))
 	}
 	return ir
-}
-
-// standby fails CHECK when the index does not list the attachment as a
-// standby holder of one of its standby IPs. The IP being off the holder
-// is what standby means: another node answers for it.
-func (c *checking) standby() error {
-	for _, ip := range c.rec.StandbyIPs {
-		e, err := c.st.ReadIP(ip)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(e.Standby, c.key) {
-			return Errorf(ErrDrift, "%s: its index %s does not list this attachment in standby", ip, c.st.IPPath(ip))
-		}
-	}
-	return nil
 }

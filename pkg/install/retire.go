@@ -7,6 +7,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/nat"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,7 @@ import (
 // holder never ran the plugin here: nothing on the host is judged ours
 // then, the shared table included. kept lines say what stays and why.
 func (i *Installer) retire(dataDir string) ([]string, error) {
-	devs, err := assigner.StateDevices(dataDir)
+	devs, err := host.StateDevices(dataDir)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
 	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
@@ -73,7 +74,7 @@ func devices(dataDir, device string) ([]string, error) {
 	if device != "" {
 		return []string{device}, nil
 	}
-	return assigner.StateDevices(dataDir)
+	return host.StateDevices(dataDir)
 }
 
 // cliAssigner works without a network's config: the uplink routing is
