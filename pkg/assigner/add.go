@@ -10,6 +10,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/host"
+	"github.com/external-ip/external-ip/pkg/standing"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -21,10 +22,7 @@ import (
 func (a *Assigner) Add(att Attachment, ips []netip.Addr, ann Announcer) ([]Placed, error) {
 	a.startCall()
 	// A record lists each IP once, or GC would count it twice.
-	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann, standby: map[netip.Addr]bool{}}
-	for _, ip := range a.opts.InStandby {
-		ad.standby[ip] = true // only ad.ips are looked up
-	}
+	ad := &adding{Assigner: a, att: att, ips: union(nil, ips), ann: ann, standby: standing.Of(a.opts.InStandby)}
 	if len(ad.ips) == 0 {
 		return nil, nil
 	}
@@ -70,8 +68,8 @@ type adding struct {
 	// it, which matters when the kernel refuses every change (no
 	// CAP_NET_ADMIN).
 	fresh map[netip.Addr]bool
-	// standby lists the IPs the ADD holds in standby (standby.go).
-	standby map[netip.Addr]bool
+	// standby lists the IPs the ADD holds in standby.
+	standby standing.Set
 }
 
 // screen refuses, before anything changes, what this host cannot take:
@@ -99,15 +97,17 @@ func (ad *adding) add() ([]Placed, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ad.opts.Move && !old.HoldsExactly(ad.ips) {
-		return nil, nil // released or changed since the node process read it
+	rec := &record{Attachment: ad.att, Route: ad.how}
+	rec.Owner, rec.Owned = ad.owns()
+	if ad.opts.Move && !standing.Moves(old, rec, ad.ips) {
+		return nil, nil
 	}
 	uplinks, proxied, err := ad.place()
 	if err != nil {
 		return nil, err
 	}
-	rec := ad.newRecord()
-	rec.Owner, rec.Owned = ad.owns()
+	ad.standby.Fill(rec, ad.ips, ad.opts.Standby)
+	rec.Steering = ad.newSteering()
 	j := &journal{Op: store.OpAdd, Key: key, Record: rec, Touch: slices.Clone(ad.ips), Uplinks: uplinks, Proxied: proxied}
 	if old != nil {
 		if err := ad.remember(j, old); err != nil {
@@ -326,5 +326,5 @@ func (ad *adding) newSteering() *steering {
 	for _, p := range ad.placed {
 		uplinks[p.Addr] = p.Uplink.Name
 	}
-	return steer.Decide(ad.opts.Traffic, ad.opts.Container, ad.active(), uplinks)
+	return steer.Decide(ad.opts.Traffic, ad.opts.Container, ad.standby.Active(ad.ips), uplinks)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/standing"
 )
 
 // mode is how a journaled change is carried out. The entry point that
@@ -60,16 +62,10 @@ func (a *Assigner) newChange(j *journal, m mode) *change {
 // replaying a journal after a crash at any step ends in the same state.
 func (c *change) apply() error {
 	j := c.j
-	hold, standby := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	hold, standby := standing.Roles(j.Record)
 	var dev int
 	var err error
 	if j.Record != nil {
-		for _, ip := range j.Record.IPs {
-			hold[ip] = true
-		}
-		for _, ip := range j.Record.StandbyIPs {
-			standby[ip] = !hold[ip]
-		}
 		if dev, err = c.holder.Ensure(); err != nil {
 			return err
 		}
@@ -191,11 +187,8 @@ func (c *change) hold(dev int, ip netip.Addr, e ipEntry) error {
 // only changes in the index. A proxy entry the ADD undone found there
 // stays, also when a crash came before its index said so.
 func (c *change) release(dev int, ip netip.Addr, e ipEntry, waiting []string, standby bool) error {
-	left := ipEntry{}
-	if len(waiting) > 0 {
-		left = ipEntry{Uplink: e.Uplink, Standby: waiting, Route: e.Route}
-	}
-	c.quiet[ip] = len(e.Holders) == 0 && (len(e.Standby) > 0 || standby)
+	left, quiet := standing.Left(e, waiting, standby)
+	c.quiet[ip] = quiet
 	if c.untouched[ip] || c.quiet[ip] {
 		return c.st.WriteIP(ip, left)
 	}
