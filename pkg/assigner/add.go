@@ -165,7 +165,7 @@ func (ad *adding) journaled(j *journal) error {
 // run put there (its fresh IPs it never put are left alone). If it
 // cannot, the journal stays and the next invocation undoes the ADD.
 func (ad *adding) undo(run *change, cause error) error {
-	u := ad.newChange(reverse(run.j), undoing)
+	u := ad.newChange(run.j.Reverse(), undoing)
 	u.untouched = map[netip.Addr]bool{}
 	for ip := range ad.fresh {
 		if !run.put[ip] {

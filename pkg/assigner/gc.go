@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // GC drops the records of network whose attachments are not in keep, then
@@ -47,7 +48,7 @@ func (a *Assigner) collect(network string, keep []Attachment) error {
 		if r.Network != network || kept[key] {
 			continue
 		}
-		if err := a.commit(releasing(key, r)); err != nil {
+		if err := a.commit(store.Releasing(key, r)); err != nil {
 			return err
 		}
 		a.log.Info("collected", "attachment", r.Attachment.String(), "ips", r.IPs)

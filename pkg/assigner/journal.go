@@ -1,7 +1,6 @@
 package assigner
 
 import (
-	"encoding/json"
 	"net/netip"
 	"slices"
 
@@ -19,7 +18,7 @@ func (a *Assigner) Del(att Attachment) error {
 		if err != nil || rec == nil {
 			return err
 		}
-		if err := a.commit(releasing(key, rec)); err != nil {
+		if err := a.commit(store.Releasing(key, rec)); err != nil {
 			return err
 		}
 		a.log.Info("deleted", "attachment", att.String(), "ips", rec.IPs)
@@ -55,16 +54,6 @@ func (a *Assigner) begin(j *journal) error {
 	return a.st.Write(store.JournalFile, j)
 }
 
-// reverse is the change that undoes an ADD: the earlier record restored,
-// or the attachment released when it had none. It is carried out in place,
-// never journaled: the ADD's journal stands for it until it is done.
-func reverse(j *journal) *journal {
-	if j.Old == nil {
-		return &journal{Op: store.OpRelease, Key: j.Key, Touch: j.Touch, Steps: natUndone(j), Proxied: j.Proxied}
-	}
-	return &journal{Op: store.OpAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks, Steps: natUndone(j), Proxied: j.Proxied}
-}
-
 // recover sweeps what a killed write left in tmp/, removes a holder device a
 // crash left half made (host.Holder.Recover), and settles a change left in
 // the journal, replaying it: an ADD is undone, a release finished.
@@ -81,7 +70,7 @@ func (a *Assigner) recover() error {
 	}
 	if j.Op == store.OpAdd {
 		a.log.Warn("rolling back an interrupted ADD", "journal", a.st.Path(store.JournalFile), "key", j.Key)
-		j = reverse(j)
+		j = j.Reverse()
 	} else {
 		a.log.Warn("finishing an interrupted release", "journal", a.st.Path(store.JournalFile), "key", j.Key)
 	}
@@ -89,45 +78,6 @@ func (a *Assigner) recover() error {
 		return err
 	}
 	return a.st.Remove(store.JournalFile)
-}
-
-// natStep is the journal step that carries the steering a change removes
-// or replaces (store.StepNAT): a release's record is gone once the change
-// is applied, yet a replay must still know which rules to take out.
-func natStep(s *steering) []journalStep {
-	if s == nil {
-		return nil
-	}
-	data, err := json.Marshal(s)
-	if err != nil {
-		return nil // a steering of addresses and names always marshals
-	}
-	return []journalStep{{Kind: store.StepNAT, Data: data}}
-}
-
-// releasing is the journal that releases the attachment of rec.
-func releasing(key string, rec *record) *journal {
-	return &journal{Op: store.OpRelease, Key: key, Touch: rec.Held(), Steps: natStep(rec.Steering)}
-}
-
-// natWas lists every steering the change knows of for its attachment: the
-// new record's, the earlier record's and those its steps carry. Applying
-// keeps the rules of what the record is now and removes the others'.
-func natWas(j *journal) []*steering {
-	var out []*steering
-	if j.Record != nil && j.Record.Steering != nil {
-		out = append(out, j.Record.Steering)
-	}
-	if j.Old != nil && j.Old.Steering != nil {
-		out = append(out, j.Old.Steering)
-	}
-	for _, s := range j.Steps {
-		st := &steering{}
-		if s.Kind == store.StepNAT && json.Unmarshal(s.Data, st) == nil {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // freshChains lists the IPs whose chain this change makes, not rewrites: a
@@ -148,14 +98,4 @@ func freshChains(j *journal, holders map[netip.Addr][]string) map[netip.Addr]boo
 		out[ip] = slices.Equal(hs, []string{j.Key}) && !steered
 	}
 	return out
-}
-
-// natUndone carries, into the change that undoes j, the steering j was
-// putting in place, so that undoing removes it.
-func natUndone(j *journal) []journalStep {
-	steps := append([]journalStep(nil), j.Steps...)
-	if j.Record != nil {
-		steps = append(steps, natStep(j.Record.Steering)...)
-	}
-	return steps
 }

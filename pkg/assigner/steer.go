@@ -37,7 +37,7 @@ func (c *change) steer(w *written) error {
 		return nil
 	}
 	j := c.j
-	sc := steer.Change{Touch: slices.DeleteFunc(slices.Clone(j.Touch), func(ip netip.Addr) bool { return c.quiet[ip] }), Was: natWas(j)}
+	sc := steer.Change{Touch: slices.DeleteFunc(slices.Clone(j.Touch), func(ip netip.Addr) bool { return c.quiet[ip] }), Was: j.Steerings()}
 	// apply has just written j.Record as the attachment's record (or
 	// removed it), so it is what the record says now.
 	if j.Record != nil {
