@@ -50,6 +50,9 @@ type Options struct {
 	// InStandby are then its IPs held in standby.
 	Standby, Move bool
 	InStandby     []netip.Addr
+	// Netns is the container's namespace, which a record of a network
+	// that stands by keeps (store.Record.Netns).
+	Netns *store.Netns
 	// Goodbye, when set, is told of each IP a release takes off the
 	// holder, so that a standby node takes it over at once.
 	Goodbye func(announce.Target)

@@ -54,14 +54,24 @@ func (s Set) Fill(rec *store.Record, ips []netip.Addr, on bool) {
 
 // Moves says whether a move of the node process still applies to old,
 // the record it read: not once the record was released or changed since.
-// A move keeps the record's owner: it changes how the IPs are held, not
-// whose they are.
+// A move keeps the record's owner and container: it changes how the IPs
+// are held, not whose they are.
 func Moves(old, rec *store.Record, ips []netip.Addr) bool {
 	if !old.HoldsExactly(ips) {
 		return false
 	}
-	rec.Owner, rec.Owned = old.Owner, old.Owned
+	rec.Owner, rec.Owned, rec.Netns = old.Owner, old.Owned, old.Netns
 	return true
+}
+
+// Container is the namespace a record of an ADD keeps (store.Netns): the
+// ADD's own for a network that stands by, none for another, whose IPs no
+// node process gives up.
+func Container(on bool, ns *store.Netns) *store.Netns {
+	if !on {
+		return nil
+	}
+	return ns
 }
 
 // Roles is, for a change writing rec, which IPs it holds actively and

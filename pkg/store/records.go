@@ -49,6 +49,25 @@ type Record struct {
 	// another node, so not on the holder, not announced and not steered
 	// here. IPs lists only the IPs held actively.
 	StandbyIPs []netip.Addr `json:"standbyIPs,omitempty"`
+	// Netns is the container's network namespace as the ADD found it,
+	// kept for a network that stands by only: the node process gives the
+	// IP up to a standby node once every container holding it here is
+	// gone, without waiting for the runtime's DEL.
+	Netns *Netns `json:"netns,omitempty"`
+}
+
+// Netns names a network namespace as it was when an ADD ran: its path
+// (CNI_NETNS), the device and inode the path led to, and those of the
+// directory holding it. The path alone would not do: a bind mount's file
+// outlives its namespace, a /proc/PID/ns/net path names another
+// process's namespace once the PID is reused, and a node process in a
+// container of its own may see another directory at the same path.
+type Netns struct {
+	Path   string `json:"path"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	DirDev uint64 `json:"dirDev"`
+	DirIno uint64 `json:"dirIno"`
 }
 
 // Held is every IP r holds, actively or in standby.

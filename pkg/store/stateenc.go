@@ -104,6 +104,18 @@ func (r *Record) appendJSON(b []byte) []byte {
 	if len(r.StandbyIPs) > 0 {
 		b = appendAddrs(appendKey(b, ',', "standbyIPs"), r.StandbyIPs)
 	}
+	if r.Netns != nil {
+		b = r.Netns.appendJSON(appendKey(b, ',', "netns"))
+	}
+	return append(b, '}')
+}
+
+func (n *Netns) appendJSON(b []byte) []byte {
+	b = appendString(appendKey(b, '{', "path"), n.Path)
+	b = strconv.AppendUint(appendKey(b, ',', "dev"), n.Dev, 10)
+	b = strconv.AppendUint(appendKey(b, ',', "ino"), n.Ino, 10)
+	b = strconv.AppendUint(appendKey(b, ',', "dirDev"), n.DirDev, 10)
+	b = strconv.AppendUint(appendKey(b, ',', "dirIno"), n.DirIno, 10)
 	return append(b, '}')
 }
 

@@ -21,7 +21,7 @@ import (
 // fails otherwise), and TestStateEncodersWriteEveryField then fills its
 // every field.
 func encodedTypes() []any {
-	return []any{&Journal{}, &Record{}, &Steering{}, IPEntry{}}
+	return []any{&Journal{}, &Record{}, &Steering{}, IPEntry{}, &Netns{}}
 }
 
 // filler makes non-zero values of every kind, each one different, so that

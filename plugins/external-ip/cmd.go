@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/localpool"
 	"github.com/external-ip/external-ip/pkg/park"
 	"github.com/external-ip/external-ip/pkg/steer"
+	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
@@ -38,6 +40,9 @@ type invocation struct {
 	keep *linger.Keeper
 	// routing routes the IPs of uplinks other than the default route's.
 	routing *uplinkroute.HostRouting
+	// netns is the container's namespace, which a record of a network
+	// that stands by keeps; nil for other networks.
+	netns *store.Netns
 	// rules are the node-local pools' rules, which an ADD fills in
 	// (localpool.go) and the assigner asks under its lock.
 	rules *localpool.Rules
@@ -56,6 +61,7 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 		Probe:         c.Probe,
 		Owner:         inv.rules,
 		Standby:       c.Standby,
+		Netns:         inv.netns,
 		Goodbye:       goodbye(c, inv.keep, inv.log),
 	})
 }
@@ -75,7 +81,7 @@ func start(args *skel.CmdArgs) (*invocation, error) {
 	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing, rules: &localpool.Rules{},
-		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
+		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log}), netns: containerNetns(conf, args.Netns)}
 	inv.as = inv.newAssigner()
 	inv.done = func() {
 		routing.Close()
@@ -111,6 +117,17 @@ func goodbye(conf *config.Config, keep *linger.Keeper, log *slog.Logger) func(an
 			log.Warn("goodbye not sent; a standby takes over when its checks go unanswered", "error", err)
 		}
 	}
+}
+
+// containerNetns is path's namespace as it is now, for a network that
+// stands by (nil for others, and when it cannot be looked at: the node
+// process then never takes the container for gone).
+func containerNetns(conf *config.Config, path string) *store.Netns {
+	var st, dir unix.Stat_t
+	if !conf.Standby || path == "" || unix.Stat(path, &st) != nil || unix.Stat(filepath.Dir(path), &dir) != nil {
+		return nil
+	}
+	return &store.Netns{Path: path, Dev: st.Dev, Ino: st.Ino, DirDev: dir.Dev, DirIno: dir.Ino}
 }
 
 // routeProtocol is the protocol number of the config's routes when it
