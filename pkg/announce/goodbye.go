@@ -16,7 +16,8 @@ import (
 // anything (their sender is 0.0.0.0 or ::), and no host answers them now
 // that nobody holds the IP; a standby that knows this MAC as the active
 // holder's takes it as the goodbye. The socket, whose last close is slow,
-// goes to keep.
+// goes to keep; with keep nil it closes here (the node process, which
+// outlives the close, sends goodbyes so).
 func Goodbye(t Target, keep *linger.Keeper) error {
 	frame, proto, err := goodbyeFrame(t)
 	if err != nil {
@@ -29,6 +30,9 @@ func Goodbye(t Target, keep *linger.Keeper) error {
 	defer c.Close()
 	if err := c.WriteFrame(frame); err != nil {
 		return fmt.Errorf("saying goodbye for %s on %s: %w", t.Addr, t.Uplink.Name, err)
+	}
+	if keep == nil {
+		return nil
 	}
 	if f, err := c.File(); err == nil {
 		keep.Keep(f, linger.Packet)

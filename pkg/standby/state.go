@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
@@ -115,6 +117,9 @@ func (s *StateMoves) readDevice(dev string) ([]Held, error) {
 		}
 		for _, ip := range r.StandbyIPs {
 			at(ip).Standby = true
+		}
+		for _, ip := range r.Held() {
+			at(ip).Containers = append(at(ip).Containers, containerOf(r))
 		}
 	}
 	out := make([]Held, 0, len(held))
@@ -241,6 +246,60 @@ func (s *StateMoves) round(h Held) error {
 	as := assigner.New(assigner.Options{Device: h.Device, DataDir: s.DataDir, LockTimeout: s.LockTimeout, Log: s.log()})
 	defer as.Close()
 	return as.WhileHeldOn(h.Uplink, []netip.Addr{h.IP}, snd.Round)
+}
+
+// Gone says whether every container holding h here is gone. A record
+// that names no namespace, and one this process cannot judge, count as
+// alive: an IP is never given up on a doubt.
+func (s *StateMoves) Gone(h Held) bool {
+	if len(h.Containers) == 0 {
+		return false
+	}
+	for _, ns := range h.Containers {
+		if !nsGone(ns) {
+			return false
+		}
+	}
+	return true
+}
+
+// nsGone judges ns only where this process sees the very directory the
+// ADD saw (a node process in a container without the host's netns
+// directory sees none, or another): gone when its path is no more there,
+// or leads to another namespace. A file there that is no namespace is a
+// bind mount this process does not see (one made after its container
+// started, without mount propagation): not gone.
+func nsGone(ns store.Netns) bool {
+	var dir, st unix.Stat_t
+	if ns.Path == "" || unix.Stat(filepath.Dir(ns.Path), &dir) != nil || dir.Dev != ns.DirDev || dir.Ino != ns.DirIno {
+		return false
+	}
+	switch err := unix.Stat(ns.Path, &st); {
+	case errors.Is(err, unix.ENOENT):
+		return true
+	case err != nil:
+		return false
+	}
+	var fs unix.Statfs_t
+	return unix.Statfs(ns.Path, &fs) == nil && fs.Type == unix.NSFS_MAGIC && (st.Dev != ns.Dev || st.Ino != ns.Ino)
+}
+
+// containerOf is r's container namespace, zero when r names none.
+func containerOf(r *store.Record) store.Netns {
+	if r.Netns == nil {
+		return store.Netns{}
+	}
+	return *r.Netns
+}
+
+// Goodbye says goodbye for h on its uplink, as a DEL of its last holder
+// would.
+func (s *StateMoves) Goodbye(h Held) error {
+	up, err := announce.LookUplink(h.Uplink)
+	if err != nil {
+		return err
+	}
+	return announce.Goodbye(announce.Target{Addr: h.IP, Uplink: up}, nil)
 }
 
 func (s *StateMoves) log() *slog.Logger {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // The check's defaults: one check per IP every DefaultEvery, and
@@ -35,6 +37,11 @@ const (
 	ReasonRepair     = "repair"     // standby holders left beside active ones
 	ReasonConflict   = "conflict"   // another node answers too, and wins
 	ReasonUplinkDown = "uplink-down"
+	// ReasonContainersGone: every container holding the IP here is gone
+	// (its namespace with it) while the runtime's DEL has not come: the
+	// IP is given up, with a goodbye, so that a standby takes it over at
+	// once instead of the LAN reaching a node with nothing behind the IP.
+	ReasonContainersGone = "containers-gone"
 )
 
 // Held is one IP of a network that stands by, as the node holds it: where
@@ -46,6 +53,10 @@ type Held struct {
 	Device  string
 	Active  bool
 	Standby bool
+	// Containers are the namespaces of the containers holding the IP
+	// here, one per attachment (a zero one where its record names none,
+	// which is never taken for gone).
+	Containers []store.Netns
 }
 
 // Moves is what the watch asks of the node's state (stateMoves: the
@@ -60,6 +71,11 @@ type Moves interface {
 	Yield(h Held) error
 	// Announce sends a round for h, held actively here.
 	Announce(h Held) error
+	// Gone says whether every container holding h here is gone.
+	Gone(h Held) bool
+	// Goodbye tells the LAN that this node has just given h up, as a DEL
+	// of its last holder does (announce.Goodbye).
+	Goodbye(h Held) error
 }
 
 // Claims is told of each takeover and yield this node makes: where a
@@ -208,8 +224,12 @@ func (w *Watcher) tick() bool {
 			moved = w.takeOver(x, ReasonRepair) || moved
 		case x.Active && !w.Ports.Up(x.Uplink):
 			moved = w.yield(x, ReasonUplinkDown) || moved
+		case x.Active && w.Moves.Gone(x.Held):
+			moved = w.giveUp(x) || moved
 		case x.Active:
 			w.checkFormer(x)
+		case w.Moves.Gone(x.Held):
+			x.misses, x.checked, x.heard = 0, false, false // nothing here to take the IP over for
 		default:
 			moved = w.checkActive(x) || moved
 		}
@@ -325,6 +345,18 @@ func (w *Watcher) yield(x *watched, reason string) bool {
 	x.Active, x.Standby, x.peer, x.misses, x.checked, x.heard = false, true, nil, 0, false, false
 	if w.Claims != nil {
 		w.Claims.Yielded(x.IP, reason)
+	}
+	return true
+}
+
+// giveUp yields x, whose containers are gone, and says goodbye so that a
+// standby node takes it over at once.
+func (w *Watcher) giveUp(x *watched) bool {
+	if !w.yield(x, ReasonContainersGone) {
+		return false
+	}
+	if err := w.Moves.Goodbye(x.Held); err != nil {
+		w.Log.Warn("goodbye not sent; a standby takes over when its checks go unanswered", "ip", x.IP, "error", err)
 	}
 	return true
 }

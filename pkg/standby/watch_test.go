@@ -22,14 +22,16 @@ var (
 	anUplink = "uplink0"
 )
 
-// fakeMoves records the moves and keeps what is held as they leave it.
+// fakeMoves records the moves and keeps what is held as they leave it;
+// gone are the IPs whose containers are gone.
 type fakeMoves struct {
 	held  map[netip.Addr]*Held
 	moves []string
+	gone  map[netip.Addr]bool
 }
 
 func newFakeMoves(hs ...Held) *fakeMoves {
-	m := &fakeMoves{held: map[netip.Addr]*Held{}}
+	m := &fakeMoves{held: map[netip.Addr]*Held{}, gone: map[netip.Addr]bool{}}
 	for _, h := range hs {
 		m.held[h.IP] = &h
 	}
@@ -58,6 +60,13 @@ func (m *fakeMoves) Yield(h Held) error {
 
 func (m *fakeMoves) Announce(h Held) error {
 	m.moves = append(m.moves, "announce "+h.IP.String())
+	return nil
+}
+
+func (m *fakeMoves) Gone(h Held) bool { return m.gone[h.IP] }
+
+func (m *fakeMoves) Goodbye(h Held) error {
+	m.moves = append(m.moves, "goodbye "+h.IP.String())
 	return nil
 }
 
@@ -180,6 +189,39 @@ func TestAnActiveWhoseUplinkGoesDownYields(t *testing.T) {
 	w.tick()
 	if !slices.Equal(m.moves, []string{"yield " + ip4.String()}) {
 		t.Fatalf("uplink down: moves %v, want a yield", m.moves)
+	}
+}
+
+func TestAnActiveWhoseContainersAreGoneGivesTheIPUpWithAGoodbye(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
+	w, _ := newTestWatcher(t, m)
+	w.tick()
+	if len(m.moves) != 0 {
+		t.Fatalf("an active whose containers run moved: %v", m.moves)
+	}
+	m.gone[ip4] = true
+	w.tick()
+	if want := []string{"yield " + ip4.String(), "goodbye " + ip4.String()}; !slices.Equal(m.moves, want) {
+		t.Fatalf("containers gone: moves %v, want %v", m.moves, want)
+	}
+	w.tick()
+	if len(m.moves) != 2 {
+		t.Errorf("after giving the IP up: moves %v, want no more", m.moves)
+	}
+}
+
+func TestAStandbyWhoseContainersAreGoneNeverTakesOver(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+	m.gone[ip4] = true
+	w, ports := newTestWatcher(t, m)
+	for range 3 * DefaultMisses {
+		w.tick()
+	}
+	if len(m.moves) != 0 {
+		t.Fatalf("a standby whose containers are gone moved: %v", m.moves)
+	}
+	if got := ports.conn.takeSent(); len(got) != 0 {
+		t.Errorf("a standby whose containers are gone checked the active: %v", got)
 	}
 }
 

@@ -30,6 +30,9 @@ type standbyPair struct {
 	ip    netip.Addr
 	logs  [2]string
 	extra map[string]any // more keys of the network config
+	// pods are each node's container namespace (ip netns), a real one, as
+	// the runtime's CNI_NETNS names it: the health gate looks at it.
+	pods [2]string
 }
 
 func newStandbyPair(t *testing.T, ip netip.Addr, watch ...int) *standbyPair {
@@ -38,11 +41,14 @@ func newStandbyPair(t *testing.T, ip netip.Addr, watch ...int) *standbyPair {
 
 func newStandbyPairWith(t *testing.T, ip netip.Addr, extra map[string]any, watch ...int) *standbyPair {
 	p := &standbyPair{nodes: newBridgedNodes(t), ip: ip, extra: extra}
-	for _, n := range p.nodes {
+	for i, n := range p.nodes {
 		n.forwardIPv4() // a node that steers forwards; route mode needs it
+		p.pods[i] = "eipc" + string(rune('1'+i)) + "-" + randomID(4)
+		n.sh("ip netns add %s", p.pods[i])
+		t.Cleanup(func() { p.delPod(t, i) })
 	}
-	p.nodes[0].run(attach("ADD", "c1", p.conf(0))).mustOK(t, "ADD on node1")
-	r := p.nodes[1].run(attach("ADD", "c2", p.conf(1)))
+	p.nodes[0].run(p.attach("ADD", 0)).mustOK(t, "ADD on node1")
+	r := p.nodes[1].run(p.attach("ADD", 1))
 	r.mustOK(t, "ADD on node2 of the IP node1 holds, standby on")
 	if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[0].mac {
 		t.Fatalf("before any fault %s is answered by %v; want node1 alone (node2 stands by)", ip, got)
@@ -60,6 +66,20 @@ func newStandbyPairWith(t *testing.T, ip netip.Addr, extra map[string]any, watch
 	}
 	time.Sleep(600 * time.Millisecond) // node2's watch has heard node1 answer its checks
 	return p
+}
+
+// attach is node i's call of its pod's attachment.
+func (p *standbyPair) attach(command string, i int) call {
+	c := attach(command, "c"+string(rune('1'+i)), p.conf(i))
+	c.netns = "/var/run/netns/" + p.pods[i]
+	return c
+}
+
+// delPod deletes node i's container namespace, if it is still there.
+func (p *standbyPair) delPod(t *testing.T, i int) {
+	if _, err := os.Stat("/var/run/netns/" + p.pods[i]); err == nil {
+		p.nodes[i].sh("ip netns del %s", p.pods[i])
+	}
 }
 
 func (p *standbyPair) conf(i int) map[string]any {
@@ -197,8 +217,30 @@ func TestADelOfTheActiveHandsTheIPToTheStandbyAtOnce(t *testing.T) {
 		t.Run(ip.String(), func(t *testing.T) {
 			p := newStandbyPair(t, ip, 1)
 			start := time.Now()
-			p.nodes[0].run(attach("DEL", "c1", p.conf(0))).mustOK(t, "DEL on node1")
+			p.nodes[0].run(p.attach("DEL", 0)).mustOK(t, "DEL on node1")
 			p.failover(t, "node1's DEL of the last holder", start, 300*time.Millisecond)
+		})
+	}
+}
+
+// Node 1's pod is gone without a DEL (its container's namespace deleted,
+// as when a runtime loses a sandbox): node 1's health gate gives the IP up
+// with a goodbye, so node 2 takes over without waiting for its checks to
+// go unanswered (which they never would: node 1's holder still answers).
+func TestAStandbyTakesOverWhenTheActivesContainersAreGone(t *testing.T) {
+	for _, ip := range standbyIPs {
+		t.Run(ip.String(), func(t *testing.T) {
+			p := newStandbyPair(t, ip, 0, 1)
+			start := time.Now()
+			p.delPod(t, 0)
+			p.failover(t, "node1's pod gone without its DEL", start, time.Second)
+			b, _ := os.ReadFile(p.logs[0])
+			if !strings.Contains(string(b), `"reason":"containers-gone"`) {
+				t.Errorf("node1's log does not say it gave %s up for its containers:\n%s", ip, b)
+			}
+			if !strings.Contains(p.nodes[0].inNode("%s status --data-dir %s", pluginBin, p.nodes[0].dataDir), "STANDBY") {
+				t.Errorf("node1 does not hold %s in standby after its containers went", ip)
+			}
 		})
 	}
 }
@@ -213,7 +255,7 @@ func TestAnActiveWithoutItsNodeProcessKeepsTheIPAndADelOfTheStandbyChangesNothin
 	if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[0].mac {
 		t.Errorf("with node1's holder answering and no node process there, %s is answered by %v; want node1 alone", ip, got)
 	}
-	p.nodes[1].run(attach("DEL", "c2", p.conf(1))).mustOK(t, "DEL on node2")
+	p.nodes[1].run(p.attach("DEL", 1)).mustOK(t, "DEL on node2")
 	if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[0].mac {
 		t.Errorf("after the standby's DEL %s is answered by %v; want node1 alone", ip, got)
 	}
@@ -258,7 +300,7 @@ func TestATakeoverHoldsAndSteersTheIPAsTheNetworkSays(t *testing.T) {
 				t.Fatalf("node2 in standby has a route (%v) or proxy entry (%v) for %s", r, px, ip)
 			}
 			start := time.Now()
-			p.nodes[0].run(attach("DEL", "c1", p.conf(0))).mustOK(t, "DEL on node1")
+			p.nodes[0].run(p.attach("DEL", 0)).mustOK(t, "DEL on node1")
 			p.failover(t, "node1's DEL, a steered IP held as a route", start, 300*time.Millisecond)
 			if r, px := p.nodes[1].routeState(ip.String()); !r || !px {
 				t.Errorf("node2 took %s over without its route (%v) or proxy entry (%v)", ip, r, px)

@@ -1,0 +1,62 @@
+package standby
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/store"
+)
+
+// recorded is path's Netns as the plugin's ADD records it.
+func recorded(t *testing.T, path string) store.Netns {
+	var st, dir unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(filepath.Dir(path), &dir); err != nil {
+		t.Fatal(err)
+	}
+	return store.Netns{Path: path, Dev: st.Dev, Ino: st.Ino, DirDev: dir.Dev, DirIno: dir.Ino}
+}
+
+func TestANamespaceIsGoneOnlyWhereItsDirectoryIsTheOneTheADDSaw(t *testing.T) {
+	own := recorded(t, "/proc/thread-self/ns/net")
+	if nsGone(own) {
+		t.Fatalf("this thread's own namespace %+v reads as gone", own)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pod")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := recorded(t, path)
+	if nsGone(ns) {
+		t.Errorf("a file still there reads as gone")
+	}
+	other := ns
+	other.Ino++
+	if nsGone(other) {
+		t.Errorf("a file there that is no namespace (a bind mount this process does not see) reads as gone")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if !nsGone(ns) {
+		t.Errorf("a path no more there reads as alive")
+	}
+	elsewhere := ns
+	elsewhere.DirIno++
+	if nsGone(elsewhere) {
+		t.Errorf("a path gone from a directory other than the one the ADD saw reads as gone")
+	}
+	if nsGone(store.Netns{}) {
+		t.Errorf("a record naming no namespace reads as gone")
+	}
+	m := &StateMoves{}
+	if m.Gone(Held{Containers: []store.Netns{ns, own}}) || !m.Gone(Held{Containers: []store.Netns{ns}}) || m.Gone(Held{}) {
+		t.Errorf("Gone: want true only when every container is gone, and never for none")
+	}
+}
