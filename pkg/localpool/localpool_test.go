@@ -33,8 +33,12 @@ func (s state) ReadIP(ip netip.Addr) (store.IPEntry, error) {
 		if slices.Contains(r.IPs, ip) {
 			e.Holders = append(e.Holders, k)
 		}
+		if slices.Contains(r.StandbyIPs, ip) {
+			e.Standby = append(e.Standby, k)
+		}
 	}
 	slices.Sort(e.Holders)
+	slices.Sort(e.Standby)
 	return e, nil
 }
 
@@ -109,6 +113,7 @@ func TestCheckSharesWithinAnOwnerAndRefusesAnotherNamingIt(t *testing.T) {
 	st := state{}
 	st.hold("a", "namespace team-a", "192.0.2.1")
 	st["legacy"] = &store.Record{IPs: addrs("192.0.2.9", "198.51.100.1")}
+	st["waiting"] = &store.Record{StandbyIPs: addrs("192.0.2.5"), Standby: true, Owner: "namespace team-a", Owned: addrs("192.0.2.5")}
 	for _, tc := range []struct {
 		name  string
 		rules Rules
@@ -123,6 +128,8 @@ func TestCheckSharesWithinAnOwnerAndRefusesAnotherNamingIt(t *testing.T) {
 		{"given but taken meanwhile, even by the same owner", Rules{Owner: "namespace team-a", InPool: inPool, Given: addrs("192.0.2.1")}, addrs("192.0.2.1"), ErrTaken,
 			"192.0.2.1: given from pool web but taken by another attachment meanwhile"},
 		{"an unowned holder of a pool IP", Rules{Owner: "namespace team-a", InPool: inPool}, addrs("192.0.2.9"), ErrOwned, "192.0.2.9: lies in pool web but is held by an attachment that owns no pool IP"},
+		{"another owner names an IP held here in standby only", Rules{Owner: "namespace team-b", InPool: inPool}, addrs("192.0.2.5"), ErrOwned,
+			"192.0.2.5: is owned by namespace team-a"},
 		{"an IP outside pools is shared as ever", Rules{Owner: "namespace team-b", InPool: inPool}, addrs("198.51.100.1"), nil, ""},
 		{"a free IP", Rules{Owner: "namespace team-b", InPool: inPool, Given: addrs("192.0.2.2")}, addrs("192.0.2.2"), nil, ""},
 		{"the attachment's own", Rules{Owner: "namespace team-a", InPool: inPool, Given: addrs("192.0.2.1")}, addrs("192.0.2.1"), nil, ""},

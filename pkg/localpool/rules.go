@@ -41,7 +41,9 @@ func (r *Rules) Check(st store.Reader, key string, ips []netip.Addr) error {
 		if err != nil {
 			return err
 		}
-		others := slices.DeleteFunc(e.Holders, func(h string) bool { return h == key })
+		// A holder in standby owns the IP as much as an active one: it
+		// takes the IP over when the node holding it actively goes.
+		others := slices.DeleteFunc(append(e.Holders, e.Standby...), func(h string) bool { return h == key })
 		if len(others) == 0 {
 			continue
 		}
