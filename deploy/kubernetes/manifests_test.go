@@ -117,13 +117,20 @@ func TestTheDaemonSetRunsOnEveryNodeInTheHostNetworkWithOnlyTheCapabilitiesItNee
 			paths[v.HostPath.Path] = v.Name
 		}
 	}
-	for _, p := range []string{"/opt/cni/bin", "/etc/cni/net.d", "/run/cni/external-ip", store.NodeLockDir} {
+	for _, p := range []string{"/opt/cni/bin", "/etc/cni/net.d", "/run/cni/external-ip", store.NodeLockDir, podNetns} {
 		if paths[p] == "" {
 			t.Errorf("no hostPath volume for %s", p)
 		}
 	}
-	if len(paths) != 4 {
-		t.Errorf("hostPath volumes %v; want only the bin, conf and state dirs and the node lock's", paths)
+	if len(paths) != 5 {
+		t.Errorf("hostPath volumes %v; want only the bin, conf and state dirs, the node lock's and the pods' namespaces'", paths)
+	}
+	// The standby watch judges a pod's namespace by the path the plugin
+	// recorded: the same path inside, and nothing written there.
+	for _, m := range c.VolumeMounts {
+		if m.Name == paths[podNetns] && (m.MountPath != podNetns || !m.ReadOnly) {
+			t.Errorf("the pods' namespaces are mounted at %s (read-only %v), want %s read-only", m.MountPath, m.ReadOnly, podNetns)
+		}
 	}
 	// The node process takes the plugin's node lock: the same path inside.
 	for _, m := range c.VolumeMounts {
@@ -132,6 +139,9 @@ func TestTheDaemonSetRunsOnEveryNodeInTheHostNetworkWithOnlyTheCapabilitiesItNee
 		}
 	}
 }
+
+// podNetns is where containerd and CRI-O keep the pods' namespaces.
+const podNetns = "/var/run/netns"
 
 func TestTheDaemonSetWatchesProbesReadinessAndNeverUninstalls(t *testing.T) {
 	c := daemonSet(t).Containers[0]
