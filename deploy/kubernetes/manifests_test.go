@@ -128,8 +128,8 @@ func TestTheDaemonSetRunsOnEveryNodeInTheHostNetworkWithOnlyTheCapabilitiesItNee
 	// The standby watch judges a pod's namespace by the path the plugin
 	// recorded: the same path inside, and nothing written there.
 	for _, m := range c.VolumeMounts {
-		if m.Name == paths[podNetns] && (m.MountPath != podNetns || !m.ReadOnly) {
-			t.Errorf("the pods' namespaces are mounted at %s (read-only %v), want %s read-only", m.MountPath, m.ReadOnly, podNetns)
+		if m.Name == paths[podNetns] && (m.MountPath != podNetns || !m.ReadOnly || m.MountPropagation != nil) {
+			t.Errorf("the pods' namespaces are mounted at %s (read-only %v, propagation %v), want %s read-only without propagation (which a node whose / is private refuses)", m.MountPath, m.ReadOnly, m.MountPropagation, podNetns)
 		}
 	}
 	// The node process takes the plugin's node lock: the same path inside.
