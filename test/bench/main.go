@@ -48,8 +48,10 @@ type options struct {
 	profileRuns             int
 	// The pool rows (pools.go, package poolrows): with the rest, or
 	// alone; the build of poolsBaseline is the plugin before pools.
-	pools, poolsOnly bool
-	poolsBaseline    string
+	pools, poolsOnly     bool
+	poolsBaseline        string
+	standby, standbyOnly bool // the standby rows (standby.go): with the rest, or alone
+	standbyRounds        int
 }
 
 func main() {
@@ -105,13 +107,16 @@ func parseFlags() options {
 	flag.BoolVar(&o.pools, "pools", true, "the pool rows, against the e2e's API server when its Kubernetes build is cached")
 	flag.BoolVar(&o.poolsOnly, "pools-only", false, "only the exec floor, the references, the explicit-IP row and the pool rows")
 	flag.StringVar(&o.poolsBaseline, "pools-baseline", "main", "the revision whose plugin (before pools) the explicit-IP row is held against (\"\": none)")
+	flag.BoolVar(&o.standby, "standby", true, "the standby rows: a standby's ADD, takeover times and check traffic, on pairs of nodes on one LAN")
+	flag.BoolVar(&o.standbyOnly, "standby-only", false, "only the exec floor, the references, the explicit-IP row and the standby rows")
+	flag.IntVar(&o.standbyRounds, "standby-rounds", 5, "rounds of each takeover row (fault and family), a few seconds each")
 	flag.Parse()
 	if *quick {
 		o.n, o.warmup, held4, held6, o.profileRuns, o.conntrack, o.concurrent = 10, 1, "100", "100", 3, 200, 8
 	}
 	o.held4, o.held6 = parseCounts(held4), parseCounts(held6)
-	if o.n < 1 || o.uplinkRounds < 1 || o.churnRounds < 1 {
-		fatalf("-n, -uplink-rounds and -churn-rounds must be at least 1")
+	if o.n < 1 || o.uplinkRounds < 1 || o.churnRounds < 1 || o.standbyRounds < 1 {
+		fatalf("-n, -uplink-rounds, -churn-rounds and -standby-rounds must be at least 1")
 	}
 	// An IPv6 scenario IP holds a round's number+1000 in one 16-bit group.
 	if o.n*max(o.uplinkRounds, o.churnRounds)+1000 > 0xffff {

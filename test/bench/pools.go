@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,7 +40,7 @@ func poolUnits(b *bench, res *results, n0 *node) error {
 	return nil
 }
 
-// poolSeam is the bench as the pool rows see it.
+// poolSeam is the bench as the pool rows see it (and standbySeam).
 type poolSeam struct {
 	b   *bench
 	res *results
@@ -66,10 +65,7 @@ func (s poolSeam) Check(n poolrows.Node, k int, c poolrows.Call, dumps [][]strin
 // row says: its runtimeConfig, sandbox and CNI_ARGS.
 func (s poolSeam) call(n *node, k int, pc poolrows.Call) call {
 	c := s.b.eipCall(s.b.bins["external-ip"], "ADD", n, k, s.b.defaultTraffic())
-	var conf map[string]any
-	json.Unmarshal(c.stdin, &conf)
-	conf["runtimeConfig"] = pc.RuntimeConfig
-	c.stdin, _ = json.Marshal(conf)
+	c.stdin = withKeys(c.stdin, map[string]any{"runtimeConfig": pc.RuntimeConfig})
 	c.containerID, c.env = pc.ContainerID, pc.Env
 	return c
 }
@@ -113,9 +109,9 @@ func poolComparisons(b *bench) []comparison {
 	}
 }
 
-// runPoolsOnly is -pools-only: the exec floor, host-local, the empty
-// node's explicit-IP row and the pool rows.
-func runPoolsOnly(b *bench) error {
+// runOnly is -pools-only and -standby-only: the exec floor, host-local,
+// the empty node's explicit-IP row and the group's rows.
+func runOnly(b *bench, group func(*bench, *results, *node) error) error {
 	res, n0, err := emptyNode(b)
 	if err != nil {
 		return err
@@ -131,7 +127,7 @@ func runPoolsOnly(b *bench) error {
 	}
 	res.units = append(res.units, ref.units[:2]...)
 	b.eipPair(res, eipRow("ADD", "IPv4", b.defaultTraffic()), "external-ip", n0, "external-ip", 1, false, b.defaultTraffic())
-	if err := poolUnits(b, res, n0); err != nil {
+	if err := group(b, res, n0); err != nil {
 		return err
 	}
 	b.iterate(res)

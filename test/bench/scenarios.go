@@ -41,6 +41,7 @@ type results struct {
 	rows   []*series
 	byName map[string]*series
 	units  []unit
+	tables []string // printed after the comparisons: the standby rows' check traffic
 }
 
 func (r *results) add(name, verb, group string) *series {
@@ -143,8 +144,11 @@ func scenarioIP(s, it int, v6 bool) string {
 // run is the whole benchmark: nodes, the interleaved iterations, the
 // profiles, then the report.
 func (b *bench) run() error {
-	if b.opts.poolsOnly {
-		return runPoolsOnly(b)
+	switch {
+	case b.opts.poolsOnly:
+		return runOnly(b, poolUnits)
+	case b.opts.standbyOnly:
+		return runOnly(b, standbyUnits)
 	}
 	res, n0, err := emptyNode(b)
 	if err != nil {
@@ -170,6 +174,9 @@ func (b *bench) run() error {
 		}
 		if err == nil && b.opts.pools {
 			err = poolUnits(b, res, n0)
+		}
+		if err == nil && b.opts.standby {
+			err = standbyUnits(b, res, n0)
 		}
 		if err != nil {
 			return err
