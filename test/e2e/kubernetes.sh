@@ -17,7 +17,10 @@
 # IP; namespace, exhaustion and ownership refusals by the admission policy
 # and by the node with events; the node process restarted mid-rollout;
 # the API server stopped for 10 s during pool ADDs: code 11, the kubelet's
-# retry succeeds, no claim leaks);
+# retry succeeds, no claim leaks); with "standby": true in the plugin entry
+# (test/e2e/kubernetes/standby.sh), a Deployment of 2 with one IP runs as
+# two active co-holders on the one node, reachable, and its IP goes with
+# it, the entry restored after;
 # the documented uninstall steps, run as written,
 # restore the conf dir byte for byte and leave nothing of ours; the machine's
 # sysctls that kubelet writes are unchanged.
@@ -49,6 +52,7 @@ V4=192.0.2.30 V6=2001:db8:1::30
 mkdir -p "$BIN" "$CONF" "$T/kube" "$T/path" "$T/site/deploy/kubernetes"
 source "$E2E_DIR/kubernetes/node.sh"
 source "$E2E_DIR/kubernetes/pools.sh"
+source "$E2E_DIR/kubernetes/standby.sh"
 e2e_defer "k8s_umount_under $T"
 
 step "network namespaces; the machine's sysctls that kubelet writes, masked"
@@ -174,6 +178,10 @@ step_done
 
 step "a pod of namespace team-b naming team-a's IP"
 pools_owner_step
+step_done
+
+step "standby: true in the plugin entry; a Deployment of 2 with one IP, co-holders on the one node"
+standby_step
 step_done
 
 step "the node process restarted during a rollout"

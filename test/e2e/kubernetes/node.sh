@@ -250,10 +250,11 @@ EOF
 
 # -------------------------------------------------------------- manifests
 
-# k8s_configmap RANGES: deploy/kubernetes/configmap.yaml with RANGES as
-# allowedRanges and the node's dataDir.
+# k8s_configmap RANGES [KEYS]: deploy/kubernetes/configmap.yaml with RANGES
+# as allowedRanges and the node's dataDir, and KEYS (more members of the
+# entry's JSON object, as '"standby": true') after them.
 k8s_configmap() {
-  sed "s#^\( *\)\"allowedRanges\": \[\],\$#\1\"allowedRanges\": $1, \"dataDir\": \"$DATA\",#" \
+  sed "s#^\( *\)\"allowedRanges\": \[\],\$#\1\"allowedRanges\": $1, \"dataDir\": \"$DATA\",${2:+ $2,}#" \
     "$E2E_REPO/deploy/kubernetes/configmap.yaml"
 }
 
