@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,20 +100,36 @@ func (g *grant) giveBack() {
 
 // fromPool takes one IP of each family the pool has: the one the owner
 // already has (a re-ADD, a StatefulSet's ordinal on its next pod), else a
-// free one.
+// free one. The families are taken at once, each by a grant of its own:
+// each is a round trip to the API server (a create, or a holder joined),
+// and a dual-stack pool's ADD would otherwise wait for two in a row. They
+// share nothing but the caches and the clients, which are safe for it;
+// what each took is gathered before any refusal, so giveBack has it all.
 func (g *grant) fromPool() *nodeapi.Response {
 	p := g.n.set.Load().Get(g.req.Pool)
 	if resp := g.admitted(p, "external-ip/pool: pool "+g.req.Pool); resp != nil {
 		return resp
 	}
 	owner := g.who.poolOwner()
-	for _, f := range p.Ranges.Families() {
-		ip, resp := g.poolIP(p, f, owner)
+	fams := p.Ranges.Families()
+	parts := make([]grant, len(fams))
+	ips := make([]netip.Addr, len(fams))
+	resps := make([]*nodeapi.Response, len(fams))
+	var wg sync.WaitGroup
+	for i, f := range fams {
+		parts[i] = grant{n: g.n, ctx: g.ctx, req: g.req, who: g.who, holder: g.holder}
+		wg.Go(func() { ips[i], resps[i] = parts[i].poolIP(p, f, owner) })
+	}
+	wg.Wait()
+	for i := range parts {
+		g.touched = append(g.touched, parts[i].touched...)
+	}
+	for _, resp := range resps {
 		if resp != nil {
 			return resp
 		}
-		g.addrs = append(g.addrs, ip)
 	}
+	g.addrs = append(g.addrs, ips...)
 	g.hold = p.Obj.Spec.Hold
 	return nil
 }
