@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,12 +21,13 @@ import (
 // empty node.
 var rowBaseline = poolrows.Row("explicit IP, build before pools")
 
-// poolUnits adds the pool rows to res, when the Kubernetes build is
-// cached; a logged SKIP otherwise.
+// poolUnits adds the pool rows to res: the node-local pool's always, the
+// cluster's when the Kubernetes build is cached (a logged SKIP otherwise).
 func poolUnits(b *bench, res *results, n0 *node) error {
 	if err := baselineUnit(b, res, n0); err != nil {
 		return err
 	}
+	poolrows.LocalRow(poolSeam{b, res}, n0, 3_000_000)
 	out, err := exec.Command(filepath.Join(b.root, "test/e2e/kubernetes/build.sh"), "--check").CombinedOutput()
 	if err != nil {
 		logf("SKIP the pool rows against an API server: no cached Kubernetes build (test/e2e/kubernetes/build.sh --check: %s)", strings.TrimSpace(string(out)))
@@ -68,6 +70,7 @@ func (s poolSeam) call(n *node, k int, pc poolrows.Call) call {
 	c := s.b.eipCall(s.b.bins["external-ip"], "ADD", n, k, s.b.defaultTraffic())
 	var conf map[string]any
 	json.Unmarshal(c.stdin, &conf)
+	maps.Copy(conf, pc.Conf)
 	conf["runtimeConfig"] = pc.RuntimeConfig
 	c.stdin, _ = json.Marshal(conf)
 	c.containerID, c.env = pc.ContainerID, pc.Env
@@ -109,6 +112,11 @@ func poolComparisons(b *bench) []comparison {
 		{ours: poolrows.RowPoolEmpty, ref: today, diff: true, goal: "<= +5 ms"},
 		{ours: poolrows.RowPoolFull, ref: poolrows.RowPoolEmpty, diff: true, goal: "<= +1 ms"},
 		{ours: poolrows.RowNamed, ref: today, diff: true},
+		{ours: poolrows.RowLocalPool, ref: today, diff: true, goal: "within the run's noise"},
+		// Paired by iteration (each ran once in each, shuffled): the
+		// difference with its interval, which the p50s' gap lacks.
+		{ours: poolrows.RowPoolEmpty, ref: today, paired: true, cpu: true},
+		{ours: poolrows.RowLocalPool, ref: today, paired: true, cpu: true},
 		{ours: today, ref: rowBaseline, diff: true, goal: "within the run's noise"},
 	}
 }

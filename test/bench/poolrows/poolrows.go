@@ -39,8 +39,10 @@ type Node interface {
 
 // Call is what a pool row changes in the bench's ADD of the plugin: the
 // runtimeConfig (the pod's annotations, or explicit IPs), the sandbox, and
-// the runtime's CNI_ARGS naming the pod.
+// the runtime's CNI_ARGS naming the pod; Conf, keys of the network config
+// set beside the bench's own (the node-local pools).
 type Call struct {
+	Conf          map[string]any
 	RuntimeConfig map[string]any
 	ContainerID   string
 	Env           []string
