@@ -112,6 +112,7 @@ func poolComparisons(b *bench) []comparison {
 		{ours: poolrows.RowPoolEmpty, ref: today, diff: true, goal: "<= +5 ms"},
 		{ours: poolrows.RowPoolFull, ref: poolrows.RowPoolEmpty, diff: true, goal: "<= +1 ms"},
 		{ours: poolrows.RowNamed, ref: today, diff: true},
+		{ours: poolrows.RowPoolDual, ref: poolrows.RowPoolEmpty, diff: true},
 		{ours: poolrows.RowLocalPool, ref: today, diff: true, goal: "within the run's noise"},
 		// Paired by iteration (each ran once in each, shuffled): the
 		// difference with its interval, which the p50s' gap lacks.

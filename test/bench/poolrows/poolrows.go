@@ -65,7 +65,8 @@ type Config struct {
 // default traffic:
 //   - a pool ADD from an empty pool, and from a pool with 1,000 claims;
 //   - an explicit-IP ADD while pools exist (the IP claimed for the pod's
-//     namespace: the same round trip).
+//     namespace: the same round trip);
+//   - a pool ADD from a dual-stack pool (an IPv4 and an IPv6 claim).
 type Rows struct {
 	cfg        Config
 	b          Bench
@@ -84,6 +85,8 @@ const (
 	poolEmpty, poolEmptyRange = "empty", "198.19.160.0/24"
 	poolFull, poolFullRange   = "full", "198.19.168.0/21"
 	poolNamed, poolNamedRange = "named", "198.19.176.0/22"
+	poolDual, poolDualRange6  = "dual", "2001:db8:1::d:0/112"
+	poolDualRange4            = "198.19.164.0/24"
 	poolFullClaims            = 1000
 )
 
@@ -95,6 +98,7 @@ var (
 	RowPoolEmpty = Row("pool (API server), empty pool")
 	RowPoolFull  = Row("pool (API server), 1000 claims")
 	RowNamed     = Row("explicit IP claimed while pools exist (API server)")
+	RowPoolDual  = Row("pool (API server), dual-stack pool")
 )
 
 // New is the pool rows of cfg; Start starts them, Close stops what
@@ -113,6 +117,7 @@ func (r *Rows) Start(b Bench) error {
 	r.pair(RowNamed, "pn", k+2, func(i int) map[string]any {
 		return map[string]any{"externalIPs": []string{nth(poolNamedRange, i+1)}}
 	})
+	r.pair(RowPoolDual, "pd", k+3, func(int) map[string]any { return poolAnnotation(poolDual) })
 	return nil
 }
 
