@@ -184,22 +184,19 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 // scan whole; a pool that large is found full only by its count.
 const maxProbes = 1 << 16
 
-// allocate takes a free IP of family f: from a random place in the pool
-// (as Kubernetes' Service allocator does, so that two nodes seldom try the
-// same IP first), the next IP that no cached claim has, made with
-// create-if-absent. Losing a race (AlreadyExists) moves on to the next
-// IP; having tried every IP, the pool is exhausted.
+// allocate takes a free IP of family f: at random places in the pool (as
+// Kubernetes' Service allocator does, so that two nodes seldom try the
+// same IP first), then in order, an IP that no cached claim has
+// (freeIndexes), made with create-if-absent. Losing a race (AlreadyExists)
+// moves on to the next IP; having tried every IP, the pool is exhausted.
 func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
 	size := p.Ranges.Size(f)
 	if uint64(g.n.used(p.Name(), f)) >= size {
 		return netip.Addr{}, g.exhausted(p, f)
 	}
-	start := g.n.randN(size)
-	for i := range min(size, maxProbes) {
-		ip := p.Ranges.At(f, wrapAdd(start, i, size))
-		if g.n.cached(ip) != nil {
-			continue
-		}
+	taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
+	for i := range freeIndexes(size, g.n.randN, taken) {
+		ip := p.Ranges.At(f, i)
 		err := g.n.create(g.ctx, newClaim(ip, p.Name(), owner, g.holder))
 		if err == nil {
 			g.touched = append(g.touched, v1alpha1.ClaimName(ip))
