@@ -73,7 +73,11 @@ func Publish(dataDir string, p Pools) error {
 }
 
 // MarkIntent records, before the plugin asks, that the attachment may
-// come to hold claims.
+// come to hold claims. Its syncs are not what keeps claims right: only a
+// kernel crash or a power loss loses an unsynced intent, and that ends
+// the node's attachments too, whose claims the node process then releases
+// (a holder with no intent). They stay because on the tmpfs dataDir lives
+// on they cost about 25 µs of the 0.1 ms write (measured, warm).
 func MarkIntent(dataDir string, m Marker) error {
 	return withRoot(dataDir, func(root *os.Root) error {
 		return writeAtomic(root, markerPath(intentDir, m.Attachment), m)

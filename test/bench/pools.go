@@ -19,12 +19,13 @@ import (
 // empty node.
 var rowBaseline = poolrows.Row("explicit IP, build before pools")
 
-// poolUnits adds the pool rows to res, when the Kubernetes build is
-// cached; a logged SKIP otherwise.
+// poolUnits adds the pool rows to res: the node-local pool's always, the
+// cluster's when the Kubernetes build is cached (a logged SKIP otherwise).
 func poolUnits(b *bench, res *results, n0 *node) error {
 	if err := baselineUnit(b, res, n0); err != nil {
 		return err
 	}
+	poolrows.LocalRow(poolSeam{b, res}, n0, 3_000_000)
 	out, err := exec.Command(filepath.Join(b.root, "test/e2e/kubernetes/build.sh"), "--check").CombinedOutput()
 	if err != nil {
 		logf("SKIP the pool rows against an API server: no cached Kubernetes build (test/e2e/kubernetes/build.sh --check: %s)", strings.TrimSpace(string(out)))
@@ -65,7 +66,7 @@ func (s poolSeam) Check(n poolrows.Node, k int, c poolrows.Call, dumps [][]strin
 // row says: its runtimeConfig, sandbox and CNI_ARGS.
 func (s poolSeam) call(n *node, k int, pc poolrows.Call) call {
 	c := s.b.eipCall(s.b.bins["external-ip"], "ADD", n, k, s.b.defaultTraffic())
-	c.stdin = withKeys(c.stdin, map[string]any{"runtimeConfig": pc.RuntimeConfig})
+	c.stdin = withKeys(c.stdin, pc.Conf, map[string]any{"runtimeConfig": pc.RuntimeConfig})
 	c.containerID, c.env = pc.ContainerID, pc.Env
 	return c
 }
@@ -96,17 +97,6 @@ func baselineUnit(b *bench, res *results, n0 *node) error {
 	}
 	b.eipPair(res, rowBaseline, "pools", n0, "external-ip-baseline", 77, false, b.defaultTraffic())
 	return nil
-}
-
-// poolComparisons are the pool rows' goals.
-func poolComparisons(b *bench) []comparison {
-	today := eipRow("ADD", "IPv4", b.defaultTraffic())
-	return []comparison{
-		{ours: poolrows.RowPoolEmpty, ref: today, diff: true, goal: "<= +5 ms"},
-		{ours: poolrows.RowPoolFull, ref: poolrows.RowPoolEmpty, diff: true, goal: "<= +1 ms"},
-		{ours: poolrows.RowNamed, ref: today, diff: true},
-		{ours: today, ref: rowBaseline, diff: true, goal: "within the run's noise"},
-	}
 }
 
 // runOnly is -pools-only and -standby-only: the exec floor, host-local,

@@ -50,11 +50,13 @@ func (s standbySeam) Record(row string, took []time.Duration, fails int) {
 	r.fails = fails
 }
 
-// withKeys is a network config with keys set.
-func withKeys(conf []byte, keys map[string]any) []byte {
+// withKeys is a network config with each of keys' keys set.
+func withKeys(conf []byte, keys ...map[string]any) []byte {
 	var m map[string]any
 	json.Unmarshal(conf, &m)
-	maps.Copy(m, keys)
+	for _, k := range keys {
+		maps.Copy(m, k)
+	}
 	out, _ := json.Marshal(m)
 	return out
 }

@@ -102,8 +102,8 @@ func (r *Rows) objects() error {
 		obj("apps/v1", "StatefulSet", poolNS, "filler", map[string]any{"replicas": poolFullClaims, "serviceName": "filler",
 			"selector": map[string]any{"matchLabels": map[string]string{"app": "filler"}},
 			"template": map[string]any{"metadata": map[string]any{"labels": map[string]string{"app": "filler"}}, "spec": podSpec("")}})}
-	for _, p := range [][2]string{{poolEmpty, poolEmptyRange}, {poolFull, poolFullRange}, {poolNamed, poolNamedRange}} {
-		items = append(items, obj("external-ip.io/v1alpha1", "ExternalIPPool", "", p[0], map[string]any{"ranges": []string{p[1]}, "namespaceSelector": map[string]any{}}))
+	for _, p := range [][]string{{poolEmpty, poolEmptyRange}, {poolFull, poolFullRange}, {poolNamed, poolNamedRange}, {poolDual, poolDualRange4, poolDualRange6}} {
+		items = append(items, obj("external-ip.io/v1alpha1", "ExternalIPPool", "", p[0], map[string]any{"ranges": p[1:], "namespaceSelector": map[string]any{}}))
 	}
 	if err := r.create(items); err != nil {
 		return err
@@ -157,7 +157,7 @@ func (r *Rows) fillerClaims() error {
 // and their UIDs.
 func (r *Rows) pods() error {
 	names := []string{"sanity-0"}
-	for _, tag := range []string{"pe", "pf", "pn"} {
+	for _, tag := range []string{"pe", "pf", "pn", "pd"} {
 		for i := range r.cfg.Warmup + r.cfg.N {
 			names = append(names, fmt.Sprintf("%s-%d", tag, i))
 		}
@@ -193,7 +193,7 @@ func (r *Rows) pods() error {
 
 // startNode starts external-ip-node serving the node's socket as node
 // bench-node (with its installer on a scratch conf dir, as the DaemonSet
-// runs it), and waits until it has published the three pools.
+// runs it), and waits until it has published the four pools.
 func (r *Rows) startNode() error {
 	conf, bin := filepath.Join(r.cfg.Dir, "conf"), filepath.Join(r.cfg.Dir, "bin")
 	for _, d := range []string{conf, bin} {
@@ -216,11 +216,11 @@ func (r *Rows) startNode() error {
 		return err
 	}
 	logPath := filepath.Join(r.cfg.Dir, "external-ip-node.log")
-	return waitFor(120*time.Second, "external-ip-node's caches synced and pools empty, full and named published (its log: "+logPath+")", func() bool {
+	return waitFor(120*time.Second, "external-ip-node's caches synced and pools empty, full, named and dual published (its log: "+logPath+")", func() bool {
 		b, err := os.ReadFile(filepath.Join(r.n.DataDir(), "claims", "pools"))
 		var p struct{ Pools []string }
 		l, _ := os.ReadFile(logPath)
-		return err == nil && json.Unmarshal(b, &p) == nil && len(p.Pools) == 3 && bytes.Contains(l, []byte(`"claims: caches synced"`))
+		return err == nil && json.Unmarshal(b, &p) == nil && len(p.Pools) == 4 && bytes.Contains(l, []byte(`"claims: caches synced"`))
 	})
 }
 

@@ -39,8 +39,10 @@ type Node interface {
 
 // Call is what a pool row changes in the bench's ADD of the plugin: the
 // runtimeConfig (the pod's annotations, or explicit IPs), the sandbox, and
-// the runtime's CNI_ARGS naming the pod.
+// the runtime's CNI_ARGS naming the pod; Conf, keys of the network config
+// set beside the bench's own (the node-local pools).
 type Call struct {
+	Conf          map[string]any
 	RuntimeConfig map[string]any
 	ContainerID   string
 	Env           []string
@@ -63,7 +65,8 @@ type Config struct {
 // default traffic:
 //   - a pool ADD from an empty pool, and from a pool with 1,000 claims;
 //   - an explicit-IP ADD while pools exist (the IP claimed for the pod's
-//     namespace: the same round trip).
+//     namespace: the same round trip);
+//   - a pool ADD from a dual-stack pool (an IPv4 and an IPv6 claim).
 type Rows struct {
 	cfg        Config
 	b          Bench
@@ -82,6 +85,8 @@ const (
 	poolEmpty, poolEmptyRange = "empty", "198.19.160.0/24"
 	poolFull, poolFullRange   = "full", "198.19.168.0/21"
 	poolNamed, poolNamedRange = "named", "198.19.176.0/22"
+	poolDual, poolDualRange6  = "dual", "2001:db8:1::d:0/112"
+	poolDualRange4            = "198.19.164.0/24"
 	poolFullClaims            = 1000
 )
 
@@ -93,7 +98,34 @@ var (
 	RowPoolEmpty = Row("pool (API server), empty pool")
 	RowPoolFull  = Row("pool (API server), 1000 claims")
 	RowNamed     = Row("explicit IP claimed while pools exist (API server)")
+	RowPoolDual  = Row("pool (API server), dual-stack pool")
 )
+
+// Goal is one comparison of a pool row with another: the difference of
+// their p50s, or (Paired) their difference paired by iteration, with the
+// CPU time's.
+type Goal struct {
+	Ours, Ref string
+	Paired    bool
+	Goal      string
+}
+
+// Goals are the pool rows' comparisons: today is the bench's explicit-IP
+// ADD row, before the same ADD of the build before pools.
+func Goals(today, before string) []Goal {
+	return []Goal{
+		{Ours: RowPoolEmpty, Ref: today, Goal: "<= +5 ms"},
+		{Ours: RowPoolFull, Ref: RowPoolEmpty, Goal: "<= +1 ms"},
+		{Ours: RowNamed, Ref: today},
+		{Ours: RowPoolDual, Ref: RowPoolEmpty},
+		{Ours: RowLocalPool, Ref: today, Goal: "within the run's noise"},
+		// Paired by iteration (each ran once in each, shuffled): the
+		// difference with its interval, which the p50s' gap lacks.
+		{Ours: RowPoolEmpty, Ref: today, Paired: true},
+		{Ours: RowLocalPool, Ref: today, Paired: true},
+		{Ours: today, Ref: before, Goal: "within the run's noise"},
+	}
+}
 
 // New is the pool rows of cfg; Start starts them, Close stops what
 // Start started, whether or not it failed.
@@ -111,6 +143,7 @@ func (r *Rows) Start(b Bench) error {
 	r.pair(RowNamed, "pn", k+2, func(i int) map[string]any {
 		return map[string]any{"externalIPs": []string{nth(poolNamedRange, i+1)}}
 	})
+	r.pair(RowPoolDual, "pd", k+3, func(int) map[string]any { return poolAnnotation(poolDual) })
 	return nil
 }
 

@@ -1,8 +1,12 @@
 package poolrows
 
 import (
+	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/config"
 )
 
 // The pools' IPs count up from the range's first address, across octets:
@@ -30,5 +34,27 @@ func TestACallNamesItsPodAsTheRuntimeWould(t *testing.T) {
 	}
 	if a, _ := c.RuntimeConfig["io.kubernetes.cri.pod-annotations"].(map[string]string); a["external-ip/pool"] != poolEmpty {
 		t.Errorf("runtimeConfig: %v, want the pool annotation", c.RuntimeConfig)
+	}
+}
+
+// The node-local pool row's change to the bench's ADD is a config the
+// plugin takes: its pool lies inside the bench's allowedRanges, and the
+// runtimeConfig asks for it.
+func TestTheNodeLocalPoolRowsConfigParsesAndAsksItsPool(t *testing.T) {
+	c := LocalCall()
+	conf := map[string]any{"cniVersion": "1.0.0", "name": "bench", "type": "external-ip",
+		"allowedRanges": []string{"198.18.0.0/15", "2001:db8:1::/64"}, "runtimeConfig": c.RuntimeConfig}
+	maps.Copy(conf, c.Conf)
+	stdin, _ := json.Marshal(conf)
+	got, err := config.Load(stdin)
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	pr, err := got.PoolRequested("")
+	if err != nil || pr.Name != localPool || got.LocalPool(pr.Name) == nil {
+		t.Errorf("the request %+v (%v) names no pool of the config %v", pr, err, got.PoolNames())
+	}
+	if c.ContainerID == "" {
+		t.Errorf("no sandbox: the bench's container ID would be empty")
 	}
 }
