@@ -1,8 +1,6 @@
 package netns
 
 import (
-	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -10,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdlayher/arp"
+	"github.com/external-ip/external-ip/test/bench/standbyrows"
 )
 
 // Standby: node 1 holds an IP actively, node 2 in standby (its ADD
@@ -105,7 +103,7 @@ func (p *standbyPair) answers(t *testing.T) []string {
 // alone answers.
 func (p *standbyPair) failover(t *testing.T, what string, start time.Time, goal time.Duration) {
 	t.Helper()
-	took, err := firstAnswerFrom(t, p.nodes[0].lan, p.ip, bridgedNodes[1].mac, start, 10*time.Second)
+	took, err := standbyrows.FirstAnswer(p.nodes[0].lan, p.ip, bridgedNodes[1].mac, start, 10*time.Second)
 	if err != nil {
 		for i, l := range p.logs {
 			if l != "" {
@@ -119,66 +117,6 @@ func (p *standbyPair) failover(t *testing.T, what string, start time.Time, goal 
 	if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[1].mac {
 		t.Errorf("%s: after the takeover %s is answered by %v; want node2 alone", what, p.ip, got)
 	}
-}
-
-// firstAnswerFrom solicits ip from the LAN host every 30 ms until mac
-// answers, and returns the time since start.
-func firstAnswerFrom(t *testing.T, lan string, ip netip.Addr, mac string, start time.Time, bound time.Duration) (time.Duration, error) {
-	var took time.Duration
-	err := inNS(t, nsPath(lan), func() error {
-		ifi, err := net.InterfaceByName("br0")
-		if err != nil {
-			return err
-		}
-		ask := askOnce4
-		if ip.Is6() {
-			ask = askOnce6
-		}
-		for time.Since(start) < bound {
-			ok, err := ask(ifi, ip, mac)
-			if err != nil {
-				return err
-			}
-			if ok {
-				took = time.Since(start)
-				return nil
-			}
-		}
-		return errors.New("no answer within the bound")
-	})
-	return took, err
-}
-
-func askOnce4(ifi *net.Interface, ip netip.Addr, mac string) (bool, error) {
-	c, err := arp.Dial(ifi)
-	if err != nil {
-		return false, err
-	}
-	defer c.Close()
-	if err := c.Request(ip); err != nil {
-		return false, err
-	}
-	c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
-	for {
-		p, _, err := c.Read()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if p.Operation == arp.OperationReply && p.SenderIP == ip && p.SenderHardwareAddr.String() == mac {
-			return true, nil
-		}
-	}
-}
-
-func askOnce6(ifi *net.Interface, ip netip.Addr, mac string) (bool, error) {
-	err := solicitNAs(ifi, ip, 30*time.Millisecond, func(m net.HardwareAddr) bool { return m.String() == mac })
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 func TestAStandbyTakesOverWhenTheActiveNodesUplinkIsPulledAndTheActiveStaysStandbyWhenItComesBack(t *testing.T) {

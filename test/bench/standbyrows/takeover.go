@@ -68,7 +68,7 @@ func (r *Rows) round(f Fault, ip netip.Addr) (time.Duration, error) {
 	if err := f.do(r, p, ip); err != nil {
 		return 0, err
 	}
-	return firstAnswer(p.lan, ip, macs[1], start, 10*time.Second)
+	return FirstAnswer(p.lan, ip, macs[1], start, 10*time.Second)
 }
 
 // hold has node 1 hold ips actively and node 2 in standby, and checks
@@ -88,16 +88,18 @@ func (r *Rows) hold(p *pair, ips ...netip.Addr) error {
 		return fmt.Errorf("node 2's ADD of %v, which node 1 holds: %d of them in standby, want all:\n%s", ips, got, out)
 	}
 	for _, ip := range ips {
-		if _, err := firstAnswer(p.lan, ip, macs[0], time.Now(), time.Second); err != nil {
+		if _, err := FirstAnswer(p.lan, ip, macs[0], time.Now(), time.Second); err != nil {
 			return fmt.Errorf("node 1 holding %s: %w", ip, err)
 		}
 	}
 	return nil
 }
 
-// firstAnswer asks for ip from the LAN client every askEvery until mac
-// answers, and returns the time since start; an error after bound.
-func firstAnswer(lan string, ip netip.Addr, mac string, start time.Time, bound time.Duration) (time.Duration, error) {
+// FirstAnswer asks for ip from the LAN client (the namespace lan, on its
+// bridge br0) every askEvery until mac answers, and returns the time
+// since start; an error after bound. The root tests time takeovers with
+// it too.
+func FirstAnswer(lan string, ip netip.Addr, mac string, start time.Time, bound time.Duration) (time.Duration, error) {
 	var took time.Duration
 	err := ns.WithNetNSPath("/var/run/netns/"+lan, func(ns.NetNS) error {
 		ifi, err := net.InterfaceByName("br0")
