@@ -23,11 +23,14 @@ var sharedIP = netip.MustParseAddr("192.0.2.5")
 // sharedClaim is the claim of sharedIP as the ADDs of two pods of one
 // namespace make it: first on n1, then on n2 (where, with standby, it
 // stands by); n2's cache has seen both holders.
-func sharedClaim(t *testing.T) (api *claimstest.API, n1, n2 *testNode) {
+func sharedClaim(t *testing.T) (api *claimstest.API, n1, n2 *testNode, updates *updateHook) {
 	t.Helper()
 	p1, p2 := pod("a", "web-1", "n1"), pod("a", "web-2", "n2")
 	api = claimstest.New(namespace("a", nil), node("n1", nil), node("n2", nil), p1, p2,
 		pool("p", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/28"), NamespaceSelector: everyNamespace()}))
+	// Before the nodes start: client-go's fake takes reactors unlocked.
+	updates = &updateHook{}
+	api.Ours.PrependReactor("update", v1alpha1.ClaimResource, updates.react)
 	n1, n2 = startNode(t, api, "n1"), startNode(t, api, "n2")
 	for _, h := range []struct {
 		n *testNode
@@ -43,7 +46,7 @@ func sharedClaim(t *testing.T) (api *claimstest.API, n1, n2 *testNode) {
 			return c != nil && len(c.Spec.Holders) == 2
 		})
 	}
-	return api, n1, n2
+	return api, n1, n2, updates
 }
 
 // standbyOf is n's Standby until the test ends, trying again every 10 ms.
@@ -64,26 +67,39 @@ func activeNode(t *testing.T, api *claimstest.API) string {
 	return c.Spec.ActiveNode
 }
 
-// claimUpdates makes each update of a claim ask answer first (nil: the
-// server's own answer); count is how many there were.
-func claimUpdates(api *claimstest.API, answer func(n int, c *v1alpha1.ExternalIPClaim) error) (count func() int) {
-	var mu sync.Mutex
-	n := 0
-	api.Ours.PrependReactor("update", v1alpha1.ClaimResource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		n++
-		i := n
-		mu.Unlock()
-		if err := answer(i, a.(k8stesting.UpdateAction).GetObject().(*v1alpha1.ExternalIPClaim)); err != nil {
-			return true, nil, err
-		}
+// updateHook answers each update of a claim before the server does, once
+// a test has set how (nil: the server's own answer), and counts them.
+type updateHook struct {
+	mu     sync.Mutex
+	answer func(n int, c *v1alpha1.ExternalIPClaim) error
+	n      int
+}
+
+func (h *updateHook) set(answer func(n int, c *v1alpha1.ExternalIPClaim) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answer, h.n = answer, 0
+}
+
+func (h *updateHook) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+func (h *updateHook) react(a k8stesting.Action) (bool, runtime.Object, error) {
+	h.mu.Lock()
+	answer := h.answer
+	h.n++
+	n := h.n
+	h.mu.Unlock()
+	if answer == nil {
 		return false, nil, nil
-	})
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return n
 	}
+	if err := answer(n, a.(k8stesting.UpdateAction).GetObject().(*v1alpha1.ExternalIPClaim)); err != nil {
+		return true, nil, err
+	}
+	return false, nil, nil
 }
 
 // claimReads counts the reads of one claim from the API server.
@@ -100,7 +116,7 @@ func claimReads(api *claimstest.API) int {
 func unreachable() error { return apierrors.NewServiceUnavailable("the API server is out of reach") }
 
 func TestAClaimNamesItsFirstHoldersNodeActiveUntilThatNodeHoldsNoneOfIt(t *testing.T) {
-	api, n1, _ := sharedClaim(t)
+	api, n1, _, _ := sharedClaim(t)
 	if got := activeNode(t, api); got != "n1" {
 		t.Fatalf("a claim made on n1 and joined on n2 names %q active, want n1 (the node that made it, where nobody else answered)", got)
 	}
@@ -111,9 +127,9 @@ func TestAClaimNamesItsFirstHoldersNodeActiveUntilThatNodeHoldsNoneOfIt(t *testi
 }
 
 func TestATakeoverNamesTheNodeInTheClaimWithoutWaitingForTheAPIServer(t *testing.T) {
-	api, _, n2 := sharedClaim(t)
+	api, _, n2, updates := sharedClaim(t)
 	reached, back := make(chan struct{}), make(chan struct{})
-	updates := claimUpdates(api, func(n int, _ *v1alpha1.ExternalIPClaim) error {
+	updates.set(func(n int, _ *v1alpha1.ExternalIPClaim) error {
 		if n == 1 { // the API server hangs, then fails
 			close(reached)
 			<-back
@@ -129,18 +145,23 @@ func TestATakeoverNamesTheNodeInTheClaimWithoutWaitingForTheAPIServer(t *testing
 	case <-time.After(5 * time.Second):
 		t.Fatal("TookOver waited for the API server: the takeover would wait with it")
 	}
-	<-reached
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		close(back)
+		t.Fatal("a takeover wrote nothing to the claim")
+	}
 	close(back)
 	waitFor(t, "the claim to name n2 active", func() bool { return activeNode(t, api) == "n2" })
-	if n := updates(); n < 2 {
+	if n := updates.count(); n < 2 {
 		t.Errorf("%d updates: the write the server failed was not tried again", n)
 	}
 }
 
 func TestATakeoverThatLosesToAnotherWriterTriesAgainFromTheServersCopy(t *testing.T) {
-	api, _, n2 := sharedClaim(t)
+	api, _, n2, updates := sharedClaim(t)
 	// Another writer gets there first: the claim changes under n2's copy.
-	claimUpdates(api, func(n int, c *v1alpha1.ExternalIPClaim) error {
+	updates.set(func(n int, c *v1alpha1.ExternalIPClaim) error {
 		if n != 1 {
 			return nil
 		}
@@ -166,7 +187,7 @@ func TestATakeoverThatLosesToAnotherWriterTriesAgainFromTheServersCopy(t *testin
 func TestAYieldTakesOnlyThisNodesNameOffTheClaim(t *testing.T) {
 	for _, named := range []string{"n2", "n1"} {
 		t.Run(fmt.Sprintf("the claim names %s", named), func(t *testing.T) {
-			api, n1, n2 := sharedClaim(t)
+			api, n1, n2, _ := sharedClaim(t)
 			s := map[string]*Standby{"n1": standbyOf(t, n1), "n2": standbyOf(t, n2)}
 			s[named].TookOver(sharedIP, "unanswered")
 			s[named].writers.Wait()
@@ -181,10 +202,10 @@ func TestAYieldTakesOnlyThisNodesNameOffTheClaim(t *testing.T) {
 }
 
 func TestAYieldOvertakesATakeoverWriteStillUnderWay(t *testing.T) {
-	api, _, n2 := sharedClaim(t)
+	api, _, n2, updates := sharedClaim(t)
 	var mu sync.Mutex
 	down, tried := true, make(chan struct{}, 1)
-	claimUpdates(api, func(int, *v1alpha1.ExternalIPClaim) error {
+	updates.set(func(int, *v1alpha1.ExternalIPClaim) error {
 		mu.Lock()
 		defer mu.Unlock()
 		select {
@@ -198,7 +219,11 @@ func TestAYieldOvertakesATakeoverWriteStillUnderWay(t *testing.T) {
 	})
 	s := standbyOf(t, n2)
 	s.TookOver(sharedIP, "unanswered")
-	<-tried
+	select {
+	case <-tried:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a takeover wrote nothing to the claim")
+	}
 	s.Yielded(sharedIP, "conflict")
 	mu.Lock()
 	down = false
@@ -210,7 +235,7 @@ func TestAYieldOvertakesATakeoverWriteStillUnderWay(t *testing.T) {
 }
 
 func TestWhichNodeTheClaimNamesIsReadFromTheCache(t *testing.T) {
-	api, n1, n2 := sharedClaim(t)
+	api, n1, n2, _ := sharedClaim(t)
 	s1, s2 := standbyOf(t, n1), standbyOf(t, n2)
 	before := claimReads(api)
 	for _, tc := range []struct {
