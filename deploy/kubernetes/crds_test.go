@@ -17,6 +17,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	schemacel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -219,5 +220,25 @@ func TestAClaimIsNamedAfterItsAddressAndNeverChangesOwner(t *testing.T) {
 	both := map[string]any{"namespace": "a", "pod": map[string]any{"name": "x", "uid": "u"}, "statefulSet": map[string]any{"name": "s", "uid": "u", "ordinal": int64(0)}}
 	if got := validate(t, crdFiles[0], claimObject("192.0.2.10", "192.0.2.10", both), nil); !strings.Contains(strings.Join(got, "\n"), "one of pod and statefulSet") {
 		t.Errorf("an owner that is a pod and a StatefulSet: %v", got)
+	}
+}
+
+// The standby watch's tie-break reads spec.activeNode, and a takeover
+// rewrites it: the API server must keep it (a field the schema lacks is
+// pruned on write, silently) and let it change while the owner cannot.
+func TestAClaimKeepsItsActiveNodeAndATakeoverMayChangeIt(t *testing.T) {
+	s := structural(t, crd(t, crdFiles[0]))
+	withActive := func(node string) map[string]any {
+		c := claimObject("192.0.2.10", "192.0.2.10", map[string]any{"namespace": "a"})
+		c["spec"].(map[string]any)["activeNode"] = node
+		return c
+	}
+	obj := withActive("node-1")
+	pruned := pruning.PruneWithOptions(obj, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	if len(pruned) > 0 || obj["spec"].(map[string]any)["activeNode"] != "node-1" {
+		t.Errorf("the API server would prune %v of a claim naming its active node, leaving %v", pruned, obj["spec"])
+	}
+	if got := validate(t, crdFiles[0], withActive("node-2"), withActive("node-1")); len(got) > 0 {
+		t.Errorf("a takeover that names another active node is refused: %v", got)
 	}
 }

@@ -82,6 +82,9 @@ func (n *Node) removeHolder(ctx context.Context, name string, a store.Attachment
 			return nil
 		}
 		c.Spec.Holders = append(c.Spec.Holders[:i], c.Spec.Holders[i+1:]...)
+		if !holdsOn(c, c.Spec.ActiveNode) {
+			c.Spec.ActiveNode = "" // a node that holds none of the IP answers for none of it
+		}
 		return n.store(ctx, c)
 	})
 	if apierrors.IsNotFound(err) {

@@ -305,6 +305,9 @@ func (g *grant) join(ip netip.Addr, check func(*v1alpha1.ExternalIPClaim) *nodea
 		if refused = check(c); refused != nil || holderIndex(c, g.holder) >= 0 {
 			return false
 		}
+		if len(c.Spec.Holders) == 0 {
+			c.Spec.ActiveNode = g.holder.Node // as for a new claim
+		}
 		c.Spec.Holders = append(c.Spec.Holders, g.holder)
 		added = true
 		return true
@@ -330,11 +333,13 @@ func holderIndex(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) int {
 	})
 }
 
+// newClaim is ip's claim with its first holder, whose node it names
+// active: no other node holds the IP, so with standby no other answers.
 func newClaim(ip netip.Addr, pool string, owner v1alpha1.ClaimOwner, h v1alpha1.ClaimHolder) *v1alpha1.ExternalIPClaim {
 	return &v1alpha1.ExternalIPClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClaimName(ip),
 			Labels: map[string]string{v1alpha1.LabelPool: pool, v1alpha1.LabelNamespace: owner.Namespace}},
-		Spec: v1alpha1.ExternalIPClaimSpec{Address: ip.String(), Pool: pool, Owner: owner, Holders: []v1alpha1.ClaimHolder{h}},
+		Spec: v1alpha1.ExternalIPClaimSpec{Address: ip.String(), Pool: pool, Owner: owner, Holders: []v1alpha1.ClaimHolder{h}, ActiveNode: h.Node},
 	}
 }
 

@@ -24,6 +24,10 @@
 //     (read live, compared by UID: never while the pod exists), a
 //     StatefulSet's claims below its range or of a StatefulSet gone, the
 //     pools' status, and the admission policy's view of the pools.
+//   - For the standby watch (Standby), a claim names the IP's active node:
+//     its first holder's, then the node that took the IP over; the watch
+//     asks it from the cache, and a takeover's write never holds the
+//     takeover up.
 //
 // Every refusal is an Event on the pod and a count for the metrics; the
 // pod is annotated with what it got. It touches nothing on the host but

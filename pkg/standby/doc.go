@@ -18,8 +18,8 @@
 // assigner, as an ADD of a record that exists (assigner.Options.Move).
 // The frames it sends and reads go through a Port, so that the decisions
 // are tested without root; a Claims, when given, is told of every
-// takeover and yield (the seam for a Kubernetes claim naming the active
-// node). It never sends a frame that teaches a neighbour anything untrue:
-// its checks ask from the node's own addresses, and only a takeover
-// announces.
+// takeover and yield, and its claim naming the active node (Kubernetes)
+// decides between two nodes that both answer for an IP. It never sends
+// a frame that teaches a neighbour anything untrue: its checks ask from
+// the node's own addresses, and only a takeover announces.
 package standby

@@ -78,12 +78,18 @@ type Moves interface {
 	Goodbye(h Held) error
 }
 
-// Claims is told of each takeover and yield this node makes: where a
-// claim naming the active node (Kubernetes) is updated. The takeover does
-// not wait for it: the LAN is the truth of who answers.
+// Claims is where a claim names the IP's active node (Kubernetes): it is
+// told of each takeover and yield this node makes, and decides between
+// two nodes that both answer for an IP. The takeover does not wait for
+// it: the LAN is the truth of who answers, and no API server is needed.
 type Claims interface {
 	TookOver(ip netip.Addr, reason string)
 	Yielded(ip netip.Addr, reason string)
+	// ActiveHere says whether the IP's claim names this node as the one
+	// that answers for it; known is false when no claim names a node
+	// that holds it. It must answer at once, from what the node already
+	// knows: the watch asks it in its loop.
+	ActiveHere(ip netip.Addr) (here, known bool)
 }
 
 // Recorder is told what the watch holds in standby and does; package
@@ -295,23 +301,48 @@ func (w *Watcher) seen(uplink string, h heard) bool {
 	return false
 }
 
-// conflict settles two nodes holding one IP actively: the one whose
-// uplink MAC is lower yields; the other announces, at most once a second,
-// so that the lower one hears it even where it does not check on us.
+// conflict settles two nodes holding one IP actively: the one the IP's
+// claim names keeps it, or without such a claim the one whose uplink MAC
+// is the higher; the other yields. Both decide alike from what they both
+// see, so there is no flapping. The one that keeps it announces, at most
+// once a second, so that the other hears it even where it does not check
+// on us.
 func (w *Watcher) conflict(x *watched, theirs net.HardwareAddr) bool {
-	if p := w.ports[x.Uplink]; p != nil && lower(p.from.MAC, theirs) {
+	yields, because := w.loses(x, theirs)
+	if yields {
+		w.Log.Info("another node answers for an IP this node holds actively; this node yields", "ip", x.IP, "theirs", theirs.String(), "because", because)
 		moved := w.yield(x, ReasonConflict)
 		x.peer, x.heard = theirs, true
 		return moved
 	}
 	if last, ok := w.defended[x.IP]; !ok || w.now().Sub(last) >= time.Second {
 		w.defended[x.IP] = w.now()
-		w.Log.Warn("another node holds an IP this node holds actively; it yields (its MAC is lower)", "ip", x.IP, "theirs", theirs.String())
+		w.Log.Warn("another node answers for an IP this node holds actively; the other yields", "ip", x.IP, "theirs", theirs.String(), "because", because)
 		if err := w.Moves.Announce(x.Held); err != nil {
 			w.Log.Error("announcing against the other node failed", "ip", x.IP, "error", err)
 		}
 	}
 	return false
+}
+
+// loses says whether this node gives x up to the node whose MAC is
+// theirs, and why. A claim that names a node is the cluster's record of
+// who took the IP over last, which both nodes read; the MAC rule is for
+// IPs with no such claim (no Kubernetes, no pools, or the API server out
+// of reach when the claim was to be written).
+func (w *Watcher) loses(x *watched, theirs net.HardwareAddr) (bool, string) {
+	if w.Claims != nil {
+		if here, known := w.Claims.ActiveHere(x.IP); known {
+			if here {
+				return false, "the claim names this node active"
+			}
+			return true, "the claim names another node active"
+		}
+	}
+	if p := w.ports[x.Uplink]; p != nil && lower(p.from.MAC, theirs) {
+		return true, "this node's MAC is the lower"
+	}
+	return false, "this node's MAC is not the lower"
 }
 
 func (w *Watcher) takeOver(x *watched, reason string) bool {

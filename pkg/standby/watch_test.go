@@ -292,3 +292,67 @@ func TestAnRFC5227ProbeReadsAsAGoodbye(t *testing.T) {
 		t.Errorf("a solicitation for %s from :: reads as %+v, want a goodbye", ip6, h)
 	}
 }
+
+// fakeClaims answers for each IP what its claim names (absent: no claim
+// names a node) and records what it is told.
+type fakeClaims struct {
+	names map[netip.Addr]string // "here" or "there"
+	told  []string
+}
+
+func (c *fakeClaims) TookOver(ip netip.Addr, reason string) {
+	c.told = append(c.told, "took over "+ip.String()+" "+reason)
+}
+
+func (c *fakeClaims) Yielded(ip netip.Addr, reason string) {
+	c.told = append(c.told, "yielded "+ip.String()+" "+reason)
+}
+
+func (c *fakeClaims) ActiveHere(ip netip.Addr) (here, known bool) {
+	name, known := c.names[ip]
+	return name == "here", known
+}
+
+func TestTheClaimDecidesBetweenTwoActivesOverTheMACRule(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		claim  string // "": the claim names no node
+		theirs net.HardwareAddr
+		want   string
+	}{
+		{"the claim names this node against a higher MAC", "here", highMAC, "announce"},
+		{"the claim names the other node against a lower MAC", "there", lowMAC, "yield"},
+		{"no claim names a node: a higher MAC wins", "", highMAC, "yield"},
+		{"no claim names a node: a lower MAC loses", "", lowMAC, "announce"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
+			w, _ := newTestWatcher(t, m)
+			c := &fakeClaims{names: map[netip.Addr]string{}}
+			if tc.claim != "" {
+				c.names[ip4] = tc.claim
+			}
+			w.Claims = c
+			w.seen(anUplink, heard{kind: claim, ip: ip4, mac: tc.theirs})
+			if want := []string{tc.want + " " + ip4.String()}; !slices.Equal(m.moves, want) {
+				t.Fatalf("another node claims the IP: moves %v, want %v", m.moves, want)
+			}
+		})
+	}
+}
+
+func TestTheClaimsAreToldOfEveryTakeoverAndYield(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+	w, ports := newTestWatcher(t, m)
+	c := &fakeClaims{}
+	w.Claims = c
+	for range DefaultMisses + 1 {
+		w.tick() // unanswered
+	}
+	ports.down[anUplink] = true
+	w.tick()
+	want := []string{"took over " + ip4.String() + " " + ReasonUnanswered, "yielded " + ip4.String() + " " + ReasonUplinkDown}
+	if !slices.Equal(c.told, want) {
+		t.Fatalf("the claims were told %v, want %v (moves %v)", c.told, want, m.moves)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/external-ip/external-ip/pkg/standby"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
 
@@ -15,9 +16,9 @@ import (
 // own build, which every CNI call starts, must not link client-go).
 const claimsBuilt = false
 
-func startClaims(_ context.Context, _ *sync.WaitGroup, f *claimFlags, _ string, _ upkeep.Recorder, _ *slog.Logger) error {
+func startClaims(_ context.Context, _ *sync.WaitGroup, f *claimFlags, _ string, _ upkeep.Recorder, _ *slog.Logger) (standby.Claims, error) {
 	if f.nodeName == "" {
-		return nil
+		return nil, nil
 	}
-	return fmt.Errorf("install: --node-name %q: this binary is built without the Kubernetes client; external-ip-node serves claims (docs/pools.md)", f.nodeName)
+	return nil, fmt.Errorf("install: --node-name %q: this binary is built without the Kubernetes client; external-ip-node serves claims (docs/pools.md)", f.nodeName)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/claims"
 	"github.com/external-ip/external-ip/pkg/metrics"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/standby"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
 
@@ -23,21 +24,23 @@ import (
 const claimsBuilt = true
 
 // startClaims serves the plugin's claims on dataDir's socket until ctx
-// ends, with the API server of kubeconfig ("": the pod's own account).
-func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir string, rec upkeep.Recorder, log *slog.Logger) error {
+// ends, with the API server of kubeconfig ("": the pod's own account),
+// and returns them as the standby watch's Claims (nil when it serves
+// none).
+func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir string, rec upkeep.Recorder, log *slog.Logger) (standby.Claims, error) {
 	if f.nodeName == "" {
-		return nil
+		return nil, nil
 	}
 	klog.SetSlogLogger(log) // client-go's own lines, in our log's JSON
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 50, 100 // a node's burst of pod ADDs, each a create or two
 	cfg.Timeout = nodeapi.ClaimTimeout / 2
 	cl, err := claims.NewClients(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := claims.Config{Clients: cl, NodeName: f.nodeName, DataDir: dataDir, Namespace: f.namespace, Log: log}
 	m, _ := rec.(*metrics.Metrics)
@@ -50,7 +53,7 @@ func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir
 	}
 	l, err := nodeapi.Listen(dataDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wg.Go(func() {
 		if err := node.Run(ctx); err != nil && ctx.Err() == nil {
@@ -59,7 +62,7 @@ func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir
 	})
 	wg.Go(func() { nodeapi.Serve(ctx, l, claims.Answering(node), log) })
 	log.Info("serving claims", "node", f.nodeName, "socket", l.Addr().String(), "namespace", f.namespace)
-	return nil
+	return claims.NewStandby(ctx, node), nil
 }
 
 func poolAddresses(n *claims.Node) []metrics.PoolAddresses {

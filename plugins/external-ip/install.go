@@ -225,7 +225,8 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := startClaims(ctx, &wg, &f.claims, f.dataDir, rec, log); err != nil {
+	claimed, err := startClaims(ctx, &wg, &f.claims, f.dataDir, rec, log)
+	if err != nil {
 		stop()
 		wg.Wait()
 		return err
@@ -235,7 +236,7 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	wg.Go(func() { up.Run(ctx) })
 	moves := &standby.StateMoves{DataDir: f.dataDir, LockTimeout: 10 * time.Second, UplinkRouting: f.routing, Log: log}
 	if f.standby > 0 {
-		sb := f.standbyWatch(moves, rec, log)
+		sb := f.standbyWatch(moves, rec, claimed, log)
 		wg.Go(func() { sb.Run(ctx) })
 	}
 	follow := func(e *install.Entry) {
@@ -253,9 +254,10 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 }
 
 // standbyWatch is the watch of the IPs held in standby (package standby)
-// on moves, counted in rec when it records standby too.
-func (f *installFlags) standbyWatch(moves *standby.StateMoves, rec upkeep.Recorder, log *slog.Logger) *standby.Watcher {
-	w := &standby.Watcher{Every: f.standby, Ports: standby.RawPorts{}, Log: log, Moves: moves}
+// on moves, counted in rec when it records standby too, and telling
+// claimed (nil: the node process serves no claims) of its moves.
+func (f *installFlags) standbyWatch(moves *standby.StateMoves, rec upkeep.Recorder, claimed standby.Claims, log *slog.Logger) *standby.Watcher {
+	w := &standby.Watcher{Every: f.standby, Ports: standby.RawPorts{}, Log: log, Moves: moves, Claims: claimed}
 	if r, ok := rec.(standby.Recorder); ok {
 		w.Recorder = r
 	}

@@ -143,6 +143,7 @@ type ExternalIPPoolList struct {
 // +kubebuilder:printcolumn:name="StatefulSet",type=string,JSONPath=`.spec.owner.statefulSet.name`,priority=1
 // +kubebuilder:printcolumn:name="Ordinal",type=integer,JSONPath=`.spec.owner.statefulSet.ordinal`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.holders[0].node`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.spec.activeNode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == (self.spec.address.contains(':') ? [self.spec.address.replace(':', '-')].map(n, n.startsWith('-') ? '0' + n : n).map(n, n.endsWith('-') ? n + '0' : n)[0] : self.spec.address)",message="metadata.name must be the address (IPv6: with each ':' written '-', and a leading or trailing '-' padded with '0')"
 type ExternalIPClaim struct {
@@ -178,6 +179,16 @@ type ExternalIPClaimSpec struct {
 	// +listMapKey=ifName
 	// +kubebuilder:validation:MaxItems=256
 	Holders []ClaimHolder `json:"holders,omitempty"`
+	// ActiveNode is the node that answers for the IP on the LAN when
+	// holders on several nodes stand by (the plugin's `standby: true`):
+	// the node of the first holder, then the node that last took the IP
+	// over; unset once no holder is on it. When two nodes both answer for
+	// the IP, the one named here keeps it and the other yields. A takeover
+	// does not wait for it: the node updates it afterwards.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ActiveNode string `json:"activeNode,omitempty"`
 }
 
 // ClaimOwner is the namespace an IP belongs to and, for an IP drawn from a
