@@ -178,35 +178,31 @@ func TestAGoodbyeFromTheActiveIsTakenOverAtOnceAndOneFromAnotherHostIsNot(t *tes
 	}
 }
 
-func TestAnActiveWhoseUplinkGoesDownYields(t *testing.T) {
-	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
-	w, ports := newTestWatcher(t, m)
-	w.tick()
-	if len(m.moves) != 0 {
-		t.Fatalf("an active with its uplink up moved: %v", m.moves)
-	}
-	ports.down[anUplink] = true
-	w.tick()
-	if !slices.Equal(m.moves, []string{"yield " + ip4.String()}) {
-		t.Fatalf("uplink down: moves %v, want a yield", m.moves)
-	}
-}
-
-func TestAnActiveWhoseContainersAreGoneGivesTheIPUpWithAGoodbye(t *testing.T) {
-	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
-	w, _ := newTestWatcher(t, m)
-	w.tick()
-	if len(m.moves) != 0 {
-		t.Fatalf("an active whose containers run moved: %v", m.moves)
-	}
-	m.gone[ip4] = true
-	w.tick()
-	if want := []string{"yield " + ip4.String(), "goodbye " + ip4.String()}; !slices.Equal(m.moves, want) {
-		t.Fatalf("containers gone: moves %v, want %v", m.moves, want)
-	}
-	w.tick()
-	if len(m.moves) != 2 {
-		t.Errorf("after giving the IP up: moves %v, want no more", m.moves)
+// The health gates: an active whose uplink goes down yields; one whose
+// containers are all gone yields and says goodbye, once.
+func TestAnActiveGivesTheIPUpWhenItsUplinkOrItsContainersGo(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(*fakeMoves, *fakePorts)
+		want  []string
+	}{
+		{"uplink down", func(_ *fakeMoves, p *fakePorts) { p.down[anUplink] = true }, []string{"yield " + ip4.String()}},
+		{"containers gone", func(m *fakeMoves, _ *fakePorts) { m.gone[ip4] = true }, []string{"yield " + ip4.String(), "goodbye " + ip4.String()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
+			w, ports := newTestWatcher(t, m)
+			w.tick()
+			if len(m.moves) != 0 {
+				t.Fatalf("a healthy active moved: %v", m.moves)
+			}
+			tc.fault(m, ports)
+			w.tick()
+			w.tick()
+			if !slices.Equal(m.moves, tc.want) {
+				t.Fatalf("%s: moves %v, want %v, once", tc.name, m.moves, tc.want)
+			}
+		})
 	}
 }
 
