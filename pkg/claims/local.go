@@ -17,6 +17,7 @@ func (n *Node) localLoop(ctx context.Context) {
 	for {
 		n.carryOutDeferred(ctx)
 		n.dropStrayHolders(ctx)
+		n.repairAnnotations()
 		select {
 		case <-ctx.Done():
 			return

@@ -72,8 +72,12 @@ type Node struct {
 	events record.EventRecorder
 	// annotate gets the pods to annotate, off the CNI call's path.
 	annotate chan annotation
-	rndMu    sync.Mutex
-	rnd      *rand.Rand
+	// mismatched are the pods whose annotation the last repair pass
+	// found naming other IPs than their claims.
+	repairMu   sync.Mutex
+	mismatched map[podKey]string
+	rndMu      sync.Mutex
+	rnd        *rand.Rand
 }
 
 // New makes a node's claim service; Run starts it.

@@ -96,6 +96,9 @@ func (n *Node) annotator(ctx context.Context) {
 }
 
 func (n *Node) annotateNow(ctx context.Context, a annotation) {
+	// A pod of several attachments is told every IP it holds here, not
+	// the last attachment's alone.
+	a.addrs = n.withHeld(a.pod, a.addrs)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		// The UID makes the patch a precondition: never another pod of that name.
 		"uid":         a.pod.UID,
