@@ -8,7 +8,9 @@
 // socket dataDir/node.sock (0600, root's, under /run: as Antrea's and
 // Cilium's agents serve their plugins). The plugin asks it to claim IPs
 // for an attachment (from a pool, or those it names while pools exist) and
-// to release an attachment's claims.
+// to release an attachment's claims. A claim's connection stays open until
+// the plugin exits (DoThenHold): the node process tells the pod how it
+// went only at that close, after the ADD.
 //
 // The files, under dataDir/claims/ (0700, root's, reached through an
 // os.Root so that no name leaves it):
