@@ -15,17 +15,41 @@ import (
 	"github.com/external-ip/external-ip/pkg/pools"
 )
 
-// Handle answers one request of the plugin.
+// Handle answers one request of the plugin, having told the pod how a
+// claim went (its annotation and event queued).
 func (n *Node) Handle(ctx context.Context, req nodeapi.Request) nodeapi.Response {
+	resp, after := answer(ctx, n, req)
+	if after != nil {
+		after()
+	}
+	return resp
+}
+
+// Answering is Handle for the socket (nodeapi.Serve): a claim's
+// annotation and event wait until the plugin's ADD is over. Sent at once,
+// their API server writes and their echo through the watches competed
+// with the plugin's holding of the IPs for the CPU (the hold took 2.3 ms
+// more p50 than an explicit IP's, at an exec floor of 10.7 ms with the API
+// server on the node, and none more without them).
+func Answering(n *Node) nodeapi.Handler {
+	return func(ctx context.Context, req nodeapi.Request) (nodeapi.Response, func()) { return answer(ctx, n, req) }
+}
+
+// answer answers req; after tells the pod and the metrics how it went.
+func answer(ctx context.Context, n *Node, req nodeapi.Request) (resp nodeapi.Response, after func()) {
 	switch req.Op {
 	case nodeapi.OpClaim:
 		resp := n.claim(ctx, req)
-		n.report(req, resp)
-		return resp
+		return resp, func() {
+			n.report(req, resp)
+			if resp.Reason == "" && resp.Unavailable == "" {
+				n.annotateLater(req.Pod, resp.Addresses)
+			}
+		}
 	case nodeapi.OpRelease:
-		return n.Release(ctx, req.Attachment)
+		return n.Release(ctx, req.Attachment), nil
 	}
-	return nodeapi.Response{Reason: "BadRequest", Message: fmt.Sprintf("op: %q is neither claim nor release", req.Op)}
+	return nodeapi.Response{Reason: "BadRequest", Message: fmt.Sprintf("op: %q is neither claim nor release", req.Op)}, nil
 }
 
 // grant is one claim request under way: what it has taken so far, to be
@@ -66,7 +90,6 @@ func (n *Node) claim(ctx context.Context, req nodeapi.Request) nodeapi.Response 
 		return *resp
 	}
 	n.remember(req.Attachment, g.touched)
-	n.annotateLater(p, g.addrs)
 	return nodeapi.Response{Addresses: g.addrs, Hold: g.hold}
 }
 

@@ -3,6 +3,7 @@ package nodeapi
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net"
 	"path/filepath"
 	"time"
@@ -30,24 +31,44 @@ const ClaimTimeout = 10 * time.Second
 // Do sends req and reads the response. An error is ErrUnavailable: the
 // node process is not there, or did not answer in time.
 func (c Client) Do(req Request) (*Response, error) {
+	resp, conn, err := c.call(req)
+	if conn != nil {
+		conn.Close()
+	}
+	return resp, err
+}
+
+// DoThenHold is Do that leaves the connection open: its close (at the
+// latest the process's exit) tells the node process that the call's ADD
+// is over, and what it does after the answer (Handler's after: the pod's
+// annotation and event) waits until then.
+func (c Client) DoThenHold(req Request) (*Response, io.Closer, error) {
+	resp, conn, err := c.call(req)
+	if err != nil && conn != nil {
+		conn.Close()
+		conn = nil
+	}
+	return resp, conn, err
+}
+
+func (c Client) call(req Request) (*Response, net.Conn, error) {
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
 	conn, err := net.DialTimeout("unix", c.Socket, timeout)
 	if err != nil {
-		return nil, errorf(ErrUnavailable, "external-ip-node is not reachable at %s: %v", c.Socket, unwrapOp(err))
+		return nil, nil, errorf(ErrUnavailable, "external-ip-node is not reachable at %s: %v", c.Socket, unwrapOp(err))
 	}
-	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(timeout))
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return nil, errorf(ErrUnavailable, "external-ip-node at %s: sending: %v", c.Socket, unwrapOp(err))
+		return nil, conn, errorf(ErrUnavailable, "external-ip-node at %s: sending: %v", c.Socket, unwrapOp(err))
 	}
 	var resp Response
 	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
-		return nil, errorf(ErrUnavailable, "external-ip-node at %s: no answer: %v", c.Socket, unwrapOp(err))
+		return nil, conn, errorf(ErrUnavailable, "external-ip-node at %s: no answer: %v", c.Socket, unwrapOp(err))
 	}
-	return &resp, nil
+	return &resp, conn, nil
 }
 
 // unwrapOp drops net.OpError's "dial unix /path:" prefix, which repeats

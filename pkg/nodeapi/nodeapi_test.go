@@ -18,7 +18,13 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func serve(t *testing.T, h Handler) Client {
+// serve serves h, which has nothing to do after its answer.
+func serve(t *testing.T, h func(context.Context, Request) Response) Client {
+	t.Helper()
+	return serveAfter(t, func(ctx context.Context, req Request) (Response, func()) { return h(ctx, req), nil })
+}
+
+func serveAfter(t *testing.T, h Handler) Client {
 	t.Helper()
 	dir := t.TempDir()
 	l, err := Listen(dir)
@@ -147,5 +153,38 @@ func TestADeferredReleaseMovesTheMarkerAndIsListedUntilDone(t *testing.T) {
 	}
 	if intents, _ := Intents(dir); len(intents) != 0 {
 		t.Errorf("intents after Forget: %v", intents)
+	}
+}
+
+// What the handler does after its answer waits until the plugin has
+// closed the connection (its ADD is over), not only until it has the
+// answer; with Do, which closes at once, it follows the answer.
+func TestWhatFollowsTheAnswerWaitsForThePluginsClose(t *testing.T) {
+	ran := make(chan struct{}, 2)
+	c := serveAfter(t, func(context.Context, Request) (Response, func()) {
+		return Response{Hold: "route"}, func() { ran <- struct{}{} }
+	})
+	resp, conn, err := c.DoThenHold(Request{Op: OpClaim, Pool: "p"})
+	if err != nil || resp.Hold != "route" {
+		t.Fatalf("DoThenHold: %+v %v", resp, err)
+	}
+	select {
+	case <-ran:
+		t.Fatalf("after ran while the plugin still held the connection")
+	case <-time.After(300 * time.Millisecond):
+	}
+	conn.Close()
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("after did not run once the plugin closed the connection")
+	}
+	if _, err := c.Do(Request{Op: OpClaim, Pool: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("after did not run after Do")
 	}
 }

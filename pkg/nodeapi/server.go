@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -13,8 +14,13 @@ import (
 	"time"
 )
 
-// Handler answers one request; ctx ends at ClaimTimeout.
-type Handler func(ctx context.Context, req Request) Response
+// Handler answers one request; ctx ends at ClaimTimeout. after, when not
+// nil, runs once the plugin has closed the connection (DoThenHold: its
+// call is over), or at the connection's deadline: what the node process
+// does there (an API server write or two, their echo through its watches)
+// then does not compete for the node's CPU with the plugin's holding of
+// the IPs it was just given.
+type Handler func(ctx context.Context, req Request) (resp Response, after func())
 
 // Listen opens the socket of dataDir for the node process: a socket left
 // by an earlier process is replaced, anything else there is refused. The
@@ -67,10 +73,17 @@ func serveOne(ctx context.Context, conn net.Conn, h Handler, log *slog.Logger) {
 		log.Warn("node socket: unreadable request", "error", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, ClaimTimeout)
-	defer cancel()
-	resp := h(ctx, req)
+	callCtx, cancel := context.WithTimeout(ctx, ClaimTimeout)
+	resp, after := h(callCtx, req)
+	cancel()
 	if err := json.NewEncoder(conn).Encode(resp); err != nil {
 		log.Warn("node socket: the plugin left before the answer", "op", req.Op, "attachment", req.Attachment.String(), "error", err)
+	}
+	if after != nil {
+		// Until the plugin's close (its exit), the deadline, or our end.
+		stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+		io.Copy(io.Discard, conn)
+		stop()
+		after()
 	}
 }

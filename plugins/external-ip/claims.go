@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"strings"
@@ -52,6 +53,13 @@ func claimedRequests(inv *invocation, args *skel.CmdArgs) (reqs []config.IP, hol
 	return withPoolIPs(reqs, resp, inv.conf.Pool), resp.Hold, nil
 }
 
+// heldOpen is the claim's connection to the node process, never closed:
+// the exit closes it, which tells the node process that the ADD is over,
+// and only then does it write the pod's annotation and event, whose API
+// server work would otherwise compete with this ADD for the CPU. Held
+// here, it is not closed early by its finalizer.
+var heldOpen io.Closer
+
 // askClaims asks the node process to claim the IPs for the attachment,
 // having first recorded that it asked: a DEL then knows to release them,
 // whatever becomes of the answer.
@@ -75,9 +83,9 @@ func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi
 	if err := nodeapi.MarkIntent(inv.conf.DataDir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
 		return nil, err
 	}
-	resp, err := nodeapi.Client{Socket: nodeapi.SocketPath(inv.conf.DataDir)}.Do(req)
+	resp, conn, err := nodeapi.Client{Socket: nodeapi.SocketPath(inv.conf.DataDir)}.DoThenHold(req)
 	if err == nil {
-		err = resp.Err()
+		heldOpen, err = conn, resp.Err()
 	}
 	if err != nil {
 		inv.log.Info("claims refused or not had", "pool", inv.conf.Pool, "error", err)

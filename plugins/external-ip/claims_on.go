@@ -60,7 +60,7 @@ func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir
 			log.Error("claims stopped", "error", err)
 		}
 	})
-	wg.Go(func() { nodeapi.Serve(ctx, l, node.Handle, log) })
+	wg.Go(func() { nodeapi.Serve(ctx, l, claims.Answering(node), log) })
 	log.Info("serving claims", "node", f.nodeName, "socket", l.Addr().String(), "namespace", f.namespace)
 	return claims.NewStandby(ctx, node), nil
 }

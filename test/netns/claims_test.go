@@ -45,11 +45,11 @@ func startFakeNode(t *testing.T, dataDir string, answer func(nodeapi.Request) no
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		nodeapi.Serve(ctx, l, func(_ context.Context, req nodeapi.Request) nodeapi.Response {
+		nodeapi.Serve(ctx, l, func(_ context.Context, req nodeapi.Request) (nodeapi.Response, func()) {
 			f.mu.Lock()
 			f.reqs = append(f.reqs, req)
 			f.mu.Unlock()
-			return f.answer(req)
+			return f.answer(req), nil
 		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		close(done)
 	}()
