@@ -39,8 +39,9 @@ func Answering(n *Node) nodeapi.Handler {
 func answer(ctx context.Context, n *Node, req nodeapi.Request) (resp nodeapi.Response, after func()) {
 	switch req.Op {
 	case nodeapi.OpClaim:
-		resp := n.claim(ctx, req)
+		resp, fill := n.claim(ctx, req)
 		return resp, func() {
+			fill()
 			n.report(req, resp)
 			if resp.Reason == "" && resp.Unavailable == "" {
 				n.annotateLater(req.Pod, resp.Addresses)
@@ -63,33 +64,55 @@ type grant struct {
 	addrs   []netip.Addr
 	hold    string
 	touched []string // claims this request made or joined
+	// pending are the claims made early for the pod whose pending holder
+	// this attachment takes, once the plugin's ADD is over.
+	pending []*v1alpha1.ExternalIPClaim
 }
 
 // claim gives the attachment its pool's IPs and claims the IPs it names,
-// all or none: a refusal gives back what the request had taken.
-func (n *Node) claim(ctx context.Context, req nodeapi.Request) nodeapi.Response {
+// all or none: a refusal gives back what the request had taken. fill,
+// which the caller runs once the plugin's ADD is over, writes the
+// attachment into the holders that a pod's early claims left pending;
+// until it has, it keeps the attachment's lock, so that a release of the
+// attachment finds them filled.
+func (n *Node) claim(ctx context.Context, req nodeapi.Request) (resp nodeapi.Response, fill func()) {
 	if why := n.ready(); why != "" {
-		return unavailable("%s", why)
+		return unavailable("%s", why), func() {}
 	}
 	p := req.Pod
 	if p.Namespace == "" || p.Name == "" || p.UID == "" {
-		return refuse(nodeapi.ReasonNoPodIdentity, "CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID are needed to claim an IP, and the runtime passed %q, %q, %q", p.Namespace, p.Name, p.UID)
+		return refuse(nodeapi.ReasonNoPodIdentity, "CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID are needed to claim an IP, and the runtime passed %q, %q, %q", p.Namespace, p.Name, p.UID), func() {}
 	}
-	defer n.locks.lock(attachmentKey(req.Attachment))()
-	if resp := n.settleDeferred(ctx, req.Attachment); resp != nil {
+	unlock := n.locks.lock(attachmentKey(req.Attachment))
+	g := &grant{n: n, ctx: ctx, req: req, holder: v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: p.Name, PodUID: p.UID,
+		Network: req.Attachment.Network, ContainerID: req.Attachment.ContainerID, IfName: req.Attachment.IfName}}
+	resp = g.grant()
+	if len(g.pending) == 0 {
+		unlock()
+		return resp, func() {}
+	}
+	return resp, func() {
+		defer unlock()
+		n.fillPending(g.pending, g.holder)
+	}
+}
+
+// grant is claim under the attachment's lock.
+func (g *grant) grant() nodeapi.Response {
+	n := g.n
+	if resp := n.settleDeferred(g.ctx, g.req.Attachment); resp != nil {
 		return *resp
 	}
-	who, resp := n.requester(ctx, p)
+	who, resp := n.requester(g.ctx, g.req.Pod)
 	if resp != nil {
 		return *resp
 	}
-	g := &grant{n: n, ctx: ctx, req: req, who: who, holder: v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: p.Name, PodUID: p.UID,
-		Network: req.Attachment.Network, ContainerID: req.Attachment.ContainerID, IfName: req.Attachment.IfName}}
+	g.who = who
 	if resp := g.take(); resp != nil {
 		g.giveBack()
 		return *resp
 	}
-	n.remember(req.Attachment, g.touched)
+	n.remember(g.req.Attachment, g.touched)
 	return nodeapi.Response{Addresses: g.addrs, Hold: g.hold}
 }
 
@@ -146,6 +169,7 @@ func (g *grant) fromPool() *nodeapi.Response {
 	wg.Wait()
 	for i := range parts {
 		g.touched = append(g.touched, parts[i].touched...)
+		g.pending = append(g.pending, parts[i].pending...)
 	}
 	for _, resp := range resps {
 		if resp != nil {
@@ -190,17 +214,26 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 			return ip, resp
 		}
 	}
-	for _, c := range g.n.byIndex(byOwner, ownerKey(owner)) {
+	// Under the owner's lock, which an early claim for the pod takes too:
+	// the ADD waits for one under way rather than make a second.
+	k := earlyKey{ownerKey(owner), p.Name(), f}
+	defer g.n.locks.lock(k.lockKey())()
+	if c := g.n.ownersClaim(k); c != nil {
 		ip, err := netip.ParseAddr(c.Spec.Address)
-		if err != nil || c.Spec.Pool != p.Name() || pools.FamilyOf(ip) != f {
-			continue
+		if err == nil && g.adopt(c) {
+			return ip, nil
 		}
-		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); resp != retryJoin {
+		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); err == nil && resp != retryJoin {
 			return ip, resp
 		}
-		break // released since: a free IP, then
+		g.n.early.drop(k) // released since: a free IP, then
 	}
-	return g.allocate(p, f, owner)
+	ip, resp := g.allocate(p, f, owner)
+	if resp == nil {
+		// Until the cache shows it, an early claim for the pod must find it.
+		g.n.early.put(k, newClaim(ip, p.Name(), owner, g.holder))
+	}
+	return ip, resp
 }
 
 // maxProbes bounds the IPs one allocation tries in a pool too large to

@@ -206,7 +206,7 @@ func TestAStatefulSetPodGetsItsOrdinalsIPBackOnAnotherNode(t *testing.T) {
 	api.Kube.CoreV1().Pods("a").Create(context.Background(), second, metav1.CreateOptions{})
 	waitFor(t, "n2 to see the claim", func() bool { return n2.cached(r.Addresses[0]) != nil })
 	if again := n2.claimFor(t, second, "s", "p"); addrsOf(again) != addrsOf(r) {
-		t.Errorf("the next pod of ordinal 1 got %s, the first had %s", addrsOf(again), addrsOf(r))
+		t.Errorf("the next pod of ordinal 1 got %s (%+v), the first had %s", addrsOf(again), again, addrsOf(r))
 	}
 	other := setPod(set, 2, "n2", "first")
 	api.Kube.CoreV1().Pods("a").Create(context.Background(), other, metav1.CreateOptions{})

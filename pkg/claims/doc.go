@@ -12,6 +12,13 @@
 //     exhausted. Lookups go through the informer's indexes (by pool and
 //     family, by owner, by holder's attachment and node): no request lists
 //     the claims.
+//   - A pod scheduled to this node that asks a pool by its annotation is
+//     claimed for at once, as its ADD would be, with a pending holder (this
+//     node and the pod, no attachment yet): the create is done long before
+//     the kubelet's sandbox asks. Its ADD finds that claim under the
+//     owner's lock, answers without a write, and writes its attachment
+//     into the holder once it is over; a pending holder whose pod goes
+//     before its ADD goes with its claim.
 //   - An IP a pod names is claimed for its namespace: made if absent,
 //     joined (optimistic concurrency) if the namespace owns it, refused
 //     naming the owning namespace (never its pods) if another does.

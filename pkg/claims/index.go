@@ -40,7 +40,9 @@ var claimIndexers = cache.Indexers{
 	byAttachment: func(o any) ([]string, error) {
 		var out []string
 		for _, h := range o.(*v1alpha1.ExternalIPClaim).Spec.Holders {
-			out = append(out, attachmentKey(holderAttachment(h)))
+			if !isPending(h) { // a pending holder has no attachment yet
+				out = append(out, attachmentKey(holderAttachment(h)))
+			}
 		}
 		return out, nil
 	},

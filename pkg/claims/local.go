@@ -17,6 +17,7 @@ func (n *Node) localLoop(ctx context.Context) {
 	for {
 		n.carryOutDeferred(ctx)
 		n.dropStrayHolders(ctx)
+		n.settlePending(ctx)
 		n.repairAnnotations()
 		select {
 		case <-ctx.Done():
@@ -81,7 +82,7 @@ func (n *Node) dropStrayHolders(ctx context.Context) {
 	holders := map[store.Attachment][]string{}
 	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
 		for _, h := range c.Spec.Holders {
-			if h.Node == n.cfg.NodeName {
+			if h.Node == n.cfg.NodeName && !isPending(h) { // settlePending's
 				holders[holderAttachment(h)] = append(holders[holderAttachment(h)], c.Name)
 			}
 		}

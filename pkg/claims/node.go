@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/pools"
@@ -76,8 +77,12 @@ type Node struct {
 	// found naming other IPs than their claims.
 	repairMu   sync.Mutex
 	mismatched map[podKey]string
-	rndMu      sync.Mutex
-	rnd        *rand.Rand
+	// early are the claims made for pods scheduled here, until the
+	// cache shows them; scheduled queues the pods to claim for.
+	early     early
+	scheduled workqueue.TypedRateLimitingInterface[string]
+	rndMu     sync.Mutex
+	rnd       *rand.Rand
 }
 
 // New makes a node's claim service; Run starts it.
@@ -104,6 +109,8 @@ func New(cfg Config) *Node {
 		}))
 	n.local.Core().V1().Pods().Informer()
 	n.nodeInformer()
+	n.watchScheduled()
+	n.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: n.cachedEarly})
 	n.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { n.poolsChanged() },
 		UpdateFunc: func(any, any) { n.poolsChanged() },
@@ -146,6 +153,9 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Go(func() { n.annotator(ctx) })
 	wg.Go(func() { n.localLoop(ctx) })
 	wg.Go(func() { n.lead(ctx) })
+	wg.Go(func() { n.claimScheduled(ctx) })
+	<-ctx.Done()
+	n.scheduled.ShutDown()
 	wg.Wait()
 	return nil
 }

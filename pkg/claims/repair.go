@@ -56,7 +56,7 @@ func (n *Node) heldByPod() map[podKey][]netip.Addr {
 		}
 		for _, h := range c.Spec.Holders {
 			k := podKey{c.Spec.Owner.Namespace, h.Pod, h.PodUID}
-			if h.Node == n.cfg.NodeName && h.Pod != "" && !slices.Contains(out[k], ip) {
+			if h.Node == n.cfg.NodeName && !isPending(h) && !slices.Contains(out[k], ip) {
 				out[k] = append(out[k], ip)
 			}
 		}

@@ -8,6 +8,7 @@
 package claimstest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -59,6 +60,7 @@ func New(objs ...runtime.Object) *API {
 		}
 	}
 	a.Kube = fake.NewClientset(core...)
+	a.Kube.PrependReactor("patch", "pods", a.patchPrecondition)
 	a.Ours.AddReactor("create", "*", a.create)
 	a.Ours.AddReactor("update", "*", a.update)
 	a.Ours.AddReactor("delete", "*", a.delete)
@@ -171,4 +173,27 @@ func (a *API) delete(action k8stesting.Action) (bool, runtime.Object, error) {
 // Actions are every request made so far, to the core kinds and to ours.
 func (a *API) Actions() []k8stesting.Action {
 	return append(a.Kube.Actions(), a.Ours.Actions()...)
+}
+
+// patchPrecondition refuses a patch whose metadata.uid is not the pod's,
+// as the server does (the fake tracker would write the UID over): a
+// patch meant for a pod deleted since must not reach its successor.
+func (a *API) patchPrecondition(action k8stesting.Action) (bool, runtime.Object, error) {
+	pa := action.(k8stesting.PatchAction)
+	var patch struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(pa.GetPatch(), &patch) != nil || patch.Metadata.UID == "" {
+		return false, nil, nil
+	}
+	cur, err := a.Kube.Tracker().Get(pa.GetResource(), pa.GetNamespace(), pa.GetName())
+	if err != nil {
+		return false, nil, nil
+	}
+	if m, _ := meta.Accessor(cur); m.GetUID() != patch.Metadata.UID {
+		return true, nil, apierrors.NewConflict(pa.GetResource().GroupResource(), pa.GetName(), fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", patch.Metadata.UID, m.GetUID()))
+	}
+	return false, nil, nil
 }

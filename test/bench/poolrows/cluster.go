@@ -102,7 +102,7 @@ func (r *Rows) objects() error {
 		obj("apps/v1", "StatefulSet", poolNS, "filler", map[string]any{"replicas": poolFullClaims, "serviceName": "filler",
 			"selector": map[string]any{"matchLabels": map[string]string{"app": "filler"}},
 			"template": map[string]any{"metadata": map[string]any{"labels": map[string]string{"app": "filler"}}, "spec": podSpec("")}})}
-	for _, p := range [][]string{{poolEmpty, poolEmptyRange}, {poolFull, poolFullRange}, {poolNamed, poolNamedRange}, {poolDual, poolDualRange4, poolDualRange6}} {
+	for _, p := range [][]string{{poolEmpty, poolEmptyRange}, {poolFull, poolFullRange}, {poolNamed, poolNamedRange}, {poolDual, poolDualRange4, poolDualRange6}, {poolSched, poolSchedRange}} {
 		items = append(items, obj("external-ip.io/v1alpha1", "ExternalIPPool", "", p[0], map[string]any{"ranges": p[1:], "namespaceSelector": map[string]any{}}))
 	}
 	if err := r.create(items); err != nil {
@@ -157,7 +157,7 @@ func (r *Rows) fillerClaims() error {
 // and their UIDs.
 func (r *Rows) pods() error {
 	names := []string{"sanity-0"}
-	for _, tag := range []string{"pe", "pf", "pn", "pd"} {
+	for _, tag := range []string{"pe", "pf", "pn", "pd", "ps"} {
 		for i := range r.cfg.Warmup + r.cfg.N {
 			names = append(names, fmt.Sprintf("%s-%d", tag, i))
 		}
@@ -165,7 +165,11 @@ func (r *Rows) pods() error {
 	r.b.Logf("making %d pods on node %s", len(names), poolNode)
 	var items []any
 	for _, name := range names {
-		items = append(items, obj("v1", "Pod", poolNS, name, podSpec(poolNode)))
+		pod := obj("v1", "Pod", poolNS, name, podSpec(poolNode))
+		if strings.HasPrefix(name, "ps-") {
+			pod["metadata"].(map[string]any)["annotations"] = map[string]string{"external-ip/pool": poolSched}
+		}
+		items = append(items, pod)
 	}
 	if err := r.create(items); err != nil {
 		return err
@@ -216,11 +220,22 @@ func (r *Rows) startNode() error {
 		return err
 	}
 	logPath := filepath.Join(r.cfg.Dir, "external-ip-node.log")
-	return waitFor(120*time.Second, "external-ip-node's caches synced and pools empty, full, named and dual published (its log: "+logPath+")", func() bool {
+	return waitFor(120*time.Second, "external-ip-node's caches synced and pools empty, full, named, dual and sched published (its log: "+logPath+")", func() bool {
 		b, err := os.ReadFile(filepath.Join(r.n.DataDir(), "claims", "pools"))
 		var p struct{ Pools []string }
 		l, _ := os.ReadFile(logPath)
-		return err == nil && json.Unmarshal(b, &p) == nil && len(p.Pools) == 4 && bytes.Contains(l, []byte(`"claims: caches synced"`))
+		return err == nil && json.Unmarshal(b, &p) == nil && len(p.Pools) == 5 && bytes.Contains(l, []byte(`"claims: caches synced"`))
+	})
+}
+
+// scheduledClaimed waits until the node process has claimed for every pod
+// of the scheduled row, as it does for a pod scheduled to its node long
+// before the pod's ADD: the row times what such an ADD costs.
+func (r *Rows) scheduledClaimed() error {
+	want := r.cfg.Warmup + r.cfg.N
+	return waitFor(120*time.Second, fmt.Sprintf("the %d claims of the pods scheduled asking pool %s", want, poolSched), func() bool {
+		out, err := r.kubectl(nil, "get", "externalipclaims", "-l", "external-ip.io/pool="+poolSched, "-o", "name")
+		return err == nil && bytes.Count(out, []byte("\n")) == want
 	})
 }
 

@@ -169,8 +169,10 @@ type ExternalIPClaimSpec struct {
 	// Owner is who the IP belongs to.
 	Owner ClaimOwner `json:"owner"`
 	// Holders are the attachments holding the IP now, each on its node.
-	// Empty only for a StatefulSet's IP kept for its ordinal between two
-	// pods.
+	// A holder with no attachment (network, containerID and ifName empty)
+	// is its pod's, claimed when the pod was scheduled to the node; the
+	// pod's ADD writes its attachment in. Empty only for a StatefulSet's
+	// IP kept for its ordinal between two pods.
 	//
 	// +optional
 	// +listType=map

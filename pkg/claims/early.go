@@ -1,0 +1,353 @@
+package claims
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/pools"
+)
+
+// Claims made when a pod is scheduled. A pod that asks a pool by its
+// annotation is on this node (spec.nodeName) well before the kubelet has
+// made its sandbox and the runtime runs the plugin's ADD: pulling images,
+// making the sandbox and the main plugin's own ADD take hundreds of
+// milliseconds at least. The claim's create, the API server's write to
+// etcd, is most of what a pool ADD would otherwise wait for (8 ms of
+// 11 ms over an explicit IP's ADD at an exec floor of 9 ms). So the node
+// process makes the claim as soon as its cache sees the pod, with the pod
+// as owner, exactly as the ADD would, and a holder that names this node
+// and the pod but no attachment yet (pending). The ADD then finds its
+// owner's claim, answers at once, and writes the attachment into that
+// holder after it has answered. Nothing about ownership changes: the
+// claim exists, made with create-if-absent and naming its owner and node,
+// before the node holds the IP.
+
+// earlyRetries bounds the tries of one pod's early claim: past them the
+// ADD makes the claim itself.
+const earlyRetries = 5
+
+// earlyKey names the claim an owner has of one family of one pool.
+type earlyKey struct {
+	owner, pool string
+	family      pools.Family
+}
+
+// early are the claims this process made for owners (early, or by an ADD)
+// until the cache shows them: an ADD must find its pod's early claim, and
+// an early claim its pod's ADD's, even before the watch's echo.
+type early struct {
+	mu sync.Mutex
+	by map[earlyKey]*v1alpha1.ExternalIPClaim
+}
+
+func (e *early) get(k earlyKey) *v1alpha1.ExternalIPClaim {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.by[k]
+}
+
+func (e *early) put(k earlyKey, c *v1alpha1.ExternalIPClaim) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.by == nil {
+		e.by = map[earlyKey]*v1alpha1.ExternalIPClaim{}
+	}
+	e.by[k] = c
+}
+
+func (e *early) drop(k earlyKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.by, k)
+}
+
+// watchScheduled queues every pod of this node that may want an early
+// claim, as the cache sees it added or changed.
+func (n *Node) watchScheduled() {
+	n.scheduled = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "external-ip-early-claims"})
+	enqueue := func(o any) {
+		if p, ok := o.(*corev1.Pod); ok && wantsEarlyClaim(p) {
+			if k, err := cache.MetaNamespaceKeyFunc(p); err == nil {
+				n.scheduled.Add(k)
+			}
+		}
+	}
+	n.local.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, o any) { enqueue(o) },
+	})
+}
+
+// wantsEarlyClaim: a pod that asks a pool by its annotation and will get
+// an ADD: not on the host's network, not on its way out, not finished.
+func wantsEarlyClaim(p *corev1.Pod) bool {
+	return p.Annotations[config.PoolAnnotation] != "" && !p.Spec.HostNetwork && p.DeletionTimestamp == nil &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// claimScheduled serves the queue until it is shut down.
+func (n *Node) claimScheduled(ctx context.Context) {
+	for {
+		key, shutdown := n.scheduled.Get()
+		if shutdown {
+			return
+		}
+		err := n.claimEarly(ctx, key)
+		switch {
+		case err == nil:
+			n.scheduled.Forget(key)
+		case n.scheduled.NumRequeues(key) < earlyRetries && ctx.Err() == nil:
+			n.scheduled.AddRateLimited(key)
+		default:
+			n.log.Warn("claims: no early claim; the pod's ADD makes it", "pod", key, "error", err)
+			n.scheduled.Forget(key)
+		}
+		n.scheduled.Done(key)
+	}
+}
+
+// claimEarly claims the pool's IPs for the pod of key, as the ADD would,
+// with a pending holder. What the ADD would refuse is left to it: its
+// refusal is the one with the event and the CNI error.
+func (n *Node) claimEarly(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	pod, err := n.local.Core().V1().Pods().Lister().Pods(ns).Get(name)
+	if err != nil || pod.Spec.NodeName != n.cfg.NodeName || !wantsEarlyClaim(pod) {
+		return nil // gone or changed since: nothing to do
+	}
+	p := n.set.Load().Get(pod.Annotations[config.PoolAnnotation])
+	who, resp := n.requester(ctx, nodeapi.Pod{Namespace: ns, Name: name, UID: string(pod.UID)})
+	if resp != nil || p == nil {
+		return nil
+	}
+	g := &grant{n: n, ctx: ctx, req: nodeapi.Request{Pool: p.Name(), Pod: who.pod}, who: who,
+		holder: v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: name, PodUID: string(pod.UID)}}
+	if g.admitted(p, "") != nil {
+		return nil
+	}
+	owner := who.poolOwner()
+	for _, f := range p.Ranges.Families() {
+		if err := g.claimFamilyEarly(p, f, owner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimFamilyEarly makes the owner's claim of family f unless it has one;
+// under the owner's lock, which the ADD takes too.
+func (g *grant) claimFamilyEarly(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) error {
+	k := earlyKey{ownerKey(owner), p.Name(), f}
+	defer g.n.locks.lock(k.lockKey())()
+	if g.n.ownersClaim(k) != nil {
+		return nil
+	}
+	start := time.Now()
+	ip, resp := g.allocate(p, f, owner)
+	switch {
+	case resp != nil && resp.Unavailable != "":
+		return errorString(resp.Unavailable)
+	case resp != nil:
+		return nil // exhausted: the ADD says so
+	}
+	c := newClaim(ip, p.Name(), owner, g.holder)
+	g.n.early.put(k, c)
+	g.n.log.Info("claims: claimed for a pod scheduled here, before its ADD", "pod", owner.Namespace+"/"+g.holder.Pod, "address", ip.String(), "took", time.Since(start).String())
+	return nil
+}
+
+// cachedEarly forgets an early claim once the cache has it.
+func (n *Node) cachedEarly(o any) {
+	if c, ok := o.(*v1alpha1.ExternalIPClaim); ok {
+		n.early.drop(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)})
+	}
+}
+
+// ownersClaim is the owner's claim of one family of one pool: the cache's,
+// else the one this process made early and the cache has not shown yet.
+func (n *Node) ownersClaim(k earlyKey) *v1alpha1.ExternalIPClaim {
+	for _, c := range n.byIndex(byOwner, k.owner) {
+		if c.Spec.Pool == k.pool && familyOf(c) == k.family {
+			n.early.drop(k)
+			return c
+		}
+	}
+	return n.early.get(k)
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func (k earlyKey) lockKey() string {
+	return "owner/" + k.owner + "/" + k.pool + "/" + k.family.String()
+}
+
+func familyOf(c *v1alpha1.ExternalIPClaim) pools.Family {
+	ip, err := netip.ParseAddr(c.Spec.Address)
+	if err != nil {
+		return -1
+	}
+	return pools.FamilyOf(ip)
+}
+
+// isPending says whether h is a holder an early claim left for its pod,
+// whose attachment the pod's ADD has not written yet.
+func isPending(h v1alpha1.ClaimHolder) bool {
+	return h.Network == "" && h.ContainerID == "" && h.IfName == ""
+}
+
+// pendingIndex is the index of the pod's pending holder on node, or -1.
+func pendingIndex(c *v1alpha1.ExternalIPClaim, node, podUID string) int {
+	return slices.IndexFunc(c.Spec.Holders, func(h v1alpha1.ClaimHolder) bool {
+		return isPending(h) && h.Node == node && h.PodUID == podUID
+	})
+}
+
+// adopt takes the claim an early claim made for this pod: the IP is the
+// pod's and this node's already, so the ADD answers without a write; the
+// attachment goes into the pending holder after the answer (fillPending).
+func (g *grant) adopt(c *v1alpha1.ExternalIPClaim) bool {
+	if pendingIndex(c, g.holder.Node, g.holder.PodUID) < 0 {
+		return false
+	}
+	g.pending = append(g.pending, c.DeepCopy())
+	return true
+}
+
+// fillPending writes the attachment's holder into each claim in place of
+// the pod's pending one. Nothing releases a live pod's pending holder, but
+// the node must never hold an IP unclaimed: a claim gone meanwhile is made
+// again, and one another owner made meanwhile is an error on the log and
+// an event on the pod.
+func (n *Node) fillPending(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) {
+	ctx, cancel := context.WithTimeout(context.Background(), nodeapi.ClaimTimeout)
+	defer cancel()
+	a := holderAttachment(h)
+	for _, c := range claims {
+		err := n.update(ctx, c.Name, func(c *v1alpha1.ExternalIPClaim) bool { return takePending(c, h) })
+		if apierrors.IsNotFound(err) {
+			ip, _ := netip.ParseAddr(c.Spec.Address)
+			err = n.create(ctx, newClaim(ip, c.Spec.Pool, c.Spec.Owner, h))
+		}
+		if err != nil {
+			n.log.Error("claims: writing the attachment into its pod's early claim", "claim", c.Name, "attachment", a.String(), "error", err)
+			n.lostEarly(c, h, err)
+			continue
+		}
+		n.remember(a, []string{c.Name})
+	}
+}
+
+// takePending puts h in place of its pod's pending holder, or beside the
+// others when the pending one went; false when h is there already.
+func takePending(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) bool {
+	if holderIndex(c, h) >= 0 {
+		return false
+	}
+	if i := pendingIndex(c, h.Node, h.PodUID); i >= 0 {
+		c.Spec.Holders[i] = h
+		return true
+	}
+	c.Spec.Holders = append(c.Spec.Holders, h)
+	return true
+}
+
+// reasonEarlyClaimLost is the reason of the Warning event on a pod whose
+// early claim could not take its attachment.
+const reasonEarlyClaimLost = "ExternalIPClaimLost"
+
+// lostEarly tells the pod and the metrics that its ADD holds an IP its
+// claim does not name it for.
+func (n *Node) lostEarly(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, err error) {
+	n.refused(reasonEarlyClaimLost)
+	if n.events != nil {
+		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Spec.Owner.Namespace, Name: h.Pod, UID: types.UID(h.PodUID)}
+		n.events.Eventf(ref, corev1.EventTypeWarning, reasonEarlyClaimLost, "external IP %s: its claim could not name this pod's attachment on node %s: %v", c.Spec.Address, h.Node, err)
+	}
+}
+
+// settlePending settles the pending holders on this node that no ADD is
+// about to fill: one whose pod is gone from this node, on its way out or
+// finished goes (and its claim with it, as at a DEL); one whose pod's ADD
+// answered before this process stopped, and so never filled it, takes
+// that pod's attachment when the pod has exactly one intent. A pod with
+// none yet keeps it: its ADD is still to come.
+func (n *Node) settlePending(ctx context.Context) {
+	intents, err := nodeapi.Intents(n.cfg.DataDir)
+	if err != nil {
+		n.log.Error("claims: reading intents", "error", err)
+		return
+	}
+	byPod := map[string][]v1alpha1.ClaimHolder{}
+	for _, m := range intents {
+		a := m.Attachment
+		byPod[m.Pod.UID] = append(byPod[m.Pod.UID], v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: m.Pod.Name, PodUID: m.Pod.UID,
+			Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
+		for _, h := range c.Spec.Holders {
+			if h.Node == n.cfg.NodeName && isPending(h) {
+				n.settleOne(ctx, c, h, byPod[h.PodUID])
+			}
+		}
+	}
+}
+
+func (n *Node) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, attached []v1alpha1.ClaimHolder) {
+	if len(attached) == 1 {
+		a := holderAttachment(attached[0])
+		defer n.locks.lock(attachmentKey(a))()
+		n.fillPending([]*v1alpha1.ExternalIPClaim{c}, attached[0])
+		n.log.Info("claims: an early claim's holder took the attachment of its pod's earlier ADD", "claim", c.Name, "attachment", a.String())
+		return
+	}
+	pod, err := n.local.Core().V1().Pods().Lister().Pods(c.Spec.Owner.Namespace).Get(h.Pod)
+	if err == nil && string(pod.UID) == h.PodUID && wantsEarlyClaim(pod) {
+		return
+	}
+	defer n.locks.lock(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)}.lockKey())()
+	if err := n.removePending(ctx, c.Name, h); err != nil {
+		n.log.Warn("claims: dropping the pending holder of a pod gone or going", "claim", c.Name, "pod", h.Pod, "error", err)
+		return
+	}
+	n.log.Info("claims: dropped the pending holder of a pod gone or going", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod)
+}
+
+// removePending takes the pod's pending holder off the claim, deleting
+// the claim when nobody else holds it (as removeHolder).
+func (n *Node) removePending(ctx context.Context, name string, h v1alpha1.ClaimHolder) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		c, err := n.latest(ctx, name, false)
+		if err != nil {
+			return err
+		}
+		i := pendingIndex(c, h.Node, h.PodUID)
+		if i < 0 {
+			return nil
+		}
+		c.Spec.Holders = slices.Delete(c.Spec.Holders, i, i+1)
+		if !holdsOn(c, c.Spec.ActiveNode) {
+			c.Spec.ActiveNode = ""
+		}
+		return n.store(ctx, c)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
