@@ -233,7 +233,8 @@ func (g *grant) adopt(c *v1alpha1.ExternalIPClaim) bool {
 // the pod's pending one. Nothing releases a live pod's pending holder, but
 // the node must never hold an IP unclaimed: a claim gone meanwhile is made
 // again, and one another owner made meanwhile is an error on the log and
-// an event on the pod.
+// an event on the pod. A write the API server did not take (it is down)
+// is left to the node's next pass (settlePending), which tries again.
 func (n *Node) fillPending(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeapi.ClaimTimeout)
 	defer cancel()
@@ -242,11 +243,14 @@ func (n *Node) fillPending(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimH
 		err := n.update(ctx, c.Name, func(c *v1alpha1.ExternalIPClaim) bool { return takePending(c, h) })
 		if apierrors.IsNotFound(err) {
 			ip, _ := netip.ParseAddr(c.Spec.Address)
-			err = n.create(ctx, newClaim(ip, c.Spec.Pool, c.Spec.Owner, h))
+			if err = n.create(ctx, newClaim(ip, c.Spec.Pool, c.Spec.Owner, h)); apierrors.IsAlreadyExists(err) {
+				n.log.Error("claims: a pod's early claim went, and another owner has its IP now", "claim", c.Name, "attachment", a.String())
+				n.lostEarly(c, h, err)
+				continue
+			}
 		}
 		if err != nil {
-			n.log.Error("claims: writing the attachment into its pod's early claim", "claim", c.Name, "attachment", a.String(), "error", err)
-			n.lostEarly(c, h, err)
+			n.log.Warn("claims: writing the attachment into its pod's early claim; the node's next pass tries again", "claim", c.Name, "attachment", a.String(), "error", err)
 			continue
 		}
 		n.remember(a, []string{c.Name})

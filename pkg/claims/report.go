@@ -105,9 +105,13 @@ func (n *Node) annotateNow(ctx context.Context, a annotation) {
 		"annotations": map[string]string{v1alpha1.AnnotationAssigned: addrList(a.addrs)},
 		"labels":      map[string]string{v1alpha1.LabelHolder: "true"},
 	}})
-	for try := range 3 {
+	// Tries for about half a minute, 1 s apart then doubling: an API
+	// server restarting is back within it (the pod's ADD, its claim made
+	// when the pod was scheduled, needs none), and what is left the
+	// repair writes. An answer no retry changes ends it.
+	for try := range 5 {
 		_, err := n.cfg.Clients.Kube.CoreV1().Pods(a.pod.Namespace).Patch(ctx, a.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil {
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || ctx.Err() != nil {
 			return
 		}
 		n.log.Warn("claims: annotating pod", "pod", a.pod.Namespace+"/"+a.pod.Name, "try", try+1, "error", err)

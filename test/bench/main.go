@@ -47,7 +47,8 @@ type options struct {
 	straceDel               bool
 	profileRuns             int
 	// The pool rows (pools.go, package poolrows): with the rest, or
-	// alone; the build of poolsBaseline is the plugin before pools.
+	// alone; the build of poolsBaseline is the plugin before pools
+	// (beforePools by default).
 	pools, poolsOnly     bool
 	poolsBaseline        string
 	standby, standbyOnly bool // the standby rows (standby.go): with the rest, or alone
@@ -106,7 +107,7 @@ func parseFlags() options {
 	flag.IntVar(&o.profileRuns, "profile-n", 20, "ADDs of each binary per profiling hook")
 	flag.BoolVar(&o.pools, "pools", true, "the pool rows, against the e2e's API server when its Kubernetes build is cached")
 	flag.BoolVar(&o.poolsOnly, "pools-only", false, "only the exec floor, the references, the explicit-IP row and the pool rows")
-	flag.StringVar(&o.poolsBaseline, "pools-baseline", "main", "the revision whose plugin (before pools) the explicit-IP row is held against (\"\": none)")
+	flag.StringVar(&o.poolsBaseline, "pools-baseline", beforePools, "the revision whose plugin (before pools) the explicit-IP row is held against (\"\": none)")
 	flag.BoolVar(&o.standby, "standby", true, "the standby rows: a standby's ADD, takeover times and check traffic, on pairs of nodes on one LAN")
 	flag.BoolVar(&o.standbyOnly, "standby-only", false, "only the exec floor, the references, the explicit-IP row and the standby rows")
 	flag.IntVar(&o.standbyRounds, "standby-rounds", 5, "rounds of each takeover row (fault and family), a few seconds each")
