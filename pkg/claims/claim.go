@@ -110,6 +110,10 @@ func (g *grant) grant() nodeapi.Response {
 	g.who = who
 	if resp := g.take(); resp != nil {
 		g.giveBack()
+		// A pending holder this refused ADD found stays the pod's, for
+		// its next ADD: filled with this attachment, whose intent the
+		// plugin now forgets, it would be dropped with its claim.
+		g.pending = nil
 		return *resp
 	}
 	n.remember(g.req.Attachment, g.touched)

@@ -153,3 +153,20 @@ func TestAnADDRacingItsPodsEarlyClaimNeverMakesASecond(t *testing.T) {
 		}
 	}
 }
+
+// An ADD refused for another of its IPs leaves the pod's early claim as it
+// was, pending, for the pod's next ADD.
+func TestARefusedADDLeavesItsPodsEarlyClaimPending(t *testing.T) {
+	p := asking("a", "web", "n1", "v4")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), p,
+		pool("v4", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
+	n := startNode(t, api, "n1")
+	waitFor(t, "the early claim", func() bool { return len(ownersClaims(t, api, p)) == 1 })
+	if resp := n.claimFor(t, p, "s1", "v4", "198.51.100.7"); resp.Reason != nodeapi.ReasonNotInAnyPool {
+		t.Fatalf("an ADD naming an IP in no pool: %+v; want refused %s", resp, nodeapi.ReasonNotInAnyPool)
+	}
+	cs := ownersClaims(t, api, p)
+	if len(cs) != 1 || len(cs[0].Spec.Holders) != 1 || !isPending(cs[0].Spec.Holders[0]) {
+		t.Fatalf("after the refused ADD the pod's claims are %+v; want its early claim, still pending", cs)
+	}
+}

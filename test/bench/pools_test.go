@@ -20,8 +20,8 @@ func TestTheNodeLocalPoolRowIsPrintedAgainstTheExplicitIPRow(t *testing.T) {
 	if err := poolUnits(b, res, n); err != nil {
 		t.Fatal(err)
 	}
-	if res.byName[poolrows.RowLocalPool] == nil || len(res.units) != 2 {
-		t.Fatalf("rows %v, units %d: want the node-local pool's row and its unit beside the explicit IP's", res.rows, len(res.units))
+	if res.byName[poolrows.RowLocalPool] == nil || res.byName[poolrows.RowNamedLocal] == nil || len(res.units) != 3 {
+		t.Fatalf("rows %v, units %d: want the node-local pool's rows and their units beside the explicit IP's", res.rows, len(res.units))
 	}
 	for i, s := range res.rows {
 		for it := range 40 {

@@ -24,7 +24,22 @@ func LocalCall() Call {
 		RuntimeConfig: map[string]any{"externalIPPool": localPool}, ContainerID: localSandbox}
 }
 
-// LocalRow adds the node-local pool's row to b, as attachment k on n.
+// RowNamedLocal is an explicit-IP ADD whose config has pools, the IP
+// outside them: what configuring pools costs an attachment that names its
+// own IP.
+var RowNamedLocal = Row("explicit IP, the config with pools")
+
+// namedLocalRange holds the named row's IPs, in allowedRanges, in no pool.
+const namedLocalRange = "198.19.201.0/24"
+
+// LocalRow adds the node-local pool's rows to b, as attachments k and k+1
+// on n.
 func LocalRow(b Bench, n Node, k int) {
 	b.Pair(RowLocalPool, n, k, func(int) Call { return LocalCall() })
+	b.Pair(RowNamedLocal, n, k+1, func(it int) Call {
+		// A new IP each iteration, as the explicit-IP row's; each ADD's
+		// DEL comes before the next ADD.
+		return Call{Conf: map[string]any{"pools": map[string][]string{localPool: {localPoolRange}}},
+			RuntimeConfig: map[string]any{"externalIPs": []string{nth(namedLocalRange, it%250+1)}}, ContainerID: "sandbox-local-named"}
+	})
 }
