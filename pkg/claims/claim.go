@@ -44,7 +44,7 @@ func answer(ctx context.Context, n *Node, req nodeapi.Request) (resp nodeapi.Res
 			fill()
 			n.report(req, resp)
 			if resp.Reason == "" && resp.Unavailable == "" {
-				n.annotateLater(req.Pod, resp.Addresses)
+				n.notes.later(req.Pod, resp.Addresses)
 			}
 		}
 	case nodeapi.OpRelease:
@@ -93,7 +93,7 @@ func (n *Node) claim(ctx context.Context, req nodeapi.Request) (resp nodeapi.Res
 	}
 	return resp, func() {
 		defer unlock()
-		n.fillPending(g.pending, g.holder)
+		n.early.fill(g.pending, g.holder)
 	}
 }
 
@@ -222,7 +222,7 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 	// the ADD waits for one under way rather than make a second.
 	k := earlyKey{ownerKey(owner), p.Name(), f}
 	defer g.n.locks.lock(k.lockKey())()
-	if c := g.n.ownersClaim(k); c != nil {
+	if c := g.n.early.ownersClaim(k); c != nil {
 		ip, err := netip.ParseAddr(c.Spec.Address)
 		if err == nil && g.adopt(c) {
 			return ip, nil
@@ -230,12 +230,12 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); err == nil && resp != retryJoin {
 			return ip, resp
 		}
-		g.n.early.drop(k) // released since: a free IP, then
+		g.n.early.made.drop(k) // released since: a free IP, then
 	}
 	ip, resp := g.allocate(p, f, owner)
 	if resp == nil {
 		// Until the cache shows it, an early claim for the pod must find it.
-		g.n.early.put(k, newClaim(ip, p.Name(), owner, g.holder))
+		g.n.early.made.put(k, newClaim(ip, p.Name(), owner, g.holder))
 	}
 	return ip, resp
 }

@@ -45,21 +45,31 @@ type earlyKey struct {
 	family      pools.Family
 }
 
-// early are the claims this process made for owners (early, or by an ADD)
-// until the cache shows them: an ADD must find its pod's early claim, and
-// an early claim its pod's ADD's, even before the watch's echo.
-type early struct {
+// earlyClaims makes the claims of pods scheduled here, and settles their
+// pending holders.
+type earlyClaims struct {
+	n *Node
+	// made are the claims made for owners until the cache shows them.
+	made madeClaims
+	// queue has the pods to claim for.
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// madeClaims are the claims this process made for owners (early, or by an
+// ADD) until the cache shows them: an ADD must find its pod's early claim,
+// and an early claim its pod's ADD's, even before the watch's echo.
+type madeClaims struct {
 	mu sync.Mutex
 	by map[earlyKey]*v1alpha1.ExternalIPClaim
 }
 
-func (e *early) get(k earlyKey) *v1alpha1.ExternalIPClaim {
+func (e *madeClaims) get(k earlyKey) *v1alpha1.ExternalIPClaim {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.by[k]
 }
 
-func (e *early) put(k earlyKey, c *v1alpha1.ExternalIPClaim) {
+func (e *madeClaims) put(k earlyKey, c *v1alpha1.ExternalIPClaim) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.by == nil {
@@ -68,21 +78,22 @@ func (e *early) put(k earlyKey, c *v1alpha1.ExternalIPClaim) {
 	e.by[k] = c
 }
 
-func (e *early) drop(k earlyKey) {
+func (e *madeClaims) drop(k earlyKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.by, k)
 }
 
-// watchScheduled queues every pod of this node that may want an early
-// claim, as the cache sees it added or changed.
-func (n *Node) watchScheduled() {
-	n.scheduled = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+// watch queues every pod of this node that may want an early claim, as
+// the cache sees it added or changed.
+func (e *earlyClaims) watch() {
+	n := e.n
+	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "external-ip-early-claims"})
 	enqueue := func(o any) {
 		if p, ok := o.(*corev1.Pod); ok && wantsEarlyClaim(p) {
 			if k, err := cache.MetaNamespaceKeyFunc(p); err == nil {
-				n.scheduled.Add(k)
+				e.queue.Add(k)
 			}
 		}
 	}
@@ -99,31 +110,33 @@ func wantsEarlyClaim(p *corev1.Pod) bool {
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// claimScheduled serves the queue until it is shut down.
-func (n *Node) claimScheduled(ctx context.Context) {
+// run serves the queue until it is shut down.
+func (e *earlyClaims) run(ctx context.Context) {
+	n := e.n
 	for {
-		key, shutdown := n.scheduled.Get()
+		key, shutdown := e.queue.Get()
 		if shutdown {
 			return
 		}
-		err := n.claimEarly(ctx, key)
+		err := e.claim(ctx, key)
 		switch {
 		case err == nil:
-			n.scheduled.Forget(key)
-		case n.scheduled.NumRequeues(key) < earlyRetries && ctx.Err() == nil:
-			n.scheduled.AddRateLimited(key)
+			e.queue.Forget(key)
+		case e.queue.NumRequeues(key) < earlyRetries && ctx.Err() == nil:
+			e.queue.AddRateLimited(key)
 		default:
 			n.log.Warn("claims: no early claim; the pod's ADD makes it", "pod", key, "error", err)
-			n.scheduled.Forget(key)
+			e.queue.Forget(key)
 		}
-		n.scheduled.Done(key)
+		e.queue.Done(key)
 	}
 }
 
-// claimEarly claims the pool's IPs for the pod of key, as the ADD would,
-// with a pending holder. What the ADD would refuse is left to it: its
-// refusal is the one with the event and the CNI error.
-func (n *Node) claimEarly(ctx context.Context, key string) error {
+// claim claims the pool's IPs for the pod of key, as the ADD would, with a
+// pending holder. What the ADD would refuse is left to it: its refusal is
+// the one with the event and the CNI error.
+func (e *earlyClaims) claim(ctx context.Context, key string) error {
+	n := e.n
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := n.local.Core().V1().Pods().Lister().Pods(ns).Get(name)
 	if err != nil || pod.Spec.NodeName != n.cfg.NodeName || !wantsEarlyClaim(pod) {
@@ -153,7 +166,7 @@ func (n *Node) claimEarly(ctx context.Context, key string) error {
 func (g *grant) claimFamilyEarly(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) error {
 	k := earlyKey{ownerKey(owner), p.Name(), f}
 	defer g.n.locks.lock(k.lockKey())()
-	if g.n.ownersClaim(k) != nil {
+	if g.n.early.ownersClaim(k) != nil {
 		return nil
 	}
 	start := time.Now()
@@ -165,28 +178,28 @@ func (g *grant) claimFamilyEarly(p *pools.Pool, f pools.Family, owner v1alpha1.C
 		return nil // exhausted: the ADD says so
 	}
 	c := newClaim(ip, p.Name(), owner, g.holder)
-	g.n.early.put(k, c)
+	g.n.early.made.put(k, c)
 	g.n.log.Info("claims: claimed for a pod scheduled here, before its ADD", "pod", owner.Namespace+"/"+g.holder.Pod, "address", ip.String(), "took", time.Since(start).String())
 	return nil
 }
 
-// cachedEarly forgets an early claim once the cache has it.
-func (n *Node) cachedEarly(o any) {
+// cached forgets a claim made here once the cache has it.
+func (e *earlyClaims) cached(o any) {
 	if c, ok := o.(*v1alpha1.ExternalIPClaim); ok {
-		n.early.drop(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)})
+		e.made.drop(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)})
 	}
 }
 
 // ownersClaim is the owner's claim of one family of one pool: the cache's,
 // else the one this process made early and the cache has not shown yet.
-func (n *Node) ownersClaim(k earlyKey) *v1alpha1.ExternalIPClaim {
-	for _, c := range n.byIndex(byOwner, k.owner) {
+func (e *earlyClaims) ownersClaim(k earlyKey) *v1alpha1.ExternalIPClaim {
+	for _, c := range e.n.byIndex(byOwner, k.owner) {
 		if c.Spec.Pool == k.pool && familyOf(c) == k.family {
-			n.early.drop(k)
+			e.made.drop(k)
 			return c
 		}
 	}
-	return n.early.get(k)
+	return e.made.get(k)
 }
 
 type errorString string
@@ -220,7 +233,7 @@ func pendingIndex(c *v1alpha1.ExternalIPClaim, node, podUID string) int {
 
 // adopt takes the claim an early claim made for this pod: the IP is the
 // pod's and this node's already, so the ADD answers without a write; the
-// attachment goes into the pending holder after the answer (fillPending).
+// attachment goes into the pending holder after the answer (fill).
 func (g *grant) adopt(c *v1alpha1.ExternalIPClaim) bool {
 	if pendingIndex(c, g.holder.Node, g.holder.PodUID) < 0 {
 		return false
@@ -229,13 +242,14 @@ func (g *grant) adopt(c *v1alpha1.ExternalIPClaim) bool {
 	return true
 }
 
-// fillPending writes the attachment's holder into each claim in place of
+// fill writes the attachment's holder into each claim in place of
 // the pod's pending one. Nothing releases a live pod's pending holder, but
 // the node must never hold an IP unclaimed: a claim gone meanwhile is made
 // again, and one another owner made meanwhile is an error on the log and
 // an event on the pod. A write the API server did not take (it is down)
-// is left to the node's next pass (settlePending), which tries again.
-func (n *Node) fillPending(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) {
+// is left to the node's next pass (settle), which tries again.
+func (e *earlyClaims) fill(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) {
+	n := e.n
 	ctx, cancel := context.WithTimeout(context.Background(), nodeapi.ClaimTimeout)
 	defer cancel()
 	a := holderAttachment(h)
@@ -245,7 +259,7 @@ func (n *Node) fillPending(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimH
 			ip, _ := netip.ParseAddr(c.Spec.Address)
 			if err = n.create(ctx, newClaim(ip, c.Spec.Pool, c.Spec.Owner, h)); apierrors.IsAlreadyExists(err) {
 				n.log.Error("claims: a pod's early claim went, and another owner has its IP now", "claim", c.Name, "attachment", a.String())
-				n.lostEarly(c, h, err)
+				e.lost(c, h, err)
 				continue
 			}
 		}
@@ -275,9 +289,10 @@ func takePending(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) bool {
 // early claim could not take its attachment.
 const reasonEarlyClaimLost = "ExternalIPClaimLost"
 
-// lostEarly tells the pod and the metrics that its ADD holds an IP its
+// lost tells the pod and the metrics that its ADD holds an IP its
 // claim does not name it for.
-func (n *Node) lostEarly(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, err error) {
+func (e *earlyClaims) lost(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, err error) {
+	n := e.n
 	n.refused(reasonEarlyClaimLost)
 	if n.events != nil {
 		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Spec.Owner.Namespace, Name: h.Pod, UID: types.UID(h.PodUID)}
@@ -285,13 +300,14 @@ func (n *Node) lostEarly(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, er
 	}
 }
 
-// settlePending settles the pending holders on this node that no ADD is
+// settle settles the pending holders on this node that no ADD is
 // about to fill: one whose pod is gone from this node, on its way out or
 // finished goes (and its claim with it, as at a DEL); one whose pod's ADD
 // answered before this process stopped, and so never filled it, takes
 // that pod's attachment when the pod has exactly one intent. A pod with
 // none yet keeps it: its ADD is still to come.
-func (n *Node) settlePending(ctx context.Context) {
+func (e *earlyClaims) settle(ctx context.Context) {
+	n := e.n
 	intents, err := nodeapi.Intents(n.cfg.DataDir)
 	if err != nil {
 		n.log.Error("claims: reading intents", "error", err)
@@ -306,17 +322,18 @@ func (n *Node) settlePending(ctx context.Context) {
 	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
 		for _, h := range c.Spec.Holders {
 			if h.Node == n.cfg.NodeName && isPending(h) {
-				n.settleOne(ctx, c, h, byPod[h.PodUID])
+				e.settleOne(ctx, c, h, byPod[h.PodUID])
 			}
 		}
 	}
 }
 
-func (n *Node) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, attached []v1alpha1.ClaimHolder) {
+func (e *earlyClaims) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, attached []v1alpha1.ClaimHolder) {
+	n := e.n
 	if len(attached) == 1 {
 		a := holderAttachment(attached[0])
 		defer n.locks.lock(attachmentKey(a))()
-		n.fillPending([]*v1alpha1.ExternalIPClaim{c}, attached[0])
+		e.fill([]*v1alpha1.ExternalIPClaim{c}, attached[0])
 		n.log.Info("claims: an early claim's holder took the attachment of its pod's earlier ADD", "claim", c.Name, "attachment", a.String())
 		return
 	}
@@ -325,7 +342,7 @@ func (n *Node) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1a
 		return
 	}
 	defer n.locks.lock(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)}.lockKey())()
-	if err := n.removePending(ctx, c.Name, h); err != nil {
+	if err := e.removePending(ctx, c.Name, h); err != nil {
 		n.log.Warn("claims: dropping the pending holder of a pod gone or going", "claim", c.Name, "pod", h.Pod, "error", err)
 		return
 	}
@@ -334,7 +351,8 @@ func (n *Node) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1a
 
 // removePending takes the pod's pending holder off the claim, deleting
 // the claim when nobody else holds it (as removeHolder).
-func (n *Node) removePending(ctx context.Context, name string, h v1alpha1.ClaimHolder) error {
+func (e *earlyClaims) removePending(ctx context.Context, name string, h v1alpha1.ClaimHolder) error {
+	n := e.n
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		c, err := n.latest(ctx, name, false)
 		if err != nil {

@@ -17,8 +17,8 @@ func (n *Node) localLoop(ctx context.Context) {
 	for {
 		n.carryOutDeferred(ctx)
 		n.dropStrayHolders(ctx)
-		n.settlePending(ctx)
-		n.repairAnnotations()
+		n.early.settle(ctx)
+		n.notes.repair()
 		select {
 		case <-ctx.Done():
 			return
@@ -82,7 +82,7 @@ func (n *Node) dropStrayHolders(ctx context.Context) {
 	holders := map[store.Attachment][]string{}
 	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
 		for _, h := range c.Spec.Holders {
-			if h.Node == n.cfg.NodeName && !isPending(h) { // settlePending's
+			if h.Node == n.cfg.NodeName && !isPending(h) { // the early claims' settle
 				holders[holderAttachment(h)] = append(holders[holderAttachment(h)], c.Name)
 			}
 		}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/pools"
@@ -71,18 +70,12 @@ type Node struct {
 	locks  keyedMutex
 	recent recent
 	events record.EventRecorder
-	// annotate gets the pods to annotate, off the CNI call's path.
-	annotate chan annotation
-	// mismatched are the pods whose annotation the last repair pass
-	// found naming other IPs than their claims.
-	repairMu   sync.Mutex
-	mismatched map[podKey]string
-	// early are the claims made for pods scheduled here, until the
-	// cache shows them; scheduled queues the pods to claim for.
-	early     early
-	scheduled workqueue.TypedRateLimitingInterface[string]
-	rndMu     sync.Mutex
-	rnd       *rand.Rand
+	// notes tells the pods what they got, off the CNI call's path.
+	notes annotations
+	// early claims for the pods scheduled here.
+	early earlyClaims
+	rndMu sync.Mutex
+	rnd   *rand.Rand
 }
 
 // New makes a node's claim service; Run starts it.
@@ -97,7 +90,7 @@ func New(cfg Config) *Node {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	n := &Node{cfg: cfg, log: cfg.Log, annotate: make(chan annotation, 256), rnd: rand.New(rand.NewPCG(seed, seed))}
+	n := &Node{cfg: cfg, log: cfg.Log, rnd: rand.New(rand.NewPCG(seed, seed))}
 	n.claims = cache.NewSharedIndexInformer(listWatch(cfg.Clients.Claims, nil, cfg.Clients.Claims), &v1alpha1.ExternalIPClaim{}, 0, claimIndexers)
 	n.pools = cache.NewSharedIndexInformer(listWatch(cfg.Clients.Pools, nil, cfg.Clients.Pools), &v1alpha1.ExternalIPPool{}, 0, cache.Indexers{})
 	n.kube = informers.NewSharedInformerFactory(cfg.Clients.Kube, 0)
@@ -109,8 +102,10 @@ func New(cfg Config) *Node {
 		}))
 	n.local.Core().V1().Pods().Informer()
 	n.nodeInformer()
-	n.watchScheduled()
-	n.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: n.cachedEarly})
+	n.notes = annotations{n: n, queue: make(chan annotation, 256)}
+	n.early = earlyClaims{n: n}
+	n.early.watch()
+	n.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: n.early.cached})
 	n.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { n.poolsChanged() },
 		UpdateFunc: func(any, any) { n.poolsChanged() },
@@ -150,12 +145,12 @@ func (n *Node) Run(ctx context.Context) error {
 	n.synced.Store(true)
 	n.log.Info("claims: caches synced", "node", n.cfg.NodeName, "claims", len(n.claims.GetStore().ListKeys()), "pools", n.set.Load().Len())
 	var wg sync.WaitGroup
-	wg.Go(func() { n.annotator(ctx) })
+	wg.Go(func() { n.notes.run(ctx) })
 	wg.Go(func() { n.localLoop(ctx) })
 	wg.Go(func() { n.lead(ctx) })
-	wg.Go(func() { n.claimScheduled(ctx) })
+	wg.Go(func() { n.early.run(ctx) })
 	<-ctx.Done()
-	n.scheduled.ShutDown()
+	n.early.queue.ShutDown()
 	wg.Wait()
 	return nil
 }

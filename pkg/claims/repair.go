@@ -13,7 +13,7 @@ import (
 // another key, never annotated with what the old one held.
 type podKey struct{ namespace, name, uid string }
 
-// repairAnnotations writes external-ip/assigned again on every pod of this
+// repair writes external-ip/assigned again on every pod of this
 // node whose annotation does not say the IPs its claims give it here. The
 // write follows the plugin's answer off the CNI call's path, so a node
 // process that stops in between (a DaemonSet rollout) loses it, and no
@@ -21,11 +21,12 @@ type podKey struct{ namespace, name, uid string }
 // annotated at once (that lost write); one whose annotation names other
 // IPs only when the previous pass saw the same difference, so that a
 // cache that has not yet seen a release or a claim is not written in.
-func (n *Node) repairAnnotations() {
-	n.repairMu.Lock()
-	defer n.repairMu.Unlock()
+func (an *annotations) repair() {
+	n := an.n
+	an.mu.Lock()
+	defer an.mu.Unlock()
 	seen := map[podKey]string{}
-	for key, addrs := range n.heldByPod() {
+	for key, addrs := range an.heldByPod() {
 		pod, err := n.local.Core().V1().Pods().Lister().Pods(key.namespace).Get(key.name)
 		if err != nil || string(pod.UID) != key.uid || pod.DeletionTimestamp != nil {
 			continue
@@ -36,18 +37,19 @@ func (n *Node) repairAnnotations() {
 			continue
 		}
 		seen[key] = want
-		if ok && n.mismatched[key] != want {
+		if ok && an.mismatched[key] != want {
 			continue
 		}
 		n.log.Info("claims: annotating a pod again", "pod", key.namespace+"/"+key.name, "had", got, "holds", want)
-		n.annotateLater(nodeapi.Pod{Namespace: key.namespace, Name: key.name, UID: key.uid}, addrs)
+		an.later(nodeapi.Pod{Namespace: key.namespace, Name: key.name, UID: key.uid}, addrs)
 	}
-	n.mismatched = seen
+	an.mismatched = seen
 }
 
 // heldByPod are the IPs each pod holds on this node, by the claims cache,
 // IPv4 first, each sorted.
-func (n *Node) heldByPod() map[podKey][]netip.Addr {
+func (an *annotations) heldByPod() map[podKey][]netip.Addr {
+	n := an.n
 	out := map[podKey][]netip.Addr{}
 	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
 		ip, err := netip.ParseAddr(c.Spec.Address)
@@ -83,9 +85,9 @@ func sameAddrs(annotation string, addrs []netip.Addr) bool {
 
 // withHeld is addrs with the other IPs the pod holds on this node, sorted
 // as the repair writes them.
-func (n *Node) withHeld(p nodeapi.Pod, addrs []netip.Addr) []netip.Addr {
+func (an *annotations) withHeld(p nodeapi.Pod, addrs []netip.Addr) []netip.Addr {
 	out := slices.Clone(addrs)
-	for _, ip := range n.heldByPod()[podKey{p.Namespace, p.Name, p.UID}] {
+	for _, ip := range an.heldByPod()[podKey{p.Namespace, p.Name, p.UID}] {
 		if !slices.Contains(out, ip) {
 			out = append(out, ip)
 		}

@@ -61,8 +61,8 @@ func TestAnAnnotationNamingOtherIPsIsWrittenAgainAndAnotherPodOfTheNameIsLeftAlo
 		q, err := n.local.Core().V1().Pods().Lister().Pods("a").Get("web")
 		return err == nil && q.UID == "uid-new"
 	})
-	n.repairAnnotations()
-	n.repairAnnotations()
+	n.notes.repair()
+	n.notes.repair()
 	if a := annotationOf(t, api); a != "" {
 		t.Errorf("the new pod of the name was annotated %q with the old one's IPs", a)
 	}

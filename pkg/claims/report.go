@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,33 +73,45 @@ type annotation struct {
 	addrs []netip.Addr
 }
 
-// annotateLater queues the pod's annotation: the CNI call does not wait
-// for it. A full queue drops it (logged): the claims are what count.
-func (n *Node) annotateLater(p nodeapi.Pod, addrs []netip.Addr) {
+// annotations tells each pod which IPs it was given: the writes, and the
+// repair of those lost.
+type annotations struct {
+	n     *Node
+	queue chan annotation
+	// mismatched are the pods whose annotation the last repair pass found
+	// naming other IPs than their claims.
+	mu         sync.Mutex
+	mismatched map[podKey]string
+}
+
+// later queues the pod's annotation: the CNI call does not wait for it. A
+// full queue drops it (logged), for the repair: the claims are what count.
+func (an *annotations) later(p nodeapi.Pod, addrs []netip.Addr) {
 	select {
-	case n.annotate <- annotation{p, addrs}:
+	case an.queue <- annotation{p, addrs}:
 	default:
-		n.log.Warn("claims: annotation queue full; pod not annotated", "pod", p.Namespace+"/"+p.Name)
+		an.n.log.Warn("claims: annotation queue full; pod not annotated", "pod", p.Namespace+"/"+p.Name)
 	}
 }
 
-// annotator writes external-ip/assigned on each pod, and the label by
-// which the leader watches the pods that hold claims.
-func (n *Node) annotator(ctx context.Context) {
+// run writes external-ip/assigned on each pod, and the label by which the
+// leader watches the pods that hold claims.
+func (an *annotations) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case a := <-n.annotate:
-			n.annotateNow(ctx, a)
+		case a := <-an.queue:
+			an.now(ctx, a)
 		}
 	}
 }
 
-func (n *Node) annotateNow(ctx context.Context, a annotation) {
+func (an *annotations) now(ctx context.Context, a annotation) {
+	n := an.n
 	// A pod of several attachments is told every IP it holds here, not
 	// the last attachment's alone.
-	a.addrs = n.withHeld(a.pod, a.addrs)
+	a.addrs = an.withHeld(a.pod, a.addrs)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		// The UID makes the patch a precondition: never another pod of that name.
 		"uid":         a.pod.UID,

@@ -71,10 +71,8 @@ func (s poolSeam) call(n *node, k int, pc poolrows.Call) call {
 	return c
 }
 
-// beforePools is the last commit of main before any of the pools' code
-// (its next adds their API types): the plugin "before pools" that an
-// explicit-IP ADD today is held against. A shallow clone lacks it, and
-// the row is then left out, said so.
+// beforePools is main's last commit before the pools' code, the plugin an
+// explicit-IP ADD today is held against (a shallow clone: the row is left out).
 const beforePools = "f5168a494e68da415ff5475aacc5147843b77f9f"
 
 // -pools-baseline (the plugin before pools) on the empty node, when the
