@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,10 +104,13 @@ func (e *earlyClaims) watch() {
 	})
 }
 
+// poolAsked is the pool the pod's annotation names, as the plugin reads it.
+func poolAsked(p *corev1.Pod) string { return strings.TrimSpace(p.Annotations[config.PoolAnnotation]) }
+
 // wantsEarlyClaim: a pod that asks a pool by its annotation and will get
 // an ADD: not on the host's network, not on its way out, not finished.
 func wantsEarlyClaim(p *corev1.Pod) bool {
-	return p.Annotations[config.PoolAnnotation] != "" && !p.Spec.HostNetwork && p.DeletionTimestamp == nil &&
+	return poolAsked(p) != "" && !p.Spec.HostNetwork && p.DeletionTimestamp == nil &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
@@ -142,9 +146,12 @@ func (e *earlyClaims) claim(ctx context.Context, key string) error {
 	if err != nil || pod.Spec.NodeName != n.cfg.NodeName || !wantsEarlyClaim(pod) {
 		return nil // gone or changed since: nothing to do
 	}
-	p := n.set.Load().Get(pod.Annotations[config.PoolAnnotation])
+	p := n.set.Load().Get(poolAsked(pod))
 	who, resp := n.requester(ctx, nodeapi.Pod{Namespace: ns, Name: name, UID: string(pod.UID)})
-	if resp != nil || p == nil {
+	switch {
+	case resp != nil && resp.Unavailable != "":
+		return errorString(resp.Unavailable) // the namespace not read: again
+	case resp != nil || p == nil:
 		return nil
 	}
 	g := &grant{n: n, ctx: ctx, req: nodeapi.Request{Pool: p.Name(), Pod: who.pod}, who: who,
@@ -300,12 +307,12 @@ func (e *earlyClaims) lost(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, 
 	}
 }
 
-// settle settles the pending holders on this node that no ADD is
-// about to fill: one whose pod is gone from this node, on its way out or
-// finished goes (and its claim with it, as at a DEL); one whose pod's ADD
-// answered before this process stopped, and so never filled it, takes
-// that pod's attachment when the pod has exactly one intent. A pod with
-// none yet keeps it: its ADD is still to come.
+// settle settles the pending holders on this node that no ADD is about
+// to fill: one whose pod is gone from this node, on its way out or
+// finished, or asks another pool now, goes (and its claim with it, as at
+// a DEL); one whose pod's ADD answered before this process stopped, and
+// so never filled it, takes that pod's attachment when the pod has
+// exactly one intent. A pod with none yet keeps it: its ADD is to come.
 func (e *earlyClaims) settle(ctx context.Context) {
 	n := e.n
 	intents, err := nodeapi.Intents(n.cfg.DataDir)
@@ -338,8 +345,8 @@ func (e *earlyClaims) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim
 		return
 	}
 	pod, err := n.local.Core().V1().Pods().Lister().Pods(c.Spec.Owner.Namespace).Get(h.Pod)
-	if err == nil && string(pod.UID) == h.PodUID && wantsEarlyClaim(pod) {
-		return
+	if err == nil && string(pod.UID) == h.PodUID && wantsEarlyClaim(pod) && poolAsked(pod) == c.Spec.Pool {
+		return // its ADD is still to come
 	}
 	defer n.locks.lock(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)}.lockKey())()
 	if err := e.removePending(ctx, c.Name, h); err != nil {

@@ -170,3 +170,26 @@ func TestARefusedADDLeavesItsPodsEarlyClaimPending(t *testing.T) {
 		t.Fatalf("after the refused ADD the pod's claims are %+v; want its early claim, still pending", cs)
 	}
 }
+
+// A pod whose annotation names another pool before its ADD gets that
+// pool's claim, and the first pool's goes.
+func TestAPodThatAsksAnotherPoolBeforeItsADDKeepsOnlyThatPoolsClaim(t *testing.T) {
+	p := asking("a", "web", "n1", "a")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), p,
+		pool("a", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}),
+		pool("b", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("198.51.100.0/29"), NamespaceSelector: everyNamespace()}))
+	startNode(t, api, "n1", fast)
+	waitFor(t, "pool a's early claim", func() bool { return len(ownersClaims(t, api, p)) == 1 })
+	got, err := api.Kube.CoreV1().Pods("a").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Annotations["external-ip/pool"] = " b "
+	if _, err := api.Kube.CoreV1().Pods("a").Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "only pool b's claim", func() bool {
+		cs := ownersClaims(t, api, p)
+		return len(cs) == 1 && cs[0].Spec.Pool == "b"
+	})
+}
