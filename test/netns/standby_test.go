@@ -134,8 +134,9 @@ func TestAStandbyTakesOverWhenTheActiveNodesUplinkIsPulledAndTheActiveStaysStand
 			if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[1].mac {
 				t.Errorf("node1's uplink back: %s is answered by %v; want node2 alone (no preemption)", ip, got)
 			}
-			if !strings.Contains(p.nodes[0].inNode("%s status --data-dir %s", pluginBin, p.nodes[0].dataDir), "STANDBY") {
-				t.Errorf("node1, back, does not hold %s in standby", ip)
+			if st := p.nodes[0].inNode("%s status --data-dir %s", pluginBin, p.nodes[0].dataDir); !strings.Contains(st, "STANDBY") {
+				b, _ := os.ReadFile(p.logs[0])
+				t.Errorf("node1, back, does not hold %s in standby; its status:\n%s\nits node process's log:\n%s", ip, st, b)
 			}
 		})
 	}
