@@ -223,21 +223,16 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 	k := earlyKey{ownerKey(owner), p.Name(), f}
 	defer g.n.locks.lock(k.lockKey())()
 	if c := g.n.early.ownersClaim(k); c != nil {
-		ip, err := netip.ParseAddr(c.Spec.Address)
-		if err == nil && g.adopt(c) {
+		ip, _ := netip.ParseAddr(c.Spec.Address) // it parses: ownersClaim matched its family
+		if g.adopt(c) {
 			return ip, nil
 		}
-		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); err == nil && resp != retryJoin {
+		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); resp != retryJoin {
 			return ip, resp
 		}
 		g.n.early.made.drop(k) // released since: a free IP, then
 	}
-	ip, resp := g.allocate(p, f, owner)
-	if resp == nil {
-		// Until the cache shows it, an early claim for the pod must find it.
-		g.n.early.made.put(k, newClaim(ip, p.Name(), owner, g.holder))
-	}
-	return ip, resp
+	return g.allocate(p, f, owner)
 }
 
 // maxProbes bounds the IPs one allocation tries in a pool too large to
@@ -249,6 +244,8 @@ const maxProbes = 1 << 16
 // same IP first), then in order, an IP that no cached claim has
 // (freeIndexes), made with create-if-absent. Losing a race (AlreadyExists)
 // moves on to the next IP; having tried every IP, the pool is exhausted.
+// The claim made is kept among those made here until the cache shows it,
+// so that the owner's next look (its ADD, or an early claim) finds it.
 func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
 	size := p.Ranges.Size(f)
 	if uint64(g.n.used(p.Name(), f)) >= size {
@@ -257,9 +254,11 @@ func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwne
 	taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
 	for i := range freeIndexes(size, g.n.randN, taken) {
 		ip := p.Ranges.At(f, i)
-		err := g.n.create(g.ctx, newClaim(ip, p.Name(), owner, g.holder))
+		c := newClaim(ip, p.Name(), owner, g.holder)
+		err := g.n.create(g.ctx, c)
 		if err == nil {
 			g.touched = append(g.touched, v1alpha1.ClaimName(ip))
+			g.n.early.made.put(earlyKey{ownerKey(owner), p.Name(), f}, c)
 			return ip, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {

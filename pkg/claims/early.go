@@ -184,8 +184,6 @@ func (g *grant) claimFamilyEarly(p *pools.Pool, f pools.Family, owner v1alpha1.C
 	case resp != nil:
 		return nil // exhausted: the ADD says so
 	}
-	c := newClaim(ip, p.Name(), owner, g.holder)
-	g.n.early.made.put(k, c)
 	g.n.log.Info("claims: claimed for a pod scheduled here, before its ADD", "pod", owner.Namespace+"/"+g.holder.Pod, "address", ip.String(), "took", time.Since(start).String())
 	return nil
 }
