@@ -138,6 +138,7 @@ func (a *Assigner) startCall() {
 		holder: host.NewHolder(a.k, host.Device{Name: a.opts.Device, DataDir: a.opts.DataDir, State: a.st, Log: a.log, Step: step}),
 		ups:    host.NewUplinks(a.k, a.opts.Uplink),
 	}
+	a.ups.DownOK = a.opts.Move
 	if a.opts.Routing != nil {
 		a.router = uplinkroute.NewRouter(a.opts.Routing, a.ups, a.log, step, a.opts.LockTimeout)
 	}

@@ -528,10 +528,8 @@ func (k *fakeKernel) uplink(name string) (host.Uplink, error) {
 	switch {
 	case !ok:
 		return host.Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, host.ErrNoLink)
-	case u.down:
-		return host.Uplink{}, Errorf(ErrRefused, "uplink %s: is down", name)
 	}
-	return host.Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0}, nil
+	return host.Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0, Down: u.down}, nil
 }
 
 func (k *fakeKernel) Reachable(up host.Uplink, v6 bool, how heldAs) error {

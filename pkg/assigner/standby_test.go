@@ -166,6 +166,28 @@ func TestTheNodeProcessMovesAnAttachmentBetweenStandbyAndActive(t *testing.T) {
 	}
 }
 
+// The health gate yields when the node's uplink goes down: the move to
+// standby must work then, though an ADD's does not.
+func TestAYieldWorksWhileTheUplinkIsDown(t *testing.T) {
+	f := newFixture(t)
+	f.opts.Standby = true
+	f.add(attA, v4a)
+	f.k.changeUplink("eth0", func(u *fakeUplink) { u.down = true })
+	if _, err := f.addWith(attB, nil, v4a); !errors.Is(err, ErrRefused) {
+		t.Fatalf("an ADD with the uplink down: %v; want it refused", err)
+	}
+	f.opts.Move, f.opts.InStandby = true, []netip.Addr{v4a}
+	if _, err := f.addWith(attA, nil, v4a); err != nil {
+		t.Fatalf("yield with the uplink down: %v", err)
+	}
+	if got := f.holderAddrs(); len(got) != 0 {
+		t.Errorf("after the yield the holder carries %v, want nothing", got)
+	}
+	if e := readDisk(t, f.stateDir()).index[v4a]; len(e.Holders) != 0 || !slices.Equal(e.Standby, []string{attA.Key()}) {
+		t.Errorf("after the yield, index of %s: holders %v standby %v", v4a, e.Holders, e.Standby)
+	}
+}
+
 func TestAMoveOfARecordReleasedMeanwhileRecreatesNothing(t *testing.T) {
 	f := newFixture(t)
 	f.opts.Move = true

@@ -39,6 +39,9 @@ type Uplink struct {
 	// Router is the uplink's IPv6 forwarding setting, which the Router flag
 	// of its neighbour advertisements must match.
 	Router bool
+	// Down says the interface is administratively down: Uplinks refuses it
+	// but to a move, which sends nothing on it.
+	Down bool
 }
 
 // Route is what the kernel's FIB says about one IP.

@@ -419,12 +419,9 @@ func (k *Netlink) toUplink(link netlink.Link) (Uplink, error) {
 		k.index = map[string]int{}
 	}
 	k.index[a.Name] = a.Index
-	if a.Flags&net.FlagUp == 0 {
-		return Uplink{}, errorf(ErrRefused, "uplink %s: is down", a.Name)
-	}
 	if len(a.HardwareAddr) != 6 {
 		return Uplink{}, errorf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", a.Name)
 	}
 	fwd, err := sysctl("ipv6/conf/" + a.Name + "/forwarding")
-	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0}, nil
+	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0, Down: a.Flags&net.FlagUp == 0}, nil
 }

@@ -15,8 +15,12 @@ type Uplinks struct {
 	// configured names every IP's uplink; "" chooses each IP's from its
 	// route.
 	configured string
-	byIdx      map[int]Uplink
-	byName     map[string]Uplink
+	// DownOK takes an uplink that is down as it is: the node process's
+	// move of a held IP to standby must work while its uplink is down
+	// (that is when the health gate yields), and sends nothing on it.
+	DownOK bool
+	byIdx  map[int]Uplink
+	byName map[string]Uplink
 }
 
 // NewUplinks begins a call's uplink lookups, knowing none; configured is
@@ -27,26 +31,36 @@ func NewUplinks(k Kernel, configured string) *Uplinks {
 
 // ByName looks the uplink up once per call.
 func (c *Uplinks) ByName(name string) (Uplink, error) {
-	if up, ok := c.byName[name]; ok {
-		return up, nil
-	}
-	up, err := c.k.UplinkByName(name)
-	if err == nil {
+	up, ok := c.byName[name]
+	if !ok {
+		var err error
+		if up, err = c.k.UplinkByName(name); err != nil {
+			return up, err
+		}
 		c.remember(up)
 	}
-	return up, err
+	return c.usable(up)
 }
 
 // ByIndex looks the uplink up once per call.
 func (c *Uplinks) ByIndex(index int) (Uplink, error) {
-	if up, ok := c.byIdx[index]; ok {
-		return up, nil
-	}
-	up, err := c.k.UplinkByIndex(index)
-	if err == nil {
+	up, ok := c.byIdx[index]
+	if !ok {
+		var err error
+		if up, err = c.k.UplinkByIndex(index); err != nil {
+			return up, err
+		}
 		c.remember(up)
 	}
-	return up, err
+	return c.usable(up)
+}
+
+// usable refuses an uplink that is down, unless DownOK.
+func (c *Uplinks) usable(up Uplink) (Uplink, error) {
+	if up.Down && !c.DownOK {
+		return Uplink{}, errorf(ErrRefused, "uplink %s: is down", up.Name)
+	}
+	return up, nil
 }
 
 func (c *Uplinks) remember(up Uplink) {

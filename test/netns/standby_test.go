@@ -128,6 +128,11 @@ func TestAStandbyTakesOverWhenTheActiveNodesUplinkIsPulledAndTheActiveStaysStand
 			start := time.Now()
 			p.nodes[0].inNode("ip link set uplink0 down")
 			p.failover(t, "node1's uplink pulled", start, time.Second)
+			// It stands by while its uplink is still down: a yield that needs
+			// the uplink up would leave it active, to preempt when it is back.
+			p.nodes[0].eventually(t, 5*time.Second, "node1 standing by with its uplink down", func() bool {
+				return strings.Contains(p.nodes[0].inNode("%s status --data-dir %s", pluginBin, p.nodes[0].dataDir), "STANDBY")
+			})
 			p.nodes[0].inNode("ip link set uplink0 up")
 			p.nodes[0].waitIPv6Ready(p.nodes[0].name, "uplink0")
 			time.Sleep(2 * time.Second)
