@@ -50,6 +50,10 @@ type Options struct {
 	// InStandby are then its IPs held in standby.
 	Standby, Move bool
 	InStandby     []netip.Addr
+	// UplinkDownOK lets a move work with an uplink that is down: the
+	// node process's yield, which sends nothing on it (the health gate
+	// yields exactly then). A takeover must not: it announces.
+	UplinkDownOK bool
 	// Netns is the container's namespace, which a record of a network
 	// that stands by keeps (store.Record.Netns).
 	Netns *store.Netns
@@ -138,7 +142,7 @@ func (a *Assigner) startCall() {
 		holder: host.NewHolder(a.k, host.Device{Name: a.opts.Device, DataDir: a.opts.DataDir, State: a.st, Log: a.log, Step: step}),
 		ups:    host.NewUplinks(a.k, a.opts.Uplink),
 	}
-	a.ups.DownOK = a.opts.Move
+	a.ups.DownOK = a.opts.Move && a.opts.UplinkDownOK
 	if a.opts.Routing != nil {
 		a.router = uplinkroute.NewRouter(a.opts.Routing, a.ups, a.log, step, a.opts.LockTimeout)
 	}

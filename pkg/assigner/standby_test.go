@@ -167,7 +167,7 @@ func TestTheNodeProcessMovesAnAttachmentBetweenStandbyAndActive(t *testing.T) {
 }
 
 // The health gate yields when the node's uplink goes down: the move to
-// standby must work then, though an ADD's does not.
+// standby must work then, though an ADD's and a takeover's do not.
 func TestAYieldWorksWhileTheUplinkIsDown(t *testing.T) {
 	f := newFixture(t)
 	f.opts.Standby = true
@@ -176,7 +176,11 @@ func TestAYieldWorksWhileTheUplinkIsDown(t *testing.T) {
 	if _, err := f.addWith(attB, nil, v4a); !errors.Is(err, ErrRefused) {
 		t.Fatalf("an ADD with the uplink down: %v; want it refused", err)
 	}
-	f.opts.Move, f.opts.InStandby = true, []netip.Addr{v4a}
+	f.opts.Move, f.opts.InStandby = true, nil
+	if _, err := f.addWith(attA, nil, v4a); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a takeover with the uplink down: %v; want it refused", err)
+	}
+	f.opts.InStandby, f.opts.UplinkDownOK = []netip.Addr{v4a}, true
 	if _, err := f.addWith(attA, nil, v4a); err != nil {
 		t.Fatalf("yield with the uplink down: %v", err)
 	}

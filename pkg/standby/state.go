@@ -162,7 +162,7 @@ func (s *StateMoves) read(dev string, keep func(*store.Record) bool) (map[string
 // TakeOver moves every standby holder of h.IP on its device to active,
 // then announces h.
 func (s *StateMoves) TakeOver(h Held) error {
-	err := s.move(h, func(r *store.Record) bool { return slices.Contains(r.StandbyIPs, h.IP) },
+	err := s.move(h, false, func(r *store.Record) bool { return slices.Contains(r.StandbyIPs, h.IP) },
 		func(r *store.Record) []netip.Addr {
 			return slices.DeleteFunc(slices.Clone(r.StandbyIPs), func(ip netip.Addr) bool { return ip == h.IP })
 		})
@@ -173,15 +173,16 @@ func (s *StateMoves) TakeOver(h Held) error {
 }
 
 // Yield moves every active holder of h.IP whose network stands by to
-// standby.
+// standby, also while its uplink is down.
 func (s *StateMoves) Yield(h Held) error {
-	return s.move(h, func(r *store.Record) bool { return r.Standby && slices.Contains(r.IPs, h.IP) },
+	return s.move(h, true, func(r *store.Record) bool { return r.Standby && slices.Contains(r.IPs, h.IP) },
 		func(r *store.Record) []netip.Addr { return append(slices.Clone(r.StandbyIPs), h.IP) })
 }
 
 // move re-ADDs each record of h.Device that which picks, with the IPs
-// inStandby says in standby, as the plugin's ADD of it made it otherwise.
-func (s *StateMoves) move(h Held, which func(*store.Record) bool, inStandby func(*store.Record) []netip.Addr) error {
+// inStandby says in standby, as the plugin's ADD of it made it otherwise;
+// downOK lets it work with the uplink down (a yield).
+func (s *StateMoves) move(h Held, downOK bool, which func(*store.Record) bool, inStandby func(*store.Record) []netip.Addr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	recs, _, err := s.read(h.Device, which)
@@ -200,7 +201,7 @@ func (s *StateMoves) move(h Held, which func(*store.Record) bool, inStandby func
 	for _, rec := range recs {
 		o := assigner.Options{Device: h.Device, DataDir: s.DataDir, LockTimeout: s.LockTimeout, Log: s.log(),
 			NAT: nat, Routing: routing, Traffic: traffic.None, RouteProtocol: int(rec.Route),
-			Standby: true, Move: true, InStandby: inStandby(rec)}
+			Standby: true, Move: true, InStandby: inStandby(rec), UplinkDownOK: downOK}
 		if rec.Steering != nil {
 			o.Traffic, o.Container = traffic.Mode(rec.Steering.Traffic), rec.Steering.Container
 		}

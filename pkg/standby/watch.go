@@ -225,11 +225,16 @@ func (w *Watcher) refresh(ctx context.Context) {
 func (w *Watcher) tick() bool {
 	moved := false
 	for _, x := range w.ips {
+		up := w.Ports.Up(x.Uplink)
 		switch {
+		case x.Active && !up:
+			moved = w.yield(x, ReasonUplinkDown) || moved
+		case !up:
+			// Cut off (keepalived's FAULT): its checks go nowhere and count
+			// no miss, and the active is learnt anew once the uplink is back.
+			x.misses, x.checked, x.heard, x.peer = 0, false, false, nil
 		case x.Active && x.Standby:
 			moved = w.takeOver(x, ReasonRepair) || moved
-		case x.Active && !w.Ports.Up(x.Uplink):
-			moved = w.yield(x, ReasonUplinkDown) || moved
 		case x.Active && w.Moves.Gone(x.Held):
 			moved = w.giveUp(x) || moved
 		case x.Active:

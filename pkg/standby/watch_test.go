@@ -221,6 +221,49 @@ func TestAStandbyWhoseContainersAreGoneNeverTakesOver(t *testing.T) {
 	}
 }
 
+// A standby cut off from the LAN (its uplink has no carrier, and its
+// frames still go out without an error) counts no misses: taking over
+// then would make a second active, which preempts the first when the
+// carrier is back. Back, it checks for the active again before counting.
+func TestAStandbyWhoseUplinkIsDownNeverTakesOver(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+	w, ports := newTestWatcher(t, m)
+	w.tick()
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+	w.tick()
+	ports.down[anUplink] = true
+	for range 3 * DefaultMisses {
+		w.tick()
+	}
+	if len(m.moves) != 0 {
+		t.Fatalf("a standby whose uplink is down moved: %v", m.moves)
+	}
+	ports.down[anUplink] = false
+	ports.conn.takeSent()
+	w.tick()
+	if got := ports.conn.takeSent(); len(got) != 1 || got[0] == highMAC.String() {
+		t.Errorf("back, the first check went to %v; want one broadcast (the active learnt anew)", got)
+	}
+	for range DefaultMisses - 1 {
+		w.tick()
+	}
+	if len(m.moves) != 0 {
+		t.Fatalf("back, took over before %d misses in a row: %v", DefaultMisses, m.moves)
+	}
+}
+
+// An IP active here beside standby holders is not taken over (repaired)
+// while the uplink is down: it yields.
+func TestAnActiveWithStandbyHoldersYieldsWhenItsUplinkIsDown(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true, Standby: true})
+	w, ports := newTestWatcher(t, m)
+	ports.down[anUplink] = true
+	w.tick()
+	if !slices.Equal(m.moves, []string{"yield " + ip4.String()}) {
+		t.Fatalf("moves %v, want a yield", m.moves)
+	}
+}
+
 func TestOfTwoActivesTheLowerMACYieldsAndTheHigherAnnounces(t *testing.T) {
 	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
 	w, _ := newTestWatcher(t, m)
