@@ -147,6 +147,30 @@ func TestAStandbyTakesOverWhenTheActiveNodesUplinkIsPulledAndTheActiveStaysStand
 	}
 }
 
+// The standby loses its carrier (its port on the LAN's bridge goes down):
+// its checks go nowhere, yet it must not take over, or node1 would lose
+// the IP to it when the carrier comes back (node1's MAC is the lower).
+func TestAStandbyCutOffTheLANNeverTakesOverAndTheActiveKeepsTheIP(t *testing.T) {
+	for _, ip := range standbyIPs {
+		t.Run(ip.String(), func(t *testing.T) {
+			p := newStandbyPair(t, ip, 0, 1)
+			lan := p.nodes[1].lan
+			p.nodes[1].sh("ip -n %s link set node2 down", lan)
+			time.Sleep(2 * time.Second) // ten check periods
+			p.nodes[1].sh("ip -n %s link set node2 up", lan)
+			p.nodes[1].waitIPv6Ready(p.nodes[1].name, "uplink0")
+			time.Sleep(2 * time.Second)
+			b, _ := os.ReadFile(p.logs[1])
+			if strings.Contains(string(b), `"msg":"took over"`) {
+				t.Errorf("node2, cut off the LAN, took %s over; its log:\n%s", ip, b)
+			}
+			if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[0].mac {
+				t.Errorf("node2's carrier back: %s is answered by %v; want node1 alone", ip, got)
+			}
+		})
+	}
+}
+
 func TestAStandbyTakesOverWhenTheActiveNodeIsGone(t *testing.T) {
 	for _, ip := range standbyIPs {
 		t.Run(ip.String(), func(t *testing.T) {
