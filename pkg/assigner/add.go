@@ -209,6 +209,9 @@ func (ad *adding) probe() error {
 			if err != nil {
 				return err
 			}
+			if ad.cutOff(ip, up) {
+				continue
+			}
 			todo = append(todo, Placed{Addr: ip, Uplink: up, First: true})
 		}
 	}

@@ -61,9 +61,10 @@ func (h *fakeHost) addLink(name, kind, alias string, up bool) *fakeLink {
 
 // fakeUplink is an uplink's announce-side facts, which never change in a test.
 type fakeUplink struct {
-	index int
-	mac   net.HardwareAddr
-	down  bool
+	index     int
+	mac       net.HardwareAddr
+	down      bool
+	noCarrier bool
 }
 
 // fakeKernel is an in-memory host for the assigner: links and their
@@ -529,7 +530,7 @@ func (k *fakeKernel) uplink(name string) (host.Uplink, error) {
 	case !ok:
 		return host.Uplink{}, Errorf(ErrRefused, "uplink %s: %w", name, host.ErrNoLink)
 	}
-	return host.Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0, Down: u.down}, nil
+	return host.Uplink{Name: name, Index: u.index, MAC: u.mac, Router: k.sysctls["ipv6/conf/"+name+"/forwarding"] > 0, Down: u.down, NoCarrier: u.noCarrier}, nil
 }
 
 func (k *fakeKernel) Reachable(up host.Uplink, v6 bool, how heldAs) error {

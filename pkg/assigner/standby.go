@@ -24,6 +24,19 @@ func (ad *adding) standsBy(ip netip.Addr, err error) bool {
 	return ok
 }
 
+// cutOff holds ip in standby when its network stands by and its uplink has
+// no carrier: no probe could hear an active node, and holding it actively
+// would make a second one when the carrier comes. The node's watch takes
+// it over once its checks go unanswered on a live uplink.
+func (ad *adding) cutOff(ip netip.Addr, up host.Uplink) bool {
+	if !ad.opts.Standby || !up.NoCarrier {
+		return false
+	}
+	ad.standby[ip] = true
+	ad.log.Info("held in standby: its uplink has no carrier to probe on", "ip", ip, "uplink", up.Name)
+	return true
+}
+
 // standingBy makes ip's index list only the standby holders waiting, for
 // GC and repair: nothing of it is on the holder (a leftover is stray).
 func (r *reconciling) standingBy(ip netip.Addr, e ipEntry, waiting []string) error {

@@ -166,6 +166,31 @@ func TestTheNodeProcessMovesAnAttachmentBetweenStandbyAndActive(t *testing.T) {
 	}
 }
 
+// An uplink with no carrier answers no probe: a network that stands by
+// holds the IP in standby rather than as a second active; one that does
+// not holds it as before.
+func TestAStandbyAddOnAnUplinkWithNoCarrierStandsBy(t *testing.T) {
+	f := newFixture(t)
+	f.probing()
+	f.k.changeUplink("eth0", func(u *fakeUplink) { u.noCarrier = true })
+	probed := 0
+	ann := hooks{probe: func(announce.Target) error { probed++; return nil }}
+	if _, err := f.addWith(attA, ann, v4a); err != nil || probed != 1 {
+		t.Fatalf("an ADD without standby: %v, %d probes; want it held after one probe", err, probed)
+	}
+	f.opts.Standby = true
+	placed, err := f.addWith(attB, ann, v4b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(placed) != 1 || !placed[0].Standby || probed != 1 {
+		t.Fatalf("a standby ADD with no carrier: placed %+v after %d probes; want it in standby, unprobed", placed, probed)
+	}
+	if got := f.holderAddrs(); !slices.Equal(got, []netip.Addr{v4a}) {
+		t.Errorf("the holder carries %v, want %s alone", got, v4a)
+	}
+}
+
 // The health gate yields when the node's uplink goes down: the move to
 // standby must work then, though an ADD's and a takeover's do not.
 func TestAYieldWorksWhileTheUplinkIsDown(t *testing.T) {

@@ -42,6 +42,10 @@ type Uplink struct {
 	// Down says the interface is administratively down: Uplinks refuses it
 	// but to a move, which sends nothing on it.
 	Down bool
+	// NoCarrier says the interface is up but not running (operstate other
+	// than up or unknown): frames sent go nowhere and no answer comes, so
+	// a probe proves nothing.
+	NoCarrier bool
 }
 
 // Route is what the kernel's FIB says about one IP.

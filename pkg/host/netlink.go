@@ -423,5 +423,6 @@ func (k *Netlink) toUplink(link netlink.Link) (Uplink, error) {
 		return Uplink{}, errorf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", a.Name)
 	}
 	fwd, err := sysctl("ipv6/conf/" + a.Name + "/forwarding")
-	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0, Down: a.Flags&net.FlagUp == 0}, nil
+	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0,
+		Down: a.Flags&net.FlagUp == 0, NoCarrier: a.OperState != netlink.OperUp && a.OperState != netlink.OperUnknown}, nil
 }

@@ -171,6 +171,39 @@ func TestAStandbyCutOffTheLANNeverTakesOverAndTheActiveKeepsTheIP(t *testing.T) 
 	}
 }
 
+// A node whose uplink has no carrier at its ADD (a node booting before its
+// link is negotiated) hears no probe answer: it must stand by, not hold
+// the IP as a second active; once the LAN is back and no node answers its
+// checks, its watch takes the IP over.
+func TestAStandbyAddWithNoCarrierStandsByAndTakesOverOnceTheLANIsBack(t *testing.T) {
+	for _, ip := range standbyIPs {
+		t.Run(ip.String(), func(t *testing.T) {
+			p := &standbyPair{nodes: newBridgedNodes(t), ip: ip}
+			n := p.nodes[1]
+			n.forwardIPv4()
+			p.pods[1] = "eipc2-" + randomID(4)
+			n.sh("ip netns add %s", p.pods[1])
+			t.Cleanup(func() { p.delPod(t, 1) })
+			n.sh("ip -n %s link set node2 down", n.lan)
+			n.run(p.attach("ADD", 1)).mustOK(t, "ADD on node2 cut off the LAN, standby on")
+			if st := n.inNode("%s status --data-dir %s", pluginBin, n.dataDir); !strings.Contains(st, "STANDBY") {
+				t.Fatalf("node2, cut off the LAN, does not hold %s in standby:\n%s", ip, st)
+			}
+			n.sh("ip -n %s link set node2 up", n.lan)
+			n.waitIPv6Ready(n.name, "uplink0")
+			entry := map[string]any{"type": "external-ip", "dataDir": n.dataDir, "allowedRanges": []string{subnet4, subnet6}}
+			p.logs[1] = n.startWatch(t, pluginBin, entry, "--standby-every", "200ms")
+			n.eventually(t, 10*time.Second, "node2 taking "+ip.String()+" over", func() bool {
+				b, _ := os.ReadFile(p.logs[1])
+				return strings.Contains(string(b), `"msg":"took over"`)
+			})
+			if got := p.answers(t); len(got) != 1 || got[0] != bridgedNodes[1].mac {
+				t.Errorf("after node2's takeover %s is answered by %v; want node2 alone", ip, got)
+			}
+		})
+	}
+}
+
 func TestAStandbyTakesOverWhenTheActiveNodeIsGone(t *testing.T) {
 	for _, ip := range standbyIPs {
 		t.Run(ip.String(), func(t *testing.T) {
