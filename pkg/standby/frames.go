@@ -3,6 +3,7 @@ package standby
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 
@@ -108,8 +109,11 @@ func readND(src net.HardwareAddr, p []byte) heard {
 }
 
 // From is what a check asks from on one uplink: its MAC, and its own
-// IPv4 address (zero: 0.0.0.0, which a node holding the IP as a route
-// does not answer) and IPv6 link-local address.
+// IPv4 address and IPv6 link-local address. A check is not sent without
+// the address of its family: one from 0.0.0.0 a node holding the IP as a
+// route does not answer (arp_process answers those for local addresses
+// only), and one with no IPv6 source is no solicitation at all, so each
+// would count a miss of an active that is alive.
 type From struct {
 	MAC       net.HardwareAddr
 	V4, Local netip.Addr
@@ -119,17 +123,19 @@ type From struct {
 // active holder's, or broadcast (the solicited-node group) when nil.
 func check(f From, ip netip.Addr, mac net.HardwareAddr) ([]byte, error) {
 	if ip.Is4() {
+		if !f.V4.IsValid() {
+			return nil, errors.New("the uplink has no IPv4 address to check from")
+		}
 		return arpCheck(f, ip, mac)
+	}
+	if !f.Local.IsValid() {
+		return nil, errors.New("the uplink has no IPv6 link-local address to check from")
 	}
 	return nsCheck(f, ip, mac)
 }
 
 func arpCheck(f From, ip netip.Addr, mac net.HardwareAddr) ([]byte, error) {
-	sender := f.V4
-	if !sender.IsValid() {
-		sender = netip.IPv4Unspecified()
-	}
-	p, err := arp.NewPacket(arp.OperationRequest, f.MAC, sender, make(net.HardwareAddr, 6), ip)
+	p, err := arp.NewPacket(arp.OperationRequest, f.MAC, f.V4, make(net.HardwareAddr, 6), ip)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,10 @@ type Conn interface {
 type Ports interface {
 	// Open opens uplink's Conn and says what checks ask from there.
 	Open(uplink string) (Conn, From, error)
+	// From reads again what checks ask from on uplink: an address it
+	// lacked at Open (a link-local added with the carrier, an IPv4
+	// address from DHCP) comes later.
+	From(uplink string) (From, error)
 	// Up says whether uplink is up and has its carrier.
 	Up(uplink string) bool
 }
@@ -52,7 +56,8 @@ func (w *Watcher) follow(ctx context.Context) {
 		}
 	}
 	for name := range need {
-		if w.ports[name] != nil {
+		if p := w.ports[name]; p != nil {
+			w.complete(name, p)
 			continue
 		}
 		c, f, err := w.Ports.Open(name)
@@ -63,6 +68,16 @@ func (w *Watcher) follow(ctx context.Context) {
 		p := &port{conn: c, from: f}
 		w.ports[name] = p
 		go w.readFrames(ctx, name, p)
+	}
+}
+
+// complete reads p's From again while it lacks an address to check from.
+func (w *Watcher) complete(name string, p *port) {
+	if p.from.V4.IsValid() && p.from.Local.IsValid() {
+		return
+	}
+	if f, err := w.Ports.From(name); err == nil {
+		p.from = f
 	}
 }
 

@@ -34,15 +34,10 @@ func (RawPorts) Up(uplink string) bool {
 // ICMPv6 neighbour discovery, each filtered in the kernel to incoming
 // frames of its kind, and reads what the checks ask from.
 func (RawPorts) Open(uplink string) (Conn, From, error) {
-	up, err := announce.LookUplink(uplink)
+	up, f, err := from(uplink)
 	if err != nil {
 		return nil, From{}, err
 	}
-	f := From{MAC: up.MAC}
-	if f.V4, err = announce.AskFrom(up, netip.Addr{}); err != nil {
-		return nil, From{}, err
-	}
-	f.Local = linkLocal(up.Index)
 	c := &rawConn{frames: make(chan []byte, 64), done: make(chan struct{})}
 	ifi := &net.Interface{Index: up.Index, Name: up.Name, HardwareAddr: up.MAC}
 	for _, s := range []struct {
@@ -63,6 +58,25 @@ func (RawPorts) Open(uplink string) (Conn, From, error) {
 		go c.read(pc)
 	}
 	return c, f, nil
+}
+
+func (RawPorts) From(uplink string) (From, error) {
+	_, f, err := from(uplink)
+	return f, err
+}
+
+// from looks the uplink up and reads its MAC and addresses.
+func from(uplink string) (announce.Uplink, From, error) {
+	up, err := announce.LookUplink(uplink)
+	if err != nil {
+		return up, From{}, err
+	}
+	f := From{MAC: up.MAC}
+	if f.V4, err = announce.AskFrom(up, netip.Addr{}); err != nil {
+		return up, From{}, err
+	}
+	f.Local = linkLocal(up.Index)
+	return up, f, nil
 }
 
 // linkLocal is the first IPv6 link-local address of the interface, the

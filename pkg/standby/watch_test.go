@@ -75,14 +75,17 @@ type fakePorts struct {
 	mu   sync.Mutex
 	conn *fakeConn
 	down map[string]bool
+	from From // what the uplink has to check from now
 }
 
 func (p *fakePorts) Open(string) (Conn, From, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.conn = &fakeConn{closed: make(chan struct{})}
-	return p.conn, ourFrom, nil
+	return p.conn, p.from, nil
 }
+
+func (p *fakePorts) From(string) (From, error) { return p.from, nil }
 
 func (p *fakePorts) Up(name string) bool { return !p.down[name] }
 
@@ -118,7 +121,11 @@ func (c *fakeConn) takeSent() []string {
 }
 
 func newTestWatcher(t *testing.T, m *fakeMoves) (*Watcher, *fakePorts) {
-	ports := &fakePorts{down: map[string]bool{}}
+	return newTestWatcherFrom(t, m, ourFrom)
+}
+
+func newTestWatcherFrom(t *testing.T, m *fakeMoves, from From) (*Watcher, *fakePorts) {
+	ports := &fakePorts{down: map[string]bool{}, from: from}
 	w := &Watcher{Moves: m, Ports: ports}
 	w.init()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -249,6 +256,31 @@ func TestAStandbyWhoseUplinkIsDownNeverTakesOver(t *testing.T) {
 	}
 	if len(m.moves) != 0 {
 		t.Fatalf("back, took over before %d misses in a row: %v", DefaultMisses, m.moves)
+	}
+}
+
+// An uplink with no address of the IP's family when the watch opened it
+// (no link-local before its carrier, no IPv4 address before DHCP) sends no
+// check, so counts no miss of an active that is alive; once it has the
+// address, the next read of the state finds it and checks go out.
+func TestNoCheckGoesOutWithoutAnAddressToCheckFromUntilTheUplinkHasOne(t *testing.T) {
+	for _, ip := range []netip.Addr{ip4, ip6} {
+		t.Run(ip.String(), func(t *testing.T) {
+			m := newFakeMoves(Held{IP: ip, Uplink: anUplink, Standby: true})
+			w, ports := newTestWatcherFrom(t, m, From{MAC: ourMAC})
+			for range 3 * DefaultMisses {
+				w.tick()
+			}
+			if len(m.moves) != 0 || len(ports.conn.takeSent()) != 0 {
+				t.Fatalf("with no address to check from: moves %v; want none, and no check sent", m.moves)
+			}
+			ports.from = ourFrom
+			w.refresh(context.Background())
+			w.tick()
+			if got := ports.conn.takeSent(); len(got) != 1 {
+				t.Fatalf("with the address come: checks sent %v, want one", got)
+			}
+		})
 	}
 }
 
