@@ -43,7 +43,29 @@ type StateMoves struct {
 	// the moves hold it too, one at a time.
 	mu     sync.Mutex
 	seen   map[string]time.Time // each state directory's last change read
+	readAt time.Time            // when seen was taken
 	cached []Held
+}
+
+// coarse bounds the granularity of a directory's modification time: the
+// kernel stamps it from a clock that moves a tick at a time (up to 10 ms
+// at HZ=100), so a change in the same tick as a read leaves the stamp the
+// read saw. A stamp that close to its read proves nothing (git's "racy
+// clean" rule): the next read reads the records again.
+const coarse = 50 * time.Millisecond
+
+// unchanged says whether stamps, taken now, show no change since the last
+// read of the records.
+func (s *StateMoves) unchanged(stamps map[string]time.Time) bool {
+	if s.seen == nil || !maps.EqualFunc(stamps, s.seen, time.Time.Equal) {
+		return false
+	}
+	for _, t := range s.seen {
+		if !t.Before(s.readAt.Add(-coarse)) {
+			return false
+		}
+	}
+	return true
 }
 
 var _ Moves = (*StateMoves)(nil)
@@ -67,8 +89,9 @@ func (s *StateMoves) Read() ([]Held, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	stamps := s.stamps(devs)
-	if s.seen != nil && maps.EqualFunc(stamps, s.seen, time.Time.Equal) {
+	if s.unchanged(stamps) {
 		return s.cached, nil
 	}
 	var out []Held
@@ -80,7 +103,7 @@ func (s *StateMoves) Read() ([]Held, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s.seen, s.cached = stamps, out
+	s.seen, s.readAt, s.cached = stamps, now, out
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -20,6 +21,27 @@ func recorded(t *testing.T, path string) store.Netns {
 		t.Fatal(err)
 	}
 	return store.Netns{Path: path, Dev: st.Dev, Ino: st.Ino, DirDev: dir.Dev, DirIno: dir.Ino}
+}
+
+// A read whose stamps are as old as the last read's are trusted; a stamp
+// within a clock tick of that read may hide a change made just after it.
+func TestTheStateIsReadAgainWhenAStampIsTooCloseToTheLastRead(t *testing.T) {
+	read := time.Now()
+	old := map[string]time.Time{"att": read.Add(-time.Second)}
+	s := &StateMoves{seen: old, readAt: read}
+	if !s.unchanged(map[string]time.Time{"att": read.Add(-time.Second)}) {
+		t.Errorf("stamps as the last read saw them, a second old: read again")
+	}
+	if s.unchanged(map[string]time.Time{"att": read}) {
+		t.Errorf("a stamp that changed: not read again")
+	}
+	s.seen = map[string]time.Time{"att": read.Add(-time.Millisecond)}
+	if s.unchanged(map[string]time.Time{"att": read.Add(-time.Millisecond)}) {
+		t.Errorf("a stamp a millisecond before the last read: trusted, though a change in the same tick leaves it as it was")
+	}
+	if (&StateMoves{}).unchanged(map[string]time.Time{}) {
+		t.Errorf("never read: trusted")
+	}
 }
 
 func TestANamespaceIsGoneOnlyWhereItsDirectoryIsTheOneTheADDSaw(t *testing.T) {
