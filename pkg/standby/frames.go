@@ -31,11 +31,13 @@ const (
 	ask
 )
 
-// heard is one frame read: what it says, of which IP, from which MAC.
+// heard is one frame read: what it says, of which IP, from which MAC;
+// from is an ask's own source address, which that host uses.
 type heard struct {
 	kind kind
 	ip   netip.Addr
 	mac  net.HardwareAddr
+	from netip.Addr
 }
 
 // read decodes an Ethernet frame; kind none for anything else.
@@ -66,7 +68,7 @@ func readARP(b []byte) heard {
 	case p.SenderIP.IsUnspecified():
 		h.kind, h.ip = goodbye, p.TargetIP
 	default:
-		h.kind, h.ip = ask, p.TargetIP
+		h.kind, h.ip, h.from = ask, p.TargetIP, p.SenderIP
 	}
 	return h
 }
@@ -100,9 +102,9 @@ func readND(src net.HardwareAddr, p []byte) heard {
 			}
 		}
 	case *ndp.NeighborSolicitation:
-		h.kind, h.ip = ask, m.TargetAddress
-		if netip.AddrFrom16([16]byte(p[8:24])).IsUnspecified() {
-			h.kind = goodbye
+		h.kind, h.ip, h.from = ask, m.TargetAddress, netip.AddrFrom16([16]byte(p[8:24]))
+		if h.from.IsUnspecified() {
+			h.kind, h.from = goodbye, netip.Addr{}
 		}
 	}
 	return h

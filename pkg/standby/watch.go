@@ -289,6 +289,11 @@ func (w *Watcher) checkFormer(x *watched) {
 // seen acts on one frame heard on uplink; true when a move changed the
 // state.
 func (w *Watcher) seen(uplink string, h heard) bool {
+	// A host asking from the IP uses it (RFC 5227 section 2.4: any ARP
+	// with the IP as sender): the other holder resolving a neighbour.
+	if h.kind == ask && w.seen(uplink, heard{kind: claim, ip: h.from, mac: h.mac}) {
+		return true
+	}
 	x := w.ips[h.ip]
 	if h.kind == none || x == nil || x.Uplink != uplink || w.ours(h.mac) {
 		return false

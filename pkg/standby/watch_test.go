@@ -343,6 +343,41 @@ func TestTheChecksReadBackAsAsksAndTheGoodbyeAsAGoodbye(t *testing.T) {
 	}
 }
 
+// Another node asking a neighbour from the IP (the IP as the ARP sender,
+// the solicitation's source) uses it: held actively here, that is a
+// conflict like its answer; standing by, it shows the active alive.
+func TestAnAskFromTheIPItselfClaimsIt(t *testing.T) {
+	for _, ip := range []netip.Addr{ip4, ip6} {
+		t.Run(ip.String(), func(t *testing.T) {
+			gw := netip.MustParseAddr("192.0.2.1")
+			if ip.Is6() {
+				gw = netip.MustParseAddr("fe80::1")
+			}
+			f, err := check(From{MAC: highMAC, V4: ip, Local: ip}, gw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := read(f)
+			m := newFakeMoves(Held{IP: ip, Uplink: anUplink, Active: true})
+			w, _ := newTestWatcher(t, m)
+			if !w.seen(anUplink, h) || !slices.Equal(m.moves, []string{"yield " + ip.String()}) {
+				t.Fatalf("active here, a higher MAC asking from %s (%+v): moves %v, want a yield", ip, h, m.moves)
+			}
+			sb := newFakeMoves(Held{IP: ip, Uplink: anUplink, Standby: true})
+			w, _ = newTestWatcher(t, sb)
+			w.tick()
+			w.seen(anUplink, h)
+			for range 3 * DefaultMisses {
+				w.tick()
+				w.seen(anUplink, h)
+			}
+			if len(sb.moves) != 0 {
+				t.Errorf("standing by, the active asking from %s every period: moves %v, want none", ip, sb.moves)
+			}
+		})
+	}
+}
+
 // The goodbye the plugin sends (announce.Goodbye: an RFC 5227 probe, a
 // DAD solicitation) reads as a goodbye from the releasing node's MAC.
 func TestAnRFC5227ProbeReadsAsAGoodbye(t *testing.T) {
