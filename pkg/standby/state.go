@@ -183,7 +183,8 @@ func (s *StateMoves) read(dev string, keep func(*store.Record) bool) (map[string
 }
 
 // TakeOver moves every standby holder of h.IP on its device to active,
-// then announces h.
+// then announces h. A failed announcement is no failed takeover: the IP
+// is held actively, its later rounds and the re-announcements follow.
 func (s *StateMoves) TakeOver(h Held) error {
 	err := s.move(h, false, func(r *store.Record) bool { return slices.Contains(r.StandbyIPs, h.IP) },
 		func(r *store.Record) []netip.Addr {
@@ -192,7 +193,10 @@ func (s *StateMoves) TakeOver(h Held) error {
 	if err != nil {
 		return err
 	}
-	return s.Announce(h)
+	if err := s.Announce(h); err != nil {
+		s.log().Warn("the first round of a takeover failed", "ip", h.IP, "error", err)
+	}
+	return nil
 }
 
 // Yield moves every active holder of h.IP whose network stands by to

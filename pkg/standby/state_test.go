@@ -1,6 +1,7 @@
 package standby
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -21,6 +23,20 @@ func recorded(t *testing.T, path string) store.Netns {
 		t.Fatal(err)
 	}
 	return store.Netns{Path: path, Dev: st.Dev, Ino: st.Ino, DirDev: dir.Dev, DirIno: dir.Ino}
+}
+
+// A takeover whose move is done is done, though its first announcement
+// could not go out (here: no such uplink): the watch must count the IP
+// active, not try the takeover again every period.
+func TestATakeoverIsDoneWhenItsFirstAnnouncementFails(t *testing.T) {
+	s := &StateMoves{DataDir: t.TempDir()}
+	h := Held{IP: netip.MustParseAddr("192.0.2.10"), Uplink: "eip-no-such", Device: "eip0"}
+	if _, err := announce.LookUplink(h.Uplink); err == nil {
+		t.Fatalf("uplink %s exists here", h.Uplink)
+	}
+	if err := s.TakeOver(h); err != nil {
+		t.Errorf("takeover: %v; want it done, its announcement's failure logged", err)
+	}
 }
 
 // A read whose stamps are as old as the last read's are trusted; a stamp
