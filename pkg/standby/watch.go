@@ -112,7 +112,17 @@ type watched struct {
 	// checked: a check went out at the last tick; heard: answered since.
 	checked, heard bool
 	misses         int
+	// disputed: since when, and lastly when, another node kept answering
+	// while the claim named this node (claimHolds).
+	disputed, lastDispute time.Time
 }
+
+// staleClaim is how long two nodes may both keep an IP each on a claim
+// that names itself: then one view of the claim is stale (a node cut off
+// from the API server as from the LAN, whose cache has not caught up),
+// and both fall back to the MAC rule, which they compute alike from the
+// LAN. VRRP decides by what is on the wire alone for the same reason.
+const staleClaim = 3 * time.Second
 
 // Watcher is the node's standby watch.
 type Watcher struct {
@@ -343,16 +353,30 @@ func (w *Watcher) conflict(x *watched, theirs net.HardwareAddr) bool {
 func (w *Watcher) loses(x *watched, theirs net.HardwareAddr) (bool, string) {
 	if w.Claims != nil {
 		if here, known := w.Claims.ActiveHere(x.IP); known {
-			if here {
+			if !here {
+				return true, "the claim names another node active"
+			}
+			if w.claimHolds(x) {
 				return false, "the claim names this node active"
 			}
-			return true, "the claim names another node active"
 		}
 	}
 	if p := w.ports[x.Uplink]; p != nil && lower(p.from.MAC, theirs) {
 		return true, "this node's MAC is the lower"
 	}
 	return false, "this node's MAC is not the lower"
+}
+
+// claimHolds says whether a claim naming this node still decides a
+// dispute over x: for staleClaim from its start (a dispute ends when no
+// other node is heard for twice that).
+func (w *Watcher) claimHolds(x *watched) bool {
+	now := w.now()
+	if x.lastDispute.IsZero() || now.Sub(x.lastDispute) > 2*staleClaim {
+		x.disputed = now
+	}
+	x.lastDispute = now
+	return now.Sub(x.disputed) < staleClaim
 }
 
 func (w *Watcher) takeOver(x *watched, reason string) bool {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
@@ -444,6 +445,28 @@ func TestTheClaimDecidesBetweenTwoActivesOverTheMACRule(t *testing.T) {
 				t.Fatalf("another node claims the IP: moves %v, want %v", m.moves, want)
 			}
 		})
+	}
+}
+
+// Both nodes' claims name themselves (one cache is stale: its node was
+// cut off from the API server too): the claim decides for staleClaim,
+// then the MAC rule, which both compute alike, so one yields.
+func TestAClaimBothNodesReadAsTheirOwnDecidesOnlyForAWhile(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Active: true})
+	w, _ := newTestWatcher(t, m)
+	w.Claims = &fakeClaims{names: map[netip.Addr]string{ip4: "here"}}
+	now := time.Now()
+	w.now = func() time.Time { return now }
+	for range 3 {
+		w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+		now = now.Add(time.Second)
+	}
+	if slices.Contains(m.moves, "yield "+ip4.String()) {
+		t.Fatalf("yielded within %s of the dispute though the claim names this node: %v", staleClaim, m.moves)
+	}
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+	if m.moves[len(m.moves)-1] != "yield "+ip4.String() {
+		t.Fatalf("after %s of dispute against a higher MAC: moves %v, want a yield", staleClaim, m.moves)
 	}
 }
 
