@@ -26,10 +26,19 @@ type LinkFunc func(ctx context.Context) (<-chan LinkEvent, error)
 // subscribeLinks is the node's LinkFunc: RTNLGRP_LINK over netlink, the
 // existing links listed first.
 func subscribeLinks(ctx context.Context) (<-chan LinkEvent, error) {
+	return subscribeLinksWith(ctx, netlink.LinkSubscribeOptions{ListExisting: true})
+}
+
+// subscribeLinksWith subscribes with opts. The library closes the socket
+// only when done is closed, not when its reader stops (a receive buffer
+// overrun): done is closed then too, or each new subscription after an
+// overrun would leave a socket behind, still filling with every link
+// message of the node.
+func subscribeLinksWith(ctx context.Context, opts netlink.LinkSubscribeOptions) (<-chan LinkEvent, error) {
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { close(done) })
-	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{ListExisting: true})
+	err := netlink.LinkSubscribeWithOptions(updates, done, opts)
 	if err != nil {
 		if stop() {
 			close(done)
@@ -39,6 +48,13 @@ func subscribeLinks(ctx context.Context) (<-chan LinkEvent, error) {
 	out := make(chan LinkEvent, 64)
 	go func() {
 		defer close(out)
+		defer func() {
+			if stop() {
+				close(done)
+			}
+			for range updates { // the library's reader ends once its socket is closed
+			}
+		}()
 		for u := range updates {
 			ev := LinkEvent{Index: int(u.Index), Up: u.Flags&unix.IFF_UP != 0, Gone: u.Header.Type == unix.RTM_DELLINK}
 			if u.Link != nil {

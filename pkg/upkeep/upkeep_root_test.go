@@ -1,6 +1,7 @@
 package upkeep
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -303,5 +304,36 @@ func TestUpkeepRoundsLeaveNoDescriptorOpen(t *testing.T) {
 	}
 	if after := openFDs(t); after > before+2 {
 		t.Errorf("10 upkeep rounds left %d more descriptors open (%d, then %d)", after-before, before, after)
+	}
+}
+
+// A receive buffer overrun ends the link subscription (the watch then
+// subscribes again): its socket must go with it, or each overrun on a
+// node busy with links leaves one more socket open, filling for good.
+func TestALinkSubscriptionEndedByAnOverrunLeavesNoSocket(t *testing.T) {
+	u := newUpkeepNode(t)
+	var events <-chan LinkEvent
+	before := openFDs(t)
+	u.do(t, func() error {
+		var err error
+		events, err = subscribeLinksWith(context.Background(), netlink.LinkSubscribeOptions{ReceiveBufferSize: 1024, ReceiveBufferForceSize: true})
+		return err
+	})
+	for i := range 40 { // unread: the 64 + 64 queued fill, then the socket's buffer overruns
+		name := fmt.Sprintf("ov%d", i)
+		run(t, "ip", "-n", u.nodeName, "link", "add", name, "type", "veth", "peer", "name", name+"p")
+		run(t, "ip", "-n", u.nodeName, "link", "del", name)
+	}
+	deadline := time.After(10 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-events:
+		case <-deadline:
+			t.Fatal("the subscription did not end after an overrun")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the library's closing goroutine runs
+	if after := openFDs(t); after > before {
+		t.Errorf("an ended link subscription left %d descriptors open (%d, then %d)", after-before, before, after)
 	}
 }
