@@ -157,13 +157,17 @@ type watcher struct {
 	hold    time.Time // storm back-off: no re-chain before this
 	backoff time.Duration
 	waiting bool // no primary yet, and said so
-	reload  bool // the entry's file changed
+	// reload: the entry's file may have changed. Besides its directory's
+	// events, the first reconcile, each resync and each lost event set it
+	// (a change made before the watch began, or in an overflow, has no
+	// event); an entry as it was is no change (reloadEntry).
+	reload bool
 	chained map[string]bool
 	fights  map[string][]time.Time
 }
 
 func newWatcher(i *Installer, o WatchOptions) *watcher {
-	return &watcher{i: i, o: o, now: time.Now, fights: map[string][]time.Time{}, chained: map[string]bool{}}
+	return &watcher{i: i, o: o, now: time.Now, fights: map[string][]time.Time{}, chained: map[string]bool{}, reload: o.EntryFile != ""}
 }
 
 func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
@@ -191,8 +195,10 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 			}
 			// An overflow loses events: look at the directory itself.
 			wt.i.log().Warn("watch error; checking the conf dir", "dir", wt.i.ConfDir, "error", err)
+			wt.reload = wt.o.EntryFile != ""
 			wt.arm(wt.o.Settle)
 		case <-resync.C:
+			wt.reload = wt.o.EntryFile != ""
 			wt.arm(0)
 		case <-wt.due.C:
 			if wt.reconcile(wt.now()) {

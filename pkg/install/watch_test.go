@@ -249,12 +249,37 @@ func TestWatchTellsTheUpkeepEachNewEntryItReloads(t *testing.T) {
 	cm.update(t, next)
 	eventually(t, 5*time.Second, "the new entry chained", func() bool { return strings.Contains(string(n.read(t, "10-bridge.conflist")), "/run/eip-next") })
 	cm.update(t, next)
+	time.Sleep(5 * 100 * time.Millisecond) // settled and reconciled apart from the next update
 	cm.update(t, `{"type": "external-ip", "allowedRanges": ["not a cidr"]}`)
 	eventually(t, 5*time.Second, "the bad entry logged", func() bool { return strings.Contains(logs.String(), "plugin entry not reloaded") })
 	mu.Lock()
 	defer mu.Unlock()
 	if want := "/run/eip-next 0xf00000 map[up1:[192.0.2.254]]"; len(told) != 1 || told[0] != want {
 		t.Errorf("the upkeep was told %q, want once %q", told, want)
+	}
+}
+
+// The entry changed before the watch began (kubelet swapped the ConfigMap
+// in while the process started): no event will come for it, so the first
+// reconcile reads it, as each resync does.
+func TestAnEntryChangedBeforeTheWatchBeganIsReloaded(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	cm := newConfigMap(t, entryJSON)
+	in := n.installer(t)
+	in.Log = (&logbuf.Buffer{}).Logger()
+	var told []string
+	o := WatchOptions{EntryFile: cm.file(), OnEntry: func(e *Entry) { told = append(told, e.DataDir()) }}
+	o.defaults()
+	wt := newWatcher(in, o)
+	cm.update(t, strings.Replace(entryJSON, `"allowedRanges"`, `"dataDir": "/run/eip-next", "allowedRanges"`, 1))
+	wt.reconcile(time.Now())
+	if !slices.Equal(told, []string{"/run/eip-next"}) {
+		t.Fatalf("the first reconcile told %v; want the entry as it is now", told)
+	}
+	wt.reconcile(time.Now())
+	if len(told) != 1 {
+		t.Errorf("a reconcile with the entry unchanged told %v; want nothing more", told)
 	}
 }
 
