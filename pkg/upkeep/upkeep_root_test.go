@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -335,5 +336,49 @@ func TestALinkSubscriptionEndedByAnOverrunLeavesNoSocket(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the library's closing goroutine runs
 	if after := openFDs(t); after > before {
 		t.Errorf("an ended link subscription left %d descriptors open (%d, then %d)", after-before, before, after)
+	}
+}
+
+// One holder device whose state cannot be read (a corrupt record) holds up
+// none of the others: their IPs still reach the series and the watch, and
+// its own stay as last read (an unreadable state is no release).
+func TestADeviceUnreadableKeepsItsLastHeldAndTheOthersGoOn(t *testing.T) {
+	u := newUpkeepNode(t)
+	add := func(dev, id, ip string) {
+		u.do(t, func() error {
+			_, err := assigner.New(assigner.Options{Device: dev, DataDir: u.dataDir, LockTimeout: 5 * time.Second}).
+				Add(assigner.Attachment{Network: "pods", ContainerID: id, IfName: "eth0"}, []netip.Addr{netip.MustParseAddr(ip)}, nil)
+			return err
+		})
+	}
+	add("eip1", "c2", "192.0.2.51")
+	rec := newFakeRecorder()
+	up := u.upkeep(&logbuf.Buffer{})
+	up.Recorder = rec
+	w := up.newWatch(context.Background())
+	t.Cleanup(w.close)
+	u.do(t, w.refresh)
+	recs, _ := filepath.Glob(filepath.Join(u.dataDir, "eip1", "att", "*.json"))
+	if len(recs) == 0 {
+		t.Fatal("no record of eip1 to corrupt")
+	}
+	for _, r := range recs {
+		if err := os.WriteFile(r, []byte("{not json"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("eip0", "c3", "192.0.2.52")
+	var err error
+	u.do(t, func() error { err = w.refresh(); return nil })
+	if err == nil {
+		t.Fatal("a corrupt record of eip1: refresh said nothing")
+	}
+	var got []string
+	for _, h := range rec.held {
+		got = append(got, h.Device+" "+h.IP.String())
+	}
+	slices.Sort(got)
+	if want := []string{"eip0 192.0.2.50", "eip0 192.0.2.52", "eip1 192.0.2.51"}; !slices.Equal(got, want) {
+		t.Errorf("held after eip1's state went unreadable: %v, want %v", got, want)
 	}
 }

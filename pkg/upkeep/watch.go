@@ -2,6 +2,7 @@ package upkeep
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -21,6 +22,9 @@ type watch struct {
 	uplinks map[string]*listening
 	// bounces, when the link watch runs, is told the held IPs' uplinks.
 	bounces *bounces
+	// last is what the last refresh found held, kept for a device whose
+	// state cannot be read now (a lock timeout is no release).
+	last []HeldIP
 }
 
 // listening is one uplink's sockets, for the interface index they were
@@ -40,10 +44,16 @@ func (u *Upkeep) newWatch(ctx context.Context) *watch {
 // refresh reads what the node holds, records it, and listens on exactly the
 // uplinks that hold something.
 func (w *watch) refresh() error {
-	held, err := w.u.Held()
-	if err != nil {
-		return err // the series stay as they were: a lock timeout is no release
+	held, failed, err := w.u.held()
+	if err != nil && failed == nil {
+		return err // no device listed: the series stay as they were
 	}
+	for _, h := range w.last {
+		if failed[h.Device] {
+			held = append(held, h) // one device unread holds up none of the others
+		}
+	}
+	w.last = held
 	w.u.recorder().Held(held)
 	ups := map[string]announce.Uplink{}
 	macs := map[string]net.HardwareAddr{}
@@ -71,7 +81,7 @@ func (w *watch) refresh() error {
 			w.listen(name, up)
 		}
 	}
-	return nil
+	return err
 }
 
 func (w *watch) listen(name string, up announce.Uplink) {
@@ -122,20 +132,34 @@ func nodeMACs() []net.HardwareAddr {
 
 // Held reads every IP the node holds from the state, as Reannounce does.
 func (u *Upkeep) Held() ([]HeldIP, error) {
+	held, _, err := u.held()
+	return held, err
+}
+
+// held is Held with the devices whose state could not be read (nil when
+// none could be listed).
+func (u *Upkeep) held() ([]HeldIP, map[string]bool, error) {
 	devs, err := u.devices()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var held []HeldIP
-	err = u.eachDevice(devs, nil, func(_ *assigner.Assigner, rep *assigner.Report) error {
-		for _, ip := range rep.IPs {
-			if len(ip.Holders) > 0 {
-				held = append(held, HeldIP{IP: ip.Addr, Uplink: ip.Uplink, Device: rep.Device, Holders: len(ip.Holders)})
+	failed := map[string]bool{}
+	var errs []error
+	for _, dev := range devs {
+		err := u.eachDevice([]string{dev}, nil, func(_ *assigner.Assigner, rep *assigner.Report) error {
+			for _, ip := range rep.IPs {
+				if len(ip.Holders) > 0 {
+					held = append(held, HeldIP{IP: ip.Addr, Uplink: ip.Uplink, Device: rep.Device, Holders: len(ip.Holders)})
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			failed[dev], errs = true, append(errs, err)
 		}
-		return nil
-	})
-	return held, err
+	}
+	return held, failed, errors.Join(errs...)
 }
 
 // defend sends one round for h on its uplink (RFC 5227 section 2.4 (b));
