@@ -161,7 +161,7 @@ type watcher struct {
 	// events, the first reconcile, each resync and each lost event set it
 	// (a change made before the watch began, or in an overflow, has no
 	// event); an entry as it was is no change (reloadEntry).
-	reload bool
+	reload  bool
 	chained map[string]bool
 	fights  map[string][]time.Time
 }

@@ -216,8 +216,10 @@ func (f *installFlags) upkeepDataDir(entry *install.Entry) error {
 // or SIGINT. It leaves everything installed: a pod restart or an upgrade
 // must not leave pods without external IPs.
 func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	ctx, restart := context.WithCancelCause(sig)
+	defer restart(nil)
 	log.Info("starting", "version", versionLine(), "binDir", f.binDir, "confDir", f.confDir,
 		"reannounceEvery", f.reannounce.String(), "repairEvery", f.repair.String())
 	var wg sync.WaitGroup
@@ -240,6 +242,13 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 		wg.Go(func() { sb.Run(ctx) })
 	}
 	follow := func(e *install.Entry) {
+		if claimed != nil && e.DataDir() != f.dataDir {
+			// The plugin reaches the claims by a socket in dataDir, which
+			// the claims' server cannot move: a new process serves the new.
+			log.Error("the plugin entry's dataDir changed; the node process serving claims restarts to serve it there", "from", f.dataDir, "to", e.DataDir())
+			restart(errDataDirMoved)
+			return
+		}
 		up.Use(upkeep.Entry{DataDir: e.DataDir(), UplinkRouting: e.UplinkRouting()})
 		moves.Use(e.DataDir(), e.UplinkRouting())
 		if m, ok := rec.(interface{ FoldFrom(dataDir string) }); ok {
@@ -250,8 +259,13 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	stop()
 	wg.Wait()
 	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")
+	if cause := context.Cause(ctx); errors.Is(cause, errDataDirMoved) {
+		return cause // exit non-zero: the DaemonSet starts the process again
+	}
 	return err
 }
+
+var errDataDirMoved = errors.New("the plugin entry's dataDir changed: restarting to serve the claims there")
 
 // standbyWatch is the watch of the IPs held in standby (package standby)
 // on moves, counted in rec when it records standby too, and telling
