@@ -69,7 +69,7 @@ func TestTheWatchHandsEachUplinksFramesOnAndStopsItsReaders(t *testing.T) {
 		t.Errorf("frames arrived changed: %d distinct", len(got))
 	}
 	l := w.uplinks["up0"]
-	w.close()
+	l.stop() // not w.close, which waits for the readers itself: a reader that never stops would hang the test
 	select {
 	case <-l.done:
 	case <-time.After(5 * time.Second):
