@@ -4,7 +4,11 @@
 // ours, with what the real server does and the tracker alone does not:
 // resourceVersions, a conflict for an update or a delete made from a stale
 // copy, and a delete's preconditions. It records every request, so that a
-// test can compare them with the RBAC rules.
+// test can compare them with the RBAC rules. A test can make it misbehave
+// as a real server and its network may: a create that commits but whose
+// answer is lost and whose watch event comes late (LoseNextCreate), and
+// another client's delete and create of a claim between a read and a
+// write (RemakeBefore).
 package claimstest
 
 import (
@@ -37,6 +41,14 @@ type API struct {
 
 	mu sync.Mutex
 	rv int64
+	// loseCreates is how many of the next creates lose their answer;
+	// held are the names whose watch events wait for echo's close.
+	loseCreates int
+	held        map[string]bool
+	echo        chan struct{}
+	// remakes are the claims to make anew before the next request of a
+	// verb on their name.
+	remakes map[[2]string]*v1alpha1.ExternalIPClaim
 }
 
 // New is a fake server holding objs (core kinds and ours alike).
@@ -46,7 +58,8 @@ func New(objs ...runtime.Object) *API {
 		panic(err)
 	}
 	tracker := k8stesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	a := &API{Ours: &k8stesting.Fake{}, Tracker: tracker}
+	a := &API{Ours: &k8stesting.Fake{}, Tracker: tracker, held: map[string]bool{}, echo: make(chan struct{}),
+		remakes: map[[2]string]*v1alpha1.ExternalIPClaim{}}
 	var core []runtime.Object
 	for _, o := range objs {
 		switch o.(type) {
@@ -67,7 +80,10 @@ func New(objs ...runtime.Object) *API {
 	a.Ours.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
 	a.Ours.AddWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
 		w, err := tracker.Watch(action.GetResource(), action.GetNamespace(), action.(k8stesting.WatchActionImpl).ListOptions)
-		return true, w, err
+		if err != nil {
+			return true, nil, err
+		}
+		return true, a.holding(w), nil
 	})
 	a.Pools.FakeClientWithList = gentype.NewFakeClientWithList(a.Ours, "", v1alpha1.Pools, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.PoolKind),
 		func() *v1alpha1.ExternalIPPool { return &v1alpha1.ExternalIPPool{} },
@@ -121,9 +137,20 @@ func (a *API) create(action k8stesting.Action) (bool, runtime.Object, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	o := action.(k8stesting.CreateAction).GetObject().DeepCopyObject()
+	m, _ := meta.Accessor(o)
+	a.remakeFor(action, m.GetName())
 	a.stamp(o)
+	lose := a.loseCreates > 0
+	if lose {
+		a.held[m.GetName()] = true // before the tracker tells its watchers
+	}
 	if err := a.Tracker.Create(action.GetResource(), o, action.GetNamespace()); err != nil {
+		delete(a.held, m.GetName())
 		return true, nil, err
+	}
+	if lose {
+		a.loseCreates--
+		return true, nil, apierrors.NewTimeoutError("request did not complete within the allowed duration", 1)
 	}
 	return true, o, nil
 }
@@ -135,6 +162,7 @@ func (a *API) update(action k8stesting.Action) (bool, runtime.Object, error) {
 	defer a.mu.Unlock()
 	o := action.(k8stesting.UpdateAction).GetObject().DeepCopyObject()
 	m, _ := meta.Accessor(o)
+	a.remakeFor(action, m.GetName())
 	cur, err := a.Tracker.Get(action.GetResource(), action.GetNamespace(), m.GetName())
 	if err != nil {
 		return true, nil, err
@@ -157,6 +185,7 @@ func (a *API) delete(action k8stesting.Action) (bool, runtime.Object, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := action.(k8stesting.DeleteActionImpl)
+	a.remakeFor(action, d.Name)
 	cur, err := a.Tracker.Get(d.GetResource(), d.GetNamespace(), d.Name)
 	if err != nil {
 		return true, nil, err
@@ -196,4 +225,101 @@ func (a *API) patchPrecondition(action k8stesting.Action) (bool, runtime.Object,
 		return true, nil, apierrors.NewConflict(pa.GetResource().GroupResource(), pa.GetName(), fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", patch.Metadata.UID, m.GetUID()))
 	}
 	return false, nil, nil
+}
+
+// LoseNextCreate makes the next create of one of our kinds commit, but
+// answer with a timeout, as when the client's deadline passes while the
+// server writes; its watch event waits until echo is called, as a watch
+// that lags, so that no cache shows the object meanwhile.
+func (a *API) LoseNextCreate() (echo func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.loseCreates++
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		clear(a.held)
+		close(a.echo)
+		a.echo = make(chan struct{})
+	}
+}
+
+// RemakeBefore deletes the claim of c's name and makes c in its place
+// just before the server takes the next request of verb ("create",
+// "update" or "delete") on that name: another client's delete and create
+// between this client's read and its write.
+func (a *API) RemakeBefore(verb string, c *v1alpha1.ExternalIPClaim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.remakes[[2]string{verb, c.Name}] = c.DeepCopy()
+}
+
+// remakeFor carries out the remake due before this request; a.mu held.
+// It writes to the tracker itself: the fake's clients wait for the
+// request under way.
+func (a *API) remakeFor(action k8stesting.Action, name string) {
+	k := [2]string{action.GetVerb(), name}
+	c := a.remakes[k]
+	if c == nil {
+		return
+	}
+	delete(a.remakes, k)
+	if err := a.Tracker.Delete(action.GetResource(), "", name); err != nil && !apierrors.IsNotFound(err) {
+		panic(err)
+	}
+	c.UID, c.ResourceVersion = "", ""
+	a.stamp(c)
+	if err := a.Tracker.Create(action.GetResource(), c, ""); err != nil {
+		panic(err)
+	}
+}
+
+// holding passes w's events on, but holds back those of the names held
+// (and, to keep the order, every one after them) until echo is closed.
+func (a *API) holding(w watch.Interface) watch.Interface {
+	out := make(chan watch.Event)
+	pw := watch.NewProxyWatcher(out)
+	go func() {
+		defer w.Stop()
+		var queued []watch.Event
+		for {
+			a.mu.Lock()
+			echo := a.echo
+			a.mu.Unlock()
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					close(out)
+					return
+				}
+				if len(queued) > 0 || a.isHeld(ev.Object) {
+					queued = append(queued, ev)
+					continue
+				}
+				queued = []watch.Event{ev}
+			case <-echo:
+			case <-pw.StopChan():
+				return
+			}
+			for len(queued) > 0 && !a.isHeld(queued[0].Object) {
+				select {
+				case out <- queued[0]:
+					queued = queued[1:]
+				case <-pw.StopChan():
+					return
+				}
+			}
+		}
+	}()
+	return pw
+}
+
+func (a *API) isHeld(o runtime.Object) bool {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held[m.GetName()]
 }
