@@ -14,9 +14,9 @@ import (
 
 // create makes a claim if no claim of its name exists: the API server's
 // create-if-absent is what gives an IP one owner, whatever the caches say.
-func (n *Node) create(ctx context.Context, c *v1alpha1.ExternalIPClaim) error {
-	_, err := n.cfg.Clients.Claims.Create(ctx, c, metav1.CreateOptions{})
-	return err
+// The claim made is the server's, with its UID.
+func (n *Node) create(ctx context.Context, c *v1alpha1.ExternalIPClaim) (*v1alpha1.ExternalIPClaim, error) {
+	return n.cfg.Clients.Claims.Create(ctx, c, metav1.CreateOptions{})
 }
 
 // update changes a claim by change, which says whether it changed it (and

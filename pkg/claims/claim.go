@@ -206,6 +206,7 @@ func (g *grant) admitted(p *pools.Pool, what string) *nodeapi.Response {
 }
 
 func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
+	k := earlyKey{ownerKey(owner), p.Name(), f}
 	// A request of the attachment again before the cache has seen the
 	// claim this process made for it (a retry within the informer's lag)
 	// finds it here, not a second IP.
@@ -214,26 +215,49 @@ func (g *grant) poolIP(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner)
 		if err != nil || !p.Ranges.Covers(ip) || pools.FamilyOf(ip) != f {
 			continue
 		}
-		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); resp != retryJoin {
+		if resp := g.join(ip, ownedBy(k.owner)); !elsewhere(resp) {
 			return ip, resp
 		}
 	}
 	// Under the owner's lock, which an early claim for the pod takes too:
 	// the ADD waits for one under way rather than make a second.
-	k := earlyKey{ownerKey(owner), p.Name(), f}
 	defer g.n.locks.lock(k.lockKey())()
-	if c := g.n.early.ownersClaim(k); c != nil {
+	c, err := g.n.early.find(g.ctx, k)
+	if err != nil {
+		r := unavailable("reading claim of an earlier create: %v", err)
+		return netip.Addr{}, &r
+	}
+	if c != nil {
 		ip, _ := netip.ParseAddr(c.Spec.Address) // it parses: ownersClaim matched its family
 		if g.adopt(c) {
 			return ip, nil
 		}
-		if resp := g.join(ip, func(*v1alpha1.ExternalIPClaim) *nodeapi.Response { return nil }); resp != retryJoin {
+		if resp := g.join(ip, ownedBy(k.owner)); !elsewhere(resp) {
 			return ip, resp
 		}
-		g.n.early.made.drop(k) // released since: a free IP, then
+		g.n.early.made.drop(k) // released, or made again for another owner, since: a free IP, then
 	}
 	return g.allocate(p, f, owner)
 }
+
+// notOwners is a join's answer when the claim is not the owner's: the
+// cache's copy was, but the claim was deleted and made again for another
+// owner since (another pod, another node), and the server's copy says so.
+var notOwners = &nodeapi.Response{}
+
+// ownedBy is the check of a join to a pool's claim of the owner.
+func ownedBy(owner string) func(*v1alpha1.ExternalIPClaim) *nodeapi.Response {
+	return func(c *v1alpha1.ExternalIPClaim) *nodeapi.Response {
+		if ownerKey(c.Spec.Owner) != owner {
+			return notOwners
+		}
+		return nil
+	}
+}
+
+// elsewhere says that a join found no claim of the owner to join: the IP
+// is to be looked for elsewhere.
+func elsewhere(resp *nodeapi.Response) bool { return resp == retryJoin || resp == notOwners }
 
 // maxProbes bounds the IPs one allocation tries in a pool too large to
 // scan whole; a pool that large is found full only by its count.
@@ -252,16 +276,20 @@ func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwne
 		return netip.Addr{}, g.exhausted(p, f)
 	}
 	taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
+	k := earlyKey{ownerKey(owner), p.Name(), f}
 	for i := range freeIndexes(size, g.n.randN, taken) {
 		ip := p.Ranges.At(f, i)
-		c := newClaim(ip, p.Name(), owner, g.holder)
-		err := g.n.create(g.ctx, c)
+		c, err := g.n.create(g.ctx, newClaim(ip, p.Name(), owner, g.holder))
 		if err == nil {
-			g.touched = append(g.touched, v1alpha1.ClaimName(ip))
-			g.n.early.made.put(earlyKey{ownerKey(owner), p.Name(), f}, c)
+			g.touched = append(g.touched, c.Name)
+			g.n.early.keep(k, c)
 			return ip, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
+			// The server may have made it all the same (a timeout, an
+			// answer lost): the owner's next try asks before it takes
+			// another IP.
+			g.n.early.made.tried(k, v1alpha1.ClaimName(ip))
 			r := unavailable("creating claim %s: %v", v1alpha1.ClaimName(ip), err)
 			return netip.Addr{}, &r
 		}
@@ -305,7 +333,7 @@ func (g *grant) named(ip netip.Addr) *nodeapi.Response {
 	create := g.n.cached(ip) == nil
 	for range 5 { // a claim deleted between our look and our join: again
 		if create {
-			err := g.n.create(g.ctx, newClaim(ip, p.Name(), v1alpha1.ClaimOwner{Namespace: ns}, g.holder))
+			_, err := g.n.create(g.ctx, newClaim(ip, p.Name(), v1alpha1.ClaimOwner{Namespace: ns}, g.holder))
 			if err == nil {
 				g.touched = append(g.touched, v1alpha1.ClaimName(ip))
 				g.addrs = append(g.addrs, ip)

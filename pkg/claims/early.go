@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,9 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
@@ -62,6 +63,10 @@ type earlyClaims struct {
 type madeClaims struct {
 	mu sync.Mutex
 	by map[earlyKey]*v1alpha1.ExternalIPClaim
+	// tries are the names whose create failed without an answer (the
+	// server may have made them all the same), until the owner's next
+	// look asks the server.
+	tries map[earlyKey]string
 }
 
 func (e *madeClaims) get(k earlyKey) *v1alpha1.ExternalIPClaim {
@@ -70,9 +75,15 @@ func (e *madeClaims) get(k earlyKey) *v1alpha1.ExternalIPClaim {
 	return e.by[k]
 }
 
-func (e *madeClaims) put(k earlyKey, c *v1alpha1.ExternalIPClaim) {
+// put keeps c unless the cache has it already: the cache's Add, which
+// drops it, may have come between the create's answer and this put, and
+// nothing would drop it then.
+func (e *madeClaims) put(k earlyKey, c *v1alpha1.ExternalIPClaim, cached cache.Store) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if o, ok, _ := cached.GetByKey(c.Name); ok && o.(*v1alpha1.ExternalIPClaim).UID == c.UID {
+		return
+	}
 	if e.by == nil {
 		e.by = map[earlyKey]*v1alpha1.ExternalIPClaim{}
 	}
@@ -83,6 +94,27 @@ func (e *madeClaims) drop(k earlyKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.by, k)
+}
+
+func (e *madeClaims) tried(k earlyKey, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tries == nil {
+		e.tries = map[earlyKey]string{}
+	}
+	e.tries[k] = name
+}
+
+func (e *madeClaims) lastTry(k earlyKey) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tries[k]
+}
+
+func (e *madeClaims) asked(k earlyKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.tries, k)
 }
 
 // watch queues every pod of this node that may want an early claim, as
@@ -173,8 +205,8 @@ func (e *earlyClaims) claim(ctx context.Context, key string) error {
 func (g *grant) claimFamilyEarly(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) error {
 	k := earlyKey{ownerKey(owner), p.Name(), f}
 	defer g.n.locks.lock(k.lockKey())()
-	if g.n.early.ownersClaim(k) != nil {
-		return nil
+	if c, err := g.n.early.find(g.ctx, k); c != nil || err != nil {
+		return err
 	}
 	start := time.Now()
 	ip, resp := g.allocate(p, f, owner)
@@ -197,14 +229,43 @@ func (e *earlyClaims) cached(o any) {
 
 // ownersClaim is the owner's claim of one family of one pool: the cache's,
 // else the one this process made early and the cache has not shown yet.
+// Of two (a create whose answer was lost, made again), the first by name,
+// as settle keeps.
 func (e *earlyClaims) ownersClaim(k earlyKey) *v1alpha1.ExternalIPClaim {
+	var found *v1alpha1.ExternalIPClaim
 	for _, c := range e.n.byIndex(byOwner, k.owner) {
-		if c.Spec.Pool == k.pool && familyOf(c) == k.family {
-			e.made.drop(k)
-			return c
+		if c.Spec.Pool == k.pool && familyOf(c) == k.family && (found == nil || c.Name < found.Name) {
+			found = c
 		}
 	}
+	if found != nil {
+		e.made.drop(k)
+		return found
+	}
 	return e.made.get(k)
+}
+
+// find is ownersClaim, once the server has been asked for the claim whose
+// create failed without an answer, if any: the server may have made it,
+// and the cache not shown it yet, and another IP would be a second claim.
+// The caller holds the owner's lock.
+func (e *earlyClaims) find(ctx context.Context, k earlyKey) (*v1alpha1.ExternalIPClaim, error) {
+	if name := e.made.lastTry(k); name != "" {
+		c, err := e.n.cfg.Clients.Claims.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil && ownerKey(c.Spec.Owner) == k.owner && c.Spec.Pool == k.pool:
+			e.keep(k, c)
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, err
+		}
+		e.made.asked(k)
+	}
+	return e.ownersClaim(k), nil
+}
+
+// keep keeps a claim made (or found) for the owner until the cache has it.
+func (e *earlyClaims) keep(k earlyKey, c *v1alpha1.ExternalIPClaim) {
+	e.made.put(k, c, e.n.claims.GetStore())
 }
 
 type errorString string
@@ -247,31 +308,70 @@ func (g *grant) adopt(c *v1alpha1.ExternalIPClaim) bool {
 	return true
 }
 
-// fill writes the attachment's holder into each claim in place of
-// the pod's pending one. Nothing releases a live pod's pending holder, but
-// the node must never hold an IP unclaimed: a claim gone meanwhile is made
-// again, and one another owner made meanwhile is an error on the log and
-// an event on the pod. A write the API server did not take (it is down)
-// is left to the node's next pass (settle), which tries again.
+// fill writes the attachment's holder into each claim the ADD adopted, in
+// place of the pod's pending one. Nothing releases a live pod's pending
+// holder while it has an intent, but the node must never hold an IP
+// unclaimed: a claim gone meanwhile is made again, and one made again for
+// another owner meanwhile is left as it is, an error on the log and an
+// event on the pod. A write the API server did not take (it is down) is
+// left to the node's next pass (settle), which tries again.
 func (e *earlyClaims) fill(claims []*v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) {
-	n := e.n
 	ctx, cancel := context.WithTimeout(context.Background(), nodeapi.ClaimTimeout)
 	defer cancel()
-	a := holderAttachment(h)
 	for _, c := range claims {
-		err := n.update(ctx, c.Name, func(c *v1alpha1.ExternalIPClaim) bool { return takePending(c, h) })
+		err := e.writeHolder(ctx, c, h)
 		if apierrors.IsNotFound(err) {
-			ip, _ := netip.ParseAddr(c.Spec.Address)
-			if err = n.create(ctx, newClaim(ip, c.Spec.Pool, c.Spec.Owner, h)); apierrors.IsAlreadyExists(err) {
-				n.log.Error("claims: a pod's early claim went, and another owner has its IP now", "claim", c.Name, "attachment", a.String())
-				e.lost(c, h, err)
-				continue
-			}
+			err = e.remake(ctx, c, h)
 		}
-		if err != nil {
-			n.log.Warn("claims: writing the attachment into its pod's early claim; the node's next pass tries again", "claim", c.Name, "attachment", a.String(), "error", err)
-			continue
+		e.filled(c, h, err)
+	}
+}
+
+// errNotTheClaim is a fill's error when the claim of that name is not the
+// one adopted: deleted and made again since, for another owner or anew.
+var errNotTheClaim = errors.New("the claim was deleted and made again since the pod's ADD adopted it")
+
+// writeHolder puts h in place of its pod's pending holder in the claim c
+// was read from: the server's copy must be that claim (its UID) of that
+// owner, never one made again since, whose IP the ADD did not take.
+func (e *earlyClaims) writeHolder(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) error {
+	var other error
+	err := e.n.update(ctx, c.Name, func(cur *v1alpha1.ExternalIPClaim) bool {
+		if other = nil; cur.UID != c.UID || ownerKey(cur.Spec.Owner) != ownerKey(c.Spec.Owner) {
+			other = errNotTheClaim
+			return false
 		}
+		return takePending(cur, h)
+	})
+	if err == nil {
+		err = other
+	}
+	return err
+}
+
+// remake makes again, for its owner, the claim an ADD adopted and that went
+// before its attachment was written in; another owner's claim of its IP
+// now is errNotTheClaim.
+func (e *earlyClaims) remake(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) error {
+	ip, _ := netip.ParseAddr(c.Spec.Address)
+	_, err := e.n.create(ctx, newClaim(ip, c.Spec.Pool, c.Spec.Owner, h))
+	if apierrors.IsAlreadyExists(err) {
+		return errNotTheClaim
+	}
+	return err
+}
+
+// filled logs how writing h into c went, and remembers it held.
+func (e *earlyClaims) filled(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, err error) {
+	n := e.n
+	a := holderAttachment(h)
+	switch {
+	case errors.Is(err, errNotTheClaim):
+		n.log.Error("claims: a pod's early claim went, and another claim has its IP now", "claim", c.Name, "attachment", a.String())
+		e.lost(c, h, err)
+	case err != nil:
+		n.log.Warn("claims: writing the attachment into its pod's early claim; the node's next pass tries again", "claim", c.Name, "attachment", a.String(), "error", err)
+	default:
 		n.remember(a, []string{c.Name})
 	}
 }
@@ -303,78 +403,4 @@ func (e *earlyClaims) lost(c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, 
 		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Spec.Owner.Namespace, Name: h.Pod, UID: types.UID(h.PodUID)}
 		n.events.Eventf(ref, corev1.EventTypeWarning, reasonEarlyClaimLost, "external IP %s: its claim could not name this pod's attachment on node %s: %v", c.Spec.Address, h.Node, err)
 	}
-}
-
-// settle settles the pending holders on this node that no ADD is about
-// to fill: one whose pod is gone from this node, on its way out or
-// finished, or asks another pool now, goes (and its claim with it, as at
-// a DEL); one whose pod's ADD answered before this process stopped, and
-// so never filled it, takes that pod's attachment when the pod has
-// exactly one intent. A pod with none yet keeps it: its ADD is to come.
-func (e *earlyClaims) settle(ctx context.Context) {
-	n := e.n
-	intents, err := nodeapi.Intents(n.cfg.DataDir)
-	if err != nil {
-		n.log.Error("claims: reading intents", "error", err)
-		return
-	}
-	byPod := map[string][]v1alpha1.ClaimHolder{}
-	for _, m := range intents {
-		a := m.Attachment
-		byPod[m.Pod.UID] = append(byPod[m.Pod.UID], v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: m.Pod.Name, PodUID: m.Pod.UID,
-			Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName})
-	}
-	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
-		for _, h := range c.Spec.Holders {
-			if h.Node == n.cfg.NodeName && isPending(h) {
-				e.settleOne(ctx, c, h, byPod[h.PodUID])
-			}
-		}
-	}
-}
-
-func (e *earlyClaims) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, attached []v1alpha1.ClaimHolder) {
-	n := e.n
-	if len(attached) == 1 {
-		a := holderAttachment(attached[0])
-		defer n.locks.lock(attachmentKey(a))()
-		e.fill([]*v1alpha1.ExternalIPClaim{c}, attached[0])
-		n.log.Info("claims: an early claim's holder took the attachment of its pod's earlier ADD", "claim", c.Name, "attachment", a.String())
-		return
-	}
-	pod, err := n.local.Core().V1().Pods().Lister().Pods(c.Spec.Owner.Namespace).Get(h.Pod)
-	if err == nil && string(pod.UID) == h.PodUID && wantsEarlyClaim(pod) && poolAsked(pod) == c.Spec.Pool {
-		return // its ADD is still to come
-	}
-	defer n.locks.lock(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)}.lockKey())()
-	if err := e.removePending(ctx, c.Name, h); err != nil {
-		n.log.Warn("claims: dropping the pending holder of a pod gone or going", "claim", c.Name, "pod", h.Pod, "error", err)
-		return
-	}
-	n.log.Info("claims: dropped the pending holder of a pod gone or going", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod)
-}
-
-// removePending takes the pod's pending holder off the claim, deleting
-// the claim when nobody else holds it (as removeHolder).
-func (e *earlyClaims) removePending(ctx context.Context, name string, h v1alpha1.ClaimHolder) error {
-	n := e.n
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		c, err := n.latest(ctx, name, false)
-		if err != nil {
-			return err
-		}
-		i := pendingIndex(c, h.Node, h.PodUID)
-		if i < 0 {
-			return nil
-		}
-		c.Spec.Holders = slices.Delete(c.Spec.Holders, i, i+1)
-		if !holdsOn(c, c.Spec.ActiveNode) {
-			c.Spec.ActiveNode = ""
-		}
-		return n.store(ctx, c)
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }

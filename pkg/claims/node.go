@@ -128,6 +128,9 @@ func (n *Node) nodeInformer() {
 // Run serves until ctx ends: the informers, the node's own reconciliation,
 // the pod annotations and, while this node leads, the cluster's.
 func (n *Node) Run(ctx context.Context) error {
+	// The queue's goroutines run from New: shut down on every return,
+	// before the caches synced too.
+	defer n.early.queue.ShutDown()
 	go n.claims.RunWithContext(ctx)
 	go n.pools.RunWithContext(ctx)
 	n.kube.Start(ctx.Done())
