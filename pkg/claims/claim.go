@@ -259,15 +259,12 @@ func ownedBy(owner string) func(*v1alpha1.ExternalIPClaim) *nodeapi.Response {
 // is to be looked for elsewhere.
 func elsewhere(resp *nodeapi.Response) bool { return resp == retryJoin || resp == notOwners }
 
-// maxProbes bounds the IPs one allocation tries in a pool too large to
-// scan whole; a pool that large is found full only by its count.
-const maxProbes = 1 << 16
-
 // allocate takes a free IP of family f: at random places in the pool (as
 // Kubernetes' Service allocator does, so that two nodes seldom try the
 // same IP first), then in order, an IP that no cached claim has
-// (freeIndexes), made with create-if-absent. Losing a race (AlreadyExists)
-// moves on to the next IP; having tried every IP, the pool is exhausted.
+// (pools.FreeIndexes), made with create-if-absent. Losing a race
+// (AlreadyExists) moves on to the next IP; having tried every IP, the pool
+// is exhausted.
 // The claim made is kept among those made here until the cache shows it,
 // so that the owner's next look (its ADD, or an early claim) finds it.
 func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
@@ -277,7 +274,7 @@ func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwne
 	}
 	taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
 	k := earlyKey{ownerKey(owner), p.Name(), f}
-	for i := range freeIndexes(size, g.n.randN, taken) {
+	for i := range pools.FreeIndexes(size, g.n.randN, taken) {
 		ip := p.Ranges.At(f, i)
 		c, err := g.n.create(g.ctx, newClaim(ip, p.Name(), owner, g.holder))
 		if err == nil {
@@ -289,7 +286,7 @@ func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwne
 			// The server may have made it all the same (a timeout, an
 			// answer lost): the owner's next try asks before it takes
 			// another IP.
-			g.n.early.made.tried(k, v1alpha1.ClaimName(ip))
+			g.n.early.made.tries.Store(k, v1alpha1.ClaimName(ip))
 			r := unavailable("creating claim %s: %v", v1alpha1.ClaimName(ip), err)
 			return netip.Addr{}, &r
 		}
@@ -301,14 +298,6 @@ func (g *grant) exhausted(p *pools.Pool, f pools.Family) *nodeapi.Response {
 	r := refuse(nodeapi.ReasonPoolExhausted, "external-ip/pool: pool %s has no free %s address (%d of %d claimed; kubectl get externalipclaims -l %s=%s)",
 		p.Name(), f, g.n.used(p.Name(), f), p.Ranges.Size(f), v1alpha1.LabelPool, p.Name())
 	return &r
-}
-
-// wrapAdd is (a + b) mod size without overflow, for a, b < size.
-func wrapAdd(a, b, size uint64) uint64 {
-	if a >= size-b {
-		return a - (size - b)
-	}
-	return a + b
 }
 
 // named claims an IP the pod named, for its namespace: made if absent,

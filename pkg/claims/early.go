@@ -63,10 +63,10 @@ type earlyClaims struct {
 type madeClaims struct {
 	mu sync.Mutex
 	by map[earlyKey]*v1alpha1.ExternalIPClaim
-	// tries are the names whose create failed without an answer (the
-	// server may have made them all the same), until the owner's next
-	// look asks the server.
-	tries map[earlyKey]string
+	// tries are the names, by owner, whose create failed without an
+	// answer (the server may have made them all the same), until the
+	// owner's next look asks the server.
+	tries sync.Map
 }
 
 func (e *madeClaims) get(k earlyKey) *v1alpha1.ExternalIPClaim {
@@ -94,27 +94,6 @@ func (e *madeClaims) drop(k earlyKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.by, k)
-}
-
-func (e *madeClaims) tried(k earlyKey, name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.tries == nil {
-		e.tries = map[earlyKey]string{}
-	}
-	e.tries[k] = name
-}
-
-func (e *madeClaims) lastTry(k earlyKey) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.tries[k]
-}
-
-func (e *madeClaims) asked(k earlyKey) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.tries, k)
 }
 
 // watch queues every pod of this node that may want an early claim, as
@@ -182,7 +161,7 @@ func (e *earlyClaims) claim(ctx context.Context, key string) error {
 	who, resp := n.requester(ctx, nodeapi.Pod{Namespace: ns, Name: name, UID: string(pod.UID)})
 	switch {
 	case resp != nil && resp.Unavailable != "":
-		return errorString(resp.Unavailable) // the namespace not read: again
+		return errors.New(resp.Unavailable) // the namespace not read: again
 	case resp != nil || p == nil:
 		return nil
 	}
@@ -212,7 +191,7 @@ func (g *grant) claimFamilyEarly(p *pools.Pool, f pools.Family, owner v1alpha1.C
 	ip, resp := g.allocate(p, f, owner)
 	switch {
 	case resp != nil && resp.Unavailable != "":
-		return errorString(resp.Unavailable)
+		return errors.New(resp.Unavailable)
 	case resp != nil:
 		return nil // exhausted: the ADD says so
 	}
@@ -250,15 +229,15 @@ func (e *earlyClaims) ownersClaim(k earlyKey) *v1alpha1.ExternalIPClaim {
 // and the cache not shown it yet, and another IP would be a second claim.
 // The caller holds the owner's lock.
 func (e *earlyClaims) find(ctx context.Context, k earlyKey) (*v1alpha1.ExternalIPClaim, error) {
-	if name := e.made.lastTry(k); name != "" {
-		c, err := e.n.cfg.Clients.Claims.Get(ctx, name, metav1.GetOptions{})
+	if name, ok := e.made.tries.LoadAndDelete(k); ok {
+		c, err := e.n.cfg.Clients.Claims.Get(ctx, name.(string), metav1.GetOptions{})
 		switch {
 		case err == nil && ownerKey(c.Spec.Owner) == k.owner && c.Spec.Pool == k.pool:
 			e.keep(k, c)
 		case err != nil && !apierrors.IsNotFound(err):
+			e.made.tries.Store(k, name) // asked again next time
 			return nil, err
 		}
-		e.made.asked(k)
 	}
 	return e.ownersClaim(k), nil
 }
@@ -267,10 +246,6 @@ func (e *earlyClaims) find(ctx context.Context, k earlyKey) (*v1alpha1.ExternalI
 func (e *earlyClaims) keep(k earlyKey, c *v1alpha1.ExternalIPClaim) {
 	e.made.put(k, c, e.n.claims.GetStore())
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 func (k earlyKey) lockKey() string {
 	return "owner/" + k.owner + "/" + k.pool + "/" + k.family.String()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/keylock"
 	"github.com/external-ip/external-ip/pkg/pools"
 )
 
@@ -182,36 +183,7 @@ func (n *Node) ready() string {
 
 func (n *Node) String() string { return fmt.Sprintf("claims on node %s", n.cfg.NodeName) }
 
-// keyedMutex is a mutex per key, dropped once nobody holds or waits for it.
-type keyedMutex struct {
-	mu   sync.Mutex
-	keys map[string]*keyLock
-}
+// keyedMutex is the node's lock per key (an owner's, an attachment's).
+type keyedMutex struct{ keylock.Keyed }
 
-type keyLock struct {
-	sync.Mutex
-	users int
-}
-
-func (k *keyedMutex) lock(key string) func() {
-	k.mu.Lock()
-	if k.keys == nil {
-		k.keys = map[string]*keyLock{}
-	}
-	l := k.keys[key]
-	if l == nil {
-		l = &keyLock{}
-		k.keys[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.keys, key)
-		}
-		k.mu.Unlock()
-	}
-}
+func (k *keyedMutex) lock(key string) func() { return k.Lock(key) }

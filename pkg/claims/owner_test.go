@@ -75,7 +75,7 @@ func TestSettleLeavesAPendingHolderWhosePodsADDCameAfterItReadTheIntents(t *test
 		got, err := n.local.Core().V1().Pods().Lister().Pods("a").Get("web")
 		return err == nil && got.DeletionTimestamp != nil
 	})
-	n.early.settleUnattached(context.Background(), pendingHolder{c, h}) // as settle, with the intents it read first
+	n.early.settleOne(context.Background(), c, h, nil) // as settle, with the intents it read first
 	ip := resp.Addresses[0]
 	_, _ = api.Claims.Create(context.Background(), othersClaim(t, api, ip, "v4"), metav1.CreateOptions{}) // another node, if it is free
 	fill()
@@ -234,8 +234,7 @@ func TestSettleNeverBringsBackAClaimThatWentMeanwhile(t *testing.T) {
 				t.Fatalf("the ADD got %+v", resp)
 			}
 			tc.gone(t, n, api, p, c.Spec.Address)
-			k := earlyKey{ownerKey(c.Spec.Owner), "v4", familyOf(c)}
-			n.early.settleAttached(context.Background(), k, []pendingHolder{{c, h}}, n.holderOf(p, "s1")) // as settle, with what it read first
+			n.early.settleOne(context.Background(), c, h, []v1alpha1.ClaimHolder{n.holderOf(p, "s1")}) // as settle, with what it read first
 			if got := claimsNow(t, api)[c.Name]; got != nil {
 				t.Errorf("settle made the claim again: %+v", got)
 			}

@@ -32,120 +32,78 @@ func (e *earlyClaims) settle(ctx context.Context) {
 		byPod[m.Pod.UID] = append(byPod[m.Pod.UID], v1alpha1.ClaimHolder{Node: n.cfg.NodeName, Pod: m.Pod.Name, PodUID: m.Pod.UID,
 			Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
-	for k, set := range e.pendingHere() {
-		if attached := byPod[k.podUID]; len(attached) == 1 {
-			e.settleAttached(ctx, k.earlyKey, set, attached[0])
-			continue
-		}
-		for _, p := range set {
-			e.settleUnattached(ctx, p)
-		}
-	}
-}
-
-// pendingKey names a pod's pending holders in the claims of one owner,
-// pool and family: one of them is the pod's; a second was made after a
-// create whose answer was lost, by a process that did not ask for it.
-type pendingKey struct {
-	earlyKey
-	podUID string
-}
-
-// pendingHolder is the pending holder h of the claim c.
-type pendingHolder struct {
-	c *v1alpha1.ExternalIPClaim
-	h v1alpha1.ClaimHolder
-}
-
-// pendingHere are this node's pending holders by pod, owner, pool and
-// family, each set by claim name.
-func (e *earlyClaims) pendingHere() map[pendingKey][]pendingHolder {
-	n := e.n
-	out := map[pendingKey][]pendingHolder{}
-	for _, c := range n.byIndex(byNode, n.cfg.NodeName) {
+	// By name: of two claims of one pod's pool and family (a create whose
+	// answer was lost, made again), the first is filled, as ownersClaim
+	// has the ADD adopt it, and the other goes.
+	cs := n.byIndex(byNode, n.cfg.NodeName)
+	slices.SortFunc(cs, func(a, b *v1alpha1.ExternalIPClaim) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range cs {
 		for _, h := range c.Spec.Holders {
 			if h.Node == n.cfg.NodeName && isPending(h) {
-				k := pendingKey{earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)}, h.PodUID}
-				out[k] = append(out[k], pendingHolder{c, h})
+				e.settleOne(ctx, c, h, byPod[h.PodUID])
 			}
 		}
 	}
-	for _, set := range out {
-		slices.SortFunc(set, func(a, b pendingHolder) int { return strings.Compare(a.c.Name, b.c.Name) })
-	}
-	return out
 }
 
-// settleAttached gives the attachment h of a pod's one intent (its ADD
-// answered, and its fill never came) one claim of the owner's pool and
-// family: the one the attachment holds already, else the first by name,
-// which its ADD adopted (ownersClaim). The others' pending holders go: a
-// pod has one IP of a family from a pool.
-func (e *earlyClaims) settleAttached(ctx context.Context, k earlyKey, set []pendingHolder, h v1alpha1.ClaimHolder) {
-	a := holderAttachment(h)
+func (e *earlyClaims) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, attached []v1alpha1.ClaimHolder) {
+	if len(attached) == 1 {
+		e.settleAttached(ctx, c, h, attached[0])
+		return
+	}
+	pod, err := e.n.local.Core().V1().Pods().Lister().Pods(c.Spec.Owner.Namespace).Get(h.Pod)
+	if err == nil && string(pod.UID) == h.PodUID && wantsEarlyClaim(pod) && poolAsked(pod) == c.Spec.Pool {
+		return // its ADD is still to come
+	}
+	e.dropPending(ctx, c, h, nil, "its pod is gone or going")
+}
+
+// settleAttached writes the attachment of the pod's one intent into its
+// pending holder (its ADD answered, and its fill never came), unless the
+// attachment holds another claim of the pool and family already: a pod
+// has one IP of a family from a pool, and that pending holder goes.
+func (e *earlyClaims) settleAttached(ctx context.Context, c *v1alpha1.ExternalIPClaim, h, att v1alpha1.ClaimHolder) {
+	a := holderAttachment(att)
 	defer e.n.locks.lock(attachmentKey(a))()
 	// A DEL that released the attachment since the intents were read has
 	// forgotten its intent: there is nothing to fill.
 	if has, err := nodeapi.HasIntent(e.n.cfg.DataDir, a); !has || err != nil {
 		return
 	}
-	keep := e.heldBy(a, k)
-	if keep == "" {
-		keep = set[0].c.Name
+	if other := e.heldAlike(a, c); other != "" {
+		e.dropPending(ctx, c, h, []store.Attachment{a}, "the pod holds "+other+" of the same pool and family")
+		return
 	}
-	for _, p := range set {
-		if p.c.Name == keep {
-			e.fillPending(ctx, p.c, h)
-			continue
-		}
-		e.dropPending(ctx, p, []store.Attachment{a}, "a second claim of the pod's pool and family")
+	err := e.writeHolder(ctx, c, att)
+	if apierrors.IsNotFound(err) {
+		// Gone since it was read (the leader's sweep, a delete): a fill
+		// of settle's never makes a claim again.
+		return
+	}
+	e.filled(c, att, err)
+	if err == nil {
+		e.n.log.Info("claims: an early claim's holder took the attachment of its pod's earlier ADD", "claim", c.Name, "attachment", a.String())
 	}
 }
 
-// heldBy is the name of the claim of k that the attachment holds, "" when
-// the cache shows none.
-func (e *earlyClaims) heldBy(a store.Attachment, k earlyKey) string {
+// heldAlike is the name of another claim of c's owner, pool and family
+// that the attachment holds, "" when there is none.
+func (e *earlyClaims) heldAlike(a store.Attachment, c *v1alpha1.ExternalIPClaim) string {
 	for _, name := range e.n.held(a) {
 		o, ok, _ := e.n.claims.GetStore().GetByKey(name)
-		if c, _ := o.(*v1alpha1.ExternalIPClaim); ok && ownerKey(c.Spec.Owner) == k.owner && c.Spec.Pool == k.pool && familyOf(c) == k.family {
+		if x, _ := o.(*v1alpha1.ExternalIPClaim); ok && name != c.Name && ownerKey(x.Spec.Owner) == ownerKey(c.Spec.Owner) && x.Spec.Pool == c.Spec.Pool && familyOf(x) == familyOf(c) {
 			return name
 		}
 	}
 	return ""
 }
 
-// fillPending is settle's fill, which never makes a claim: one gone was
-// released (its pod's DEL, the leader's sweep), and is not brought back.
-func (e *earlyClaims) fillPending(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder) {
-	err := e.writeHolder(ctx, c, h)
-	if apierrors.IsNotFound(err) {
-		e.n.log.Info("claims: an early claim went before its holder took its pod's attachment", "claim", c.Name, "attachment", holderAttachment(h).String())
-		return
-	}
-	e.filled(c, h, err)
-	if err == nil {
-		e.n.log.Info("claims: an early claim's holder took the attachment of its pod's earlier ADD", "claim", c.Name, "attachment", holderAttachment(h).String())
-	}
-}
-
-// settleUnattached drops the pending holder of a pod gone, going or asking
-// another pool; a pod still to have its ADD keeps it.
-func (e *earlyClaims) settleUnattached(ctx context.Context, p pendingHolder) {
-	c, h := p.c, p.h
-	pod, err := e.n.local.Core().V1().Pods().Lister().Pods(c.Spec.Owner.Namespace).Get(h.Pod)
-	if err == nil && string(pod.UID) == h.PodUID && wantsEarlyClaim(pod) && poolAsked(pod) == c.Spec.Pool {
-		return // its ADD is still to come
-	}
-	e.dropPending(ctx, p, nil, "its pod is gone or going")
-}
-
 // dropPending takes the pod's pending holder off its claim, under the
 // owner's lock, unless the pod now has an intent besides those of only:
 // an ADD writes its intent before it asks, and adopts under that lock, so
 // such an intent is an ADD that has adopted the claim or is about to.
-func (e *earlyClaims) dropPending(ctx context.Context, p pendingHolder, only []store.Attachment, why string) {
+func (e *earlyClaims) dropPending(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, only []store.Attachment, why string) {
 	n := e.n
-	c, h := p.c, p.h
 	defer n.locks.lock(earlyKey{ownerKey(c.Spec.Owner), c.Spec.Pool, familyOf(c)}.lockKey())()
 	if ok, err := e.intentsOnly(h.PodUID, only); !ok || err != nil {
 		return
