@@ -51,11 +51,21 @@ func (n *testNode) cachedClaim(t *testing.T, ip string) (*v1alpha1.ExternalIPCla
 	return c.DeepCopy(), c.Spec.Holders[0]
 }
 
-// A node's settle read the intents before the pod's ADD wrote its own; the
-// ADD adopted the early claim; the pod is then on its way out. Settle must
-// not take the claim away from under the ADD: another node would give the
-// IP to another pod, and the ADD's fill would join that pod's claim.
-func TestSettleLeavesAPendingHolderWhosePodsADDCameAfterItReadTheIntents(t *testing.T) {
+// adopted is pod a/web's early claim on node n1 (with namespace b and node
+// n2 for another node's pod), as the cache had it, with its pending
+// holder, once the pod's ADD has adopted it: answered, its fill not run.
+type adopted struct {
+	p    *corev1.Pod
+	api  *claimstest.API
+	n    *testNode
+	c    *v1alpha1.ExternalIPClaim
+	h    v1alpha1.ClaimHolder
+	ip   netip.Addr
+	fill func()
+}
+
+func adoptEarly(t *testing.T) adopted {
+	t.Helper()
 	p := asking("a", "web", "n1", "v4")
 	api := claimstest.New(namespace("a", nil), namespace("b", nil), node("n1", nil), node("n2", nil), p,
 		pool("v4", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
@@ -66,22 +76,30 @@ func TestSettleLeavesAPendingHolderWhosePodsADDCameAfterItReadTheIntents(t *test
 	if len(resp.Addresses) != 1 || resp.Addresses[0].String() != c.Spec.Address {
 		t.Fatalf("the ADD got %+v; want the early claim's %s", resp, c.Spec.Address)
 	}
-	going, _ := api.Kube.CoreV1().Pods("a").Get(context.Background(), "web", metav1.GetOptions{})
+	return adopted{p: p, api: api, n: n, c: c, h: h, ip: resp.Addresses[0], fill: fill}
+}
+
+// A node's settle read the intents before the pod's ADD wrote its own; the
+// ADD adopted the early claim; the pod is then on its way out. Settle must
+// not take the claim away from under the ADD: another node would give the
+// IP to another pod, and the ADD's fill would join that pod's claim.
+func TestSettleLeavesAPendingHolderWhosePodsADDCameAfterItReadTheIntents(t *testing.T) {
+	x := adoptEarly(t)
+	going, _ := x.api.Kube.CoreV1().Pods("a").Get(context.Background(), "web", metav1.GetOptions{})
 	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if _, err := api.Kube.CoreV1().Pods("a").Update(context.Background(), going, metav1.UpdateOptions{}); err != nil {
+	if _, err := x.api.Kube.CoreV1().Pods("a").Update(context.Background(), going, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the pod seen going", func() bool {
-		got, err := n.local.Core().V1().Pods().Lister().Pods("a").Get("web")
+		got, err := x.n.local.Core().V1().Pods().Lister().Pods("a").Get("web")
 		return err == nil && got.DeletionTimestamp != nil
 	})
-	n.early.settleOne(context.Background(), c, h, nil) // as settle, with the intents it read first
-	ip := resp.Addresses[0]
-	_, _ = api.Claims.Create(context.Background(), othersClaim(t, api, ip, "v4"), metav1.CreateOptions{}) // another node, if it is free
-	fill()
-	got := claimsNow(t, api)[v1alpha1.ClaimName(ip)]
-	if got == nil || got.Spec.Owner.Namespace != "a" || len(got.Spec.Holders) != 1 || got.Spec.Holders[0] != n.holderOf(p, "s1") {
-		t.Fatalf("claim of %s after the ADD: %+v; want a/web's, held by its attachment alone", ip, got)
+	x.n.early.settleOne(context.Background(), x.c, x.h, nil)                                                    // as settle, with the intents it read first
+	_, _ = x.api.Claims.Create(context.Background(), othersClaim(t, x.api, x.ip, "v4"), metav1.CreateOptions{}) // another node, if it is free
+	x.fill()
+	got := claimsNow(t, x.api)[v1alpha1.ClaimName(x.ip)]
+	if got == nil || got.Spec.Owner.Namespace != "a" || len(got.Spec.Holders) != 1 || got.Spec.Holders[0] != x.n.holderOf(x.p, "s1") {
+		t.Fatalf("claim of %s after the ADD: %+v; want a/web's, held by its attachment alone", x.ip, got)
 	}
 }
 
@@ -89,25 +107,15 @@ func TestSettleLeavesAPendingHolderWhosePodsADDCameAfterItReadTheIntents(t *test
 // between the ADD's answer and its fill, while the cache still has the
 // first: the fill leaves the other's claim alone and says the IP is lost.
 func TestAFillNeverWritesIntoAClaimMadeAgainForAnotherOwner(t *testing.T) {
-	p := asking("a", "web", "n1", "v4")
-	api := claimstest.New(namespace("a", nil), namespace("b", nil), node("n1", nil), node("n2", nil), p,
-		pool("v4", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
-	n := startNode(t, api, "n1")
-	waitFor(t, "the early claim", func() bool { return len(ownersClaims(t, api, p)) == 1 })
-	n.cachedClaim(t, ownersClaims(t, api, p)[0].Spec.Address)
-	resp, fill := n.claimUnfilled(t, p, "s1", "v4")
-	if len(resp.Addresses) != 1 {
-		t.Fatalf("the ADD got %+v; want the early claim's IP", resp)
-	}
-	ip := resp.Addresses[0]
-	api.RemakeBefore("update", othersClaim(t, api, ip, "v4"))
-	fill()
-	onlyOthers(t, api, ip)
-	if got := n.rec.get(reasonEarlyClaimLost); got != 1 {
+	x := adoptEarly(t)
+	x.api.RemakeBefore("update", othersClaim(t, x.api, x.ip, "v4"))
+	x.fill()
+	onlyOthers(t, x.api, x.ip)
+	if got := x.n.rec.get(reasonEarlyClaimLost); got != 1 {
 		t.Errorf("%d lost claims counted; want 1", got)
 	}
 	waitFor(t, "the event of the lost claim", func() bool {
-		return slices.ContainsFunc(eventsOn(t, api, p), func(e string) bool { return strings.Contains(e, reasonEarlyClaimLost) })
+		return slices.ContainsFunc(eventsOn(t, x.api, x.p), func(e string) bool { return strings.Contains(e, reasonEarlyClaimLost) })
 	})
 }
 
@@ -210,32 +218,21 @@ func TestSettleFillsOneClaimOfAPodsPoolAndFamilyAndDropsTheOther(t *testing.T) {
 func TestSettleNeverBringsBackAClaimThatWentMeanwhile(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		gone func(t *testing.T, n *testNode, api *claimstest.API, p *corev1.Pod, ip string)
+		gone func(t *testing.T, x adopted)
 	}{
-		{"released by the pod's DEL", func(t *testing.T, n *testNode, api *claimstest.API, p *corev1.Pod, ip string) {
-			n.release(t, p, "s1")
-		}},
-		{"deleted by someone", func(t *testing.T, n *testNode, api *claimstest.API, p *corev1.Pod, ip string) {
-			if err := api.Claims.Delete(context.Background(), v1alpha1.ClaimName(netip.MustParseAddr(ip)), metav1.DeleteOptions{}); err != nil {
+		{"released by the pod's DEL", func(t *testing.T, x adopted) { x.n.release(t, x.p, "s1") }},
+		{"deleted by someone", func(t *testing.T, x adopted) {
+			if err := x.api.Claims.Delete(context.Background(), x.c.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := asking("a", "web", "n1", "v4")
-			api := claimstest.New(namespace("a", nil), node("n1", nil), p,
-				pool("v4", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
-			n := startNode(t, api, "n1")
-			waitFor(t, "the early claim", func() bool { return len(ownersClaims(t, api, p)) == 1 })
-			c, h := n.cachedClaim(t, ownersClaims(t, api, p)[0].Spec.Address)
-			resp, fill := n.claimUnfilled(t, p, "s1", "v4")
-			fill()
-			if len(resp.Addresses) != 1 {
-				t.Fatalf("the ADD got %+v", resp)
-			}
-			tc.gone(t, n, api, p, c.Spec.Address)
-			n.early.settleOne(context.Background(), c, h, []v1alpha1.ClaimHolder{n.holderOf(p, "s1")}) // as settle, with what it read first
-			if got := claimsNow(t, api)[c.Name]; got != nil {
+			x := adoptEarly(t)
+			x.fill()
+			tc.gone(t, x)
+			x.n.early.settleOne(context.Background(), x.c, x.h, []v1alpha1.ClaimHolder{x.n.holderOf(x.p, "s1")}) // as settle, with what it read first
+			if got := claimsNow(t, x.api)[x.c.Name]; got != nil {
 				t.Errorf("settle made the claim again: %+v", got)
 			}
 		})
