@@ -22,6 +22,13 @@ func TestTheSocketsAnswerComesBeforeThePodIsTold(t *testing.T) {
 	api := claimstest.New(namespace("a", nil), node("n1", nil), p,
 		pool("v4", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
 	n := startNode(t, api, "n1")
+	// The node's first pass repairs annotations, and would annotate the
+	// pod had it run after the claim; the next is an hour away.
+	waitFor(t, "the node's first pass", func() bool {
+		n.notes.mu.Lock()
+		defer n.notes.mu.Unlock()
+		return n.notes.mismatched != nil
+	})
 	req := nodeapi.Request{Op: nodeapi.OpClaim, Attachment: attachment(p, "s1"), Pool: "v4",
 		Pod: nodeapi.Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)}}
 	if err := nodeapi.MarkIntent(n.dir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
