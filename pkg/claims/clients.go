@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
 // PoolClient is what the node process does to pools: read them, and (the
@@ -34,7 +36,9 @@ type ClaimClient interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// Clients are the node process's ways to the API server.
+// Clients are the node process's ways to the API server. Kube, Pools and
+// Claims feed the informers too: made by NewClients, they have no
+// Timeout, and every request of this package bounds itself.
 type Clients struct {
 	Kube   kubernetes.Interface
 	Pools  PoolClient
@@ -54,15 +58,41 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// requestTimeout bounds one call to the API server (a read, a write, or
+// a read-modify-write with its retries on conflict) that no caller's
+// deadline bounds already: half of what the plugin waits for a claim.
+const requestTimeout = nodeapi.ClaimTimeout / 2
+
+// bounded calls f with ctx bounded by d: the node process's own loops
+// (not a plugin's request, which has its deadline) call the API server
+// with contexts that end only with the process.
+func bounded(ctx context.Context, d time.Duration, f func(context.Context)) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	f(ctx)
+}
+
 // NewClients makes the typed clients from a REST config: client-go's own
 // generic typed client (gentype) for our kinds, so that no generated
 // clientset has to be kept in step with the types.
+//
+// The clients that watch are made with no Timeout, whatever cfg says:
+// client-go gives it to the http.Client, whose Timeout also bounds the
+// reading of a watch's body, so every informer would drop its watch and
+// reconnect at that period. Each request carries a context deadline
+// instead. The Lease's client never watches and keeps requestTimeout:
+// client-go's leader election tries to acquire with a context that has
+// no deadline.
 func NewClients(cfg *rest.Config) (*Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 0
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	election, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	ec := rest.CopyConfig(cfg)
+	ec.Timeout = requestTimeout
+	election, err := kubernetes.NewForConfig(ec)
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,9 @@ func (e *earlyClaims) run(ctx context.Context) {
 		if shutdown {
 			return
 		}
-		err := e.claim(ctx, key)
+		claimCtx, cancel := context.WithTimeout(ctx, nodeapi.ClaimTimeout) // as an ADD's claim
+		err := e.claim(claimCtx, key)
+		cancel()
 		switch {
 		case err == nil:
 			e.queue.Forget(key)

@@ -41,7 +41,7 @@ func (n *testNode) claimUnfilled(t *testing.T, p *corev1.Pod, sandbox, pool stri
 	if err := nodeapi.MarkIntent(n.dir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
 		t.Fatal(err)
 	}
-	return n.claim(context.Background(), req)
+	return n.claim(socketContext(t), req)
 }
 
 func TestAPodScheduledHereIsClaimedBeforeItsADDWhichAnswersBeforeAnyWrite(t *testing.T) {

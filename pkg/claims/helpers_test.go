@@ -156,14 +156,22 @@ func (n *testNode) claimFor(t *testing.T, p *corev1.Pod, sandbox, pool string, a
 	if err := nodeapi.MarkIntent(n.dir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
 		t.Fatal(err)
 	}
-	return n.Handle(context.Background(), req)
+	return n.Handle(socketContext(t), req)
+}
+
+// socketContext is a request's context as the socket gives it: it ends
+// at nodeapi.ClaimTimeout.
+func socketContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), nodeapi.ClaimTimeout)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // release releases as the plugin's DEL does, then forgets the intent.
 func (n *testNode) release(t *testing.T, p *corev1.Pod, sandbox string) {
 	t.Helper()
 	a := attachment(p, sandbox)
-	if resp := n.Handle(context.Background(), nodeapi.Request{Op: nodeapi.OpRelease, Attachment: a}); resp.Unavailable != "" || resp.Reason != "" {
+	if resp := n.Handle(socketContext(t), nodeapi.Request{Op: nodeapi.OpRelease, Attachment: a}); resp.Unavailable != "" || resp.Reason != "" {
 		t.Fatalf("release of %s: %+v", a, resp)
 	}
 	if err := nodeapi.Forget(n.dir, a); err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
 // LeaseName is the Lease, in the node process's namespace, that elects the
@@ -118,10 +119,10 @@ func (l *leader) sweep(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.sweepClaim(ctx, o.(*v1alpha1.ExternalIPClaim))
+		bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { l.sweepClaim(ctx, o.(*v1alpha1.ExternalIPClaim)) })
 	}
 	l.writeStatus(ctx)
-	l.writePolicyParams(ctx)
+	bounded(ctx, requestTimeout, l.writePolicyParams)
 }
 
 // sweepClaim takes off the claim every holder whose pod object is gone

@@ -40,7 +40,8 @@ func (n *Node) carryOutDeferred(ctx context.Context) {
 		// of the same attachment may have carried it out meanwhile, and
 		// this listing must not then take that claim's IPs.
 		unlock := n.locks.lock(attachmentKey(m.Attachment))
-		resp := n.settleDeferred(ctx, m.Attachment)
+		var resp *nodeapi.Response
+		bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { resp = n.settleDeferred(ctx, m.Attachment) })
 		unlock()
 		if resp != nil {
 			n.log.Warn("claims: a deferred release waits", "attachment", m.Attachment.String(), "why", resp.Unavailable)
@@ -99,7 +100,7 @@ func (n *Node) dropStrayHolders(ctx context.Context) {
 		delete(holders, m.Attachment)
 	}
 	for a, names := range holders {
-		n.dropStray(ctx, a, names)
+		bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { n.dropStray(ctx, a, names) })
 	}
 }
 

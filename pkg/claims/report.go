@@ -29,9 +29,32 @@ const reasonUnavailable = "Unavailable"
 // startEvents sends the events to the API server until the returned func.
 func (n *Node) startEvents() func() {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.cfg.Clients.Kube.CoreV1().Events("")})
+	b.StartRecordingToSink(boundedSink{n.cfg.Clients.Kube.CoreV1().Events("")})
 	n.events = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "external-ip-node", Host: n.cfg.NodeName})
 	return b.Shutdown
+}
+
+// boundedSink writes the events with a deadline per request: client-go's
+// own sink writes with a context that never ends, and the client has no
+// Timeout (it would cut the informers' watches).
+type boundedSink struct{ events typedcorev1.EventInterface }
+
+func (s boundedSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	return s.events.CreateWithEventNamespaceWithContext(ctx, e)
+}
+
+func (s boundedSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	return s.events.UpdateWithEventNamespaceWithContext(ctx, e)
+}
+
+func (s boundedSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	return s.events.PatchWithEventNamespaceWithContext(ctx, e, data)
 }
 
 // report tells the pod, the metrics and the log how a claim went: every
@@ -123,7 +146,7 @@ func (an *annotations) now(ctx context.Context, a annotation) {
 	// when the pod was scheduled, needs none), and what is left the
 	// repair writes. An answer no retry changes ends it.
 	for try := range 5 {
-		_, err := n.cfg.Clients.Kube.CoreV1().Pods(a.pod.Namespace).Patch(ctx, a.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		err := an.patch(ctx, a.pod, patch)
 		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || ctx.Err() != nil {
 			return
 		}
@@ -133,4 +156,12 @@ func (an *annotations) now(ctx context.Context, a annotation) {
 		case <-time.After(time.Second << try):
 		}
 	}
+}
+
+// patch is one try of an annotation's write, bounded as every request.
+func (an *annotations) patch(ctx context.Context, p nodeapi.Pod, patch []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	_, err := an.n.cfg.Clients.Kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }

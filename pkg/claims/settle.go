@@ -108,7 +108,9 @@ func (e *earlyClaims) dropPending(ctx context.Context, c *v1alpha1.ExternalIPCla
 	if ok, err := e.intentsOnly(h.PodUID, only); !ok || err != nil {
 		return
 	}
-	if err := e.removePending(ctx, c.Name, h); err != nil {
+	rmCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if err := e.removePending(rmCtx, c.Name, h); err != nil {
 		n.log.Warn("claims: dropping a pending holder", "claim", c.Name, "pod", h.Pod, "why", why, "error", err)
 		return
 	}

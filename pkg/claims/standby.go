@@ -92,7 +92,9 @@ func (s *Standby) write(ip netip.Addr) {
 		s.mu.Lock()
 		w := *s.wants[ip]
 		s.mu.Unlock()
-		if err := s.apply(ctx, ip, w.active); err != nil {
+		var err error
+		bounded(ctx, requestTimeout, func(ctx context.Context) { err = s.apply(ctx, ip, w.active) })
+		if err != nil {
 			s.n.log.Warn("claims: naming the active node of a claim; trying again", "ip", ip, "reason", w.reason, "error", err)
 			return false, nil
 		}

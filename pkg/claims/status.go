@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/pools"
 )
 
@@ -60,10 +61,17 @@ func (l *leader) writeStatus(ctx context.Context) {
 		if equality.Semantic.DeepEqual(want.Status, p.Obj.Status) {
 			continue
 		}
-		if _, err := l.cfg.Clients.Pools.UpdateStatus(ctx, want, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		if err := l.updateStatus(ctx, want); err != nil && !apierrors.IsConflict(err) {
 			l.log.Warn("claims: writing a pool's status", "pool", p.Name(), "error", err)
 		}
 	}
+}
+
+func (l *leader) updateStatus(ctx context.Context, p *v1alpha1.ExternalIPPool) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	_, err := l.cfg.Clients.Pools.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	return err
 }
 
 // writePolicyParams keeps the admission policy's view of the pools.

@@ -37,7 +37,6 @@ func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 50, 100 // a node's burst of pod ADDs, each a create or two
-	cfg.Timeout = nodeapi.ClaimTimeout / 2
 	cl, err := claims.NewClients(cfg)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,182 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/claimstest"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
+)
+
+// watchServer answers every watch with headers at once and one event
+// after `after`, then keeps the stream open until the test ends, as an
+// API server does for minutes.
+func watchServer(t *testing.T, after time.Duration, event string) *httptest.Server {
+	t.Helper()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") != "true" {
+			http.Error(w, "only watches here", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(after):
+		case <-done:
+			return
+		}
+		fmt.Fprintln(w, event)
+		w.(http.Flusher).Flush()
+		<-done
+	}))
+	t.Cleanup(func() { close(done); srv.Close() })
+	return srv
+}
+
+// The node process's informers watch for minutes: a Timeout in the REST
+// config (client-go's http.Client.Timeout, which also bounds reading a
+// watch's body) would end every watch at that period, and every informer
+// of every node would reconnect.
+func TestAWatchOutlivesTheRESTConfigsTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	watches := map[string]struct {
+		event string
+		open  func(*Clients) (watch.Interface, error)
+	}{
+		"claims": {`{"type":"ADDED","object":{"apiVersion":"external-ip.io/v1alpha1","kind":"ExternalIPClaim","metadata":{"name":"192.0.2.1","resourceVersion":"2"}}}`,
+			func(c *Clients) (watch.Interface, error) {
+				return c.Claims.Watch(context.Background(), metav1.ListOptions{})
+			}},
+		"pods": {`{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"a","resourceVersion":"2"}}}`,
+			func(c *Clients) (watch.Interface, error) {
+				return c.Kube.CoreV1().Pods("").Watch(context.Background(), metav1.ListOptions{})
+			}},
+	}
+	for name, w := range watches {
+		t.Run(name, func(t *testing.T) {
+			srv := watchServer(t, 3*timeout, w.event)
+			cl, err := NewClients(&rest.Config{Host: srv.URL, Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wi, err := w.open(cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wi.Stop()
+			select {
+			case ev, ok := <-wi.ResultChan():
+				if !ok || ev.Type != watch.Added {
+					t.Fatalf("the watch ended before the event sent %v after it opened (open %v, event %v %T): the REST config's Timeout %v cut it",
+						3*timeout, ok, ev.Type, ev.Object, timeout)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no event, nor the end of the watch, within 10 s")
+			}
+		})
+	}
+}
+
+// deadlineClaims is the fake's claims client, counting the requests that
+// carry no deadline: with no Timeout in the clients, such a request would
+// wait for ever on an API server that does not answer.
+type deadlineClaims struct {
+	claimstest.FakeClaims
+	unbounded atomic.Int32
+}
+
+func (d *deadlineClaims) check(ctx context.Context) {
+	if _, ok := ctx.Deadline(); !ok {
+		d.unbounded.Add(1)
+	}
+}
+
+func (d *deadlineClaims) Get(ctx context.Context, name string, o metav1.GetOptions) (*v1alpha1.ExternalIPClaim, error) {
+	d.check(ctx)
+	return d.FakeClaims.Get(ctx, name, o)
+}
+
+func (d *deadlineClaims) Create(ctx context.Context, c *v1alpha1.ExternalIPClaim, o metav1.CreateOptions) (*v1alpha1.ExternalIPClaim, error) {
+	d.check(ctx)
+	return d.FakeClaims.Create(ctx, c, o)
+}
+
+func (d *deadlineClaims) Update(ctx context.Context, c *v1alpha1.ExternalIPClaim, o metav1.UpdateOptions) (*v1alpha1.ExternalIPClaim, error) {
+	d.check(ctx)
+	return d.FakeClaims.Update(ctx, c, o)
+}
+
+func (d *deadlineClaims) Delete(ctx context.Context, name string, o metav1.DeleteOptions) error {
+	d.check(ctx)
+	return d.FakeClaims.Delete(ctx, name, o)
+}
+
+// deadlinePools is the fake's pools client, counting as deadlineClaims.
+type deadlinePools struct {
+	claimstest.FakePools
+	unbounded *atomic.Int32
+}
+
+func (d *deadlinePools) UpdateStatus(ctx context.Context, p *v1alpha1.ExternalIPPool, o metav1.UpdateOptions) (*v1alpha1.ExternalIPPool, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		d.unbounded.Add(1)
+	}
+	return d.FakePools.UpdateStatus(ctx, p, o)
+}
+
+// The clients have no Timeout (it would cut the watches): every request
+// the node process makes of its own accord (an early claim and its fill,
+// the leader's sweep and status, the node's pass, a standby write) must
+// bound itself, or an API server that stops answering holds it for ever.
+func TestEveryRequestOfTheNodeProcessCarriesADeadline(t *testing.T) {
+	early, leaving := asking("a", "early", "n1", "p"), asking("a", "leaving", "n1", "p")
+	gone, stray := pod("a", "gone", "n1"), pod("a", "stray", "n1")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), early, leaving, gone, stray,
+		pool("p", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
+	claims := &deadlineClaims{FakeClaims: api.Claims}
+	n := startNode(t, api, "n1", fast, func(c *Config) {
+		c.Clients.Claims, c.Clients.Pools = claims, &deadlinePools{FakePools: api.Pools, unbounded: &claims.unbounded}
+	})
+	waitFor(t, "the early claims", func() bool {
+		return len(ownersClaims(t, api, early)) == 1 && len(ownersClaims(t, api, leaving)) == 1
+	})
+	ip := n.claimFor(t, early, "s", "p").Addresses[0]
+	waitFor(t, "the early claim filled", func() bool { return !isPending(ownersClaims(t, api, early)[0].Spec.Holders[0]) })
+	goneIP, strayIP := n.claimFor(t, gone, "s", "p").Addresses[0], n.claimFor(t, stray, "s", "p").Addresses[0]
+	if err := api.Kube.CoreV1().Pods("a").Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A pod that asks another pool now: its pending holder goes by the
+	// node's pass alone (the leader's sweep keeps the holders of live pods).
+	leaving.Annotations["external-ip/pool"] = "none"
+	if _, err := api.Kube.CoreV1().Pods("a").Update(context.Background(), leaving, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeapi.Forget(n.dir, attachment(stray, "s")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	NewStandby(ctx, n.Node).Yielded(ip, "test")
+	waitFor(t, "the sweep, the node's passes, the yield and the pool's status", func() bool {
+		all := claimsNow(t, api)
+		p, err := api.Pools.Get(context.Background(), "p", metav1.GetOptions{})
+		return all[v1alpha1.ClaimName(goneIP)] == nil && all[v1alpha1.ClaimName(strayIP)] == nil && len(ownersClaims(t, api, leaving)) == 0 &&
+			all[v1alpha1.ClaimName(ip)].Spec.ActiveNode == "" && err == nil && p.Status.Used == 1
+	})
+	if u := claims.unbounded.Load(); u != 0 {
+		t.Errorf("%d requests to the API server carried no deadline", u)
+	}
+}
