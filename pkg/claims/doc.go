@@ -29,7 +29,8 @@
 //     carries out the releases DELs deferred; the node process that holds
 //     the Lease reconciles the cluster: holders whose pod object is gone
 //     (read live, compared by UID: never while the pod exists), a
-//     StatefulSet's claims below its range or of a StatefulSet gone, the
+//     StatefulSet's claims below its range or of a StatefulSet gone (known
+//     by its name: one made again under it keeps the claims), the
 //     pools' status, and the admission policy's view of the pools.
 //   - For the standby watch (Standby), a claim names the IP's active node:
 //     its first holder's, then the node that took the IP over; the watch

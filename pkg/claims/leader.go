@@ -127,8 +127,8 @@ func (l *leader) sweep(ctx context.Context) {
 
 // sweepClaim takes off the claim every holder whose pod object is gone
 // (deleted while its node was down, or a node that never came back), and
-// deletes a claim nobody holds, unless its StatefulSet still has its
-// ordinal. A pod counts as gone only when the server says so: its cache is
+// deletes a claim nobody holds, unless a StatefulSet of its name still has
+// its ordinal. A pod counts as gone only when the server says so: its cache is
 // a hint, the live object decides, compared by UID.
 func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
 	for _, h := range c.Spec.Holders {
@@ -141,7 +141,7 @@ func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
 		}
 		l.log.Info("claims: released the holder of a pod that is gone", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod, "node", h.Node)
 	}
-	if len(c.Spec.Holders) > 0 || l.ordinalWanted(ctx, c.Spec.Owner) {
+	if len(c.Spec.Holders) > 0 || l.ordinalWanted(ctx, c) {
 		return
 	}
 	if err := l.deleteClaim(ctx, c); err != nil && !apierrors.IsConflict(err) {
@@ -168,24 +168,20 @@ func (l *leader) podAlive(ctx context.Context, ns, name, uid string) bool {
 }
 
 // ordinalWanted says whether a claim nobody holds is kept for its
-// StatefulSet: the StatefulSet (same UID) exists and the ordinal is within
-// its range [start, start+replicas).
-func (l *leader) ordinalWanted(ctx context.Context, o v1alpha1.ClaimOwner) bool {
+// StatefulSet: one of that name exists and the ordinal is within its
+// range [start, start+replicas). A StatefulSet deleted and made again
+// under the same name (to change a field that cannot be changed, its pods
+// orphaned and adopted, or made again) is the same one to its users, and
+// its ordinals keep their IPs: the claim takes the new one's UID. Compared
+// by UID, the new StatefulSet's pod restarting would lose its IP here.
+func (l *leader) ordinalWanted(ctx context.Context, c *v1alpha1.ExternalIPClaim) bool {
+	o := c.Spec.Owner
 	if o.StatefulSet == nil {
 		return false
 	}
-	var set *appsv1.StatefulSet
-	if obj, ok, _ := l.sets.GetStore().GetByKey(o.Namespace + "/" + o.StatefulSet.Name); ok {
-		set = obj.(*appsv1.StatefulSet)
-	} else {
-		s, err := l.cfg.Clients.Kube.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.StatefulSet.Name, metav1.GetOptions{})
-		if err != nil {
-			return !apierrors.IsNotFound(err) // a doubt keeps it
-		}
-		set = s
-	}
-	if string(set.UID) != o.StatefulSet.UID {
-		return false
+	set, err := l.statefulSet(ctx, o.Namespace, o.StatefulSet.Name)
+	if err != nil {
+		return !apierrors.IsNotFound(err) // a doubt keeps it
 	}
 	replicas, start := int32(1), int32(0)
 	if set.Spec.Replicas != nil {
@@ -194,5 +190,41 @@ func (l *leader) ordinalWanted(ctx context.Context, o v1alpha1.ClaimOwner) bool 
 	if set.Spec.Ordinals != nil {
 		start = set.Spec.Ordinals.Start
 	}
-	return o.StatefulSet.Ordinal >= start && o.StatefulSet.Ordinal < start+replicas
+	if o.StatefulSet.Ordinal < start || o.StatefulSet.Ordinal >= start+replicas {
+		return false
+	}
+	if string(set.UID) != o.StatefulSet.UID {
+		l.followStatefulSet(ctx, c.Name, set)
+	}
+	return true
+}
+
+// statefulSet is the StatefulSet of that name: the cache's, else the
+// server's.
+func (l *leader) statefulSet(ctx context.Context, ns, name string) (*appsv1.StatefulSet, error) {
+	if obj, ok, _ := l.sets.GetStore().GetByKey(ns + "/" + name); ok {
+		return obj.(*appsv1.StatefulSet), nil
+	}
+	return l.cfg.Clients.Kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// followStatefulSet names in the claim the UID of the StatefulSet that
+// keeps it now, so that the claim says which one holds the ordinal.
+func (l *leader) followStatefulSet(ctx context.Context, name string, set *appsv1.StatefulSet) {
+	changed := false
+	err := l.update(ctx, name, func(c *v1alpha1.ExternalIPClaim) bool {
+		ref := c.Spec.Owner.StatefulSet
+		changed = ref != nil && ref.Name == set.Name && ref.UID != string(set.UID)
+		if changed {
+			ref.UID = string(set.UID)
+		}
+		return changed
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		l.log.Warn("claims: naming a StatefulSet made again under its name in its claim", "claim", name, "statefulset", set.Namespace+"/"+set.Name, "error", err)
+	}
+	if err != nil || !changed {
+		return
+	}
+	l.log.Info("claims: a StatefulSet made again under its name keeps its ordinal's claim", "claim", name, "statefulset", set.Namespace+"/"+set.Name, "uid", string(set.UID))
 }

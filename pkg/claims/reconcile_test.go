@@ -82,6 +82,47 @@ func TestAStatefulSetsClaimGoesWhenItShrinksBelowTheOrdinalOrIsDeleted(t *testin
 	waitFor(t, "ordinal 1's claim released with the StatefulSet", func() bool { return claimsNow(t, api)[v1alpha1.ClaimName(ip1)] == nil })
 }
 
+// A StatefulSet deleted with its pods orphaned and made again under its
+// name (to change a field that cannot be changed) adopts the pods: its
+// ordinals keep their IPs, also when a pod restarts after.
+func TestAStatefulSetMadeAgainUnderItsNameKeepsItsOrdinalsIPs(t *testing.T) {
+	old := statefulSet("a", "db", 1)
+	first := setPod(old, 0, "n1", "x")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), old, first,
+		pool("p", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/24"), NamespaceSelector: everyNamespace()}))
+	n := startNode(t, api, "n1", fast)
+	ip := n.claimFor(t, first, "s", "p").Addresses[0]
+	ctx := context.Background()
+	if err := api.Kube.AppsV1().StatefulSets("a").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := statefulSet("a", "db", 1)
+	again.UID = "uid-sts-db-again"
+	if _, err := api.Kube.AppsV1().StatefulSets("a").Create(ctx, again, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first.OwnerReferences[0].UID = again.UID // adopted
+	if _, err := api.Kube.CoreV1().Pods("a").Update(ctx, first, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The pod restarts: its DEL, and a new pod of the ordinal.
+	n.release(t, first, "s")
+	if err := api.Kube.CoreV1().Pods("a").Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next := setPod(again, 0, "n1", "y")
+	if _, err := api.Kube.CoreV1().Pods("a").Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the claim nobody holds kept, naming the StatefulSet made again", func() bool {
+		c := claimsNow(t, api)[v1alpha1.ClaimName(ip)]
+		return c != nil && c.Spec.Owner.StatefulSet.UID == string(again.UID)
+	})
+	if got := n.claimFor(t, next, "s", "p").Addresses; len(got) != 1 || got[0] != ip {
+		t.Fatalf("the ordinal's next pod got %v, want its IP %v", got, ip)
+	}
+}
+
 func TestAHolderWhoseAttachmentTheNodeDoesNotHaveIsDroppedAndADeferredReleaseCarriedOut(t *testing.T) {
 	a, b := pod("a", "a", "n1"), pod("a", "b", "n1")
 	api := claimstest.New(namespace("a", nil), node("n1", nil), a, b,
