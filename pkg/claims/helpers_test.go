@@ -59,6 +59,8 @@ type testNode struct {
 	dir  string
 	rec  *counter
 	stop func() // the process ends (its node goes down)
+	// drains counts drainNotes's marks, each one an IP of its own.
+	drains int
 }
 
 // startNode runs a node named name until the test ends, once its caches

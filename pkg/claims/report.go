@@ -90,7 +90,8 @@ func addrList(as []netip.Addr) string {
 	return strings.Join(s, ",")
 }
 
-// annotation is a pod to tell which IPs it was given.
+// annotation is a pod to tell which IPs it was given; none takes the
+// annotation off.
 type annotation struct {
 	pod   nodeapi.Pod
 	addrs []netip.Addr
@@ -135,11 +136,15 @@ func (an *annotations) now(ctx context.Context, a annotation) {
 	// A pod of several attachments is told every IP it holds here, not
 	// the last attachment's alone.
 	a.addrs = an.withHeld(a.pod, a.addrs)
+	var assigned, holder any = addrList(a.addrs), "true"
+	if len(a.addrs) == 0 {
+		assigned, holder = nil, nil // holds nothing here: both taken off (null)
+	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		// The UID makes the patch a precondition: never another pod of that name.
 		"uid":         a.pod.UID,
-		"annotations": map[string]string{v1alpha1.AnnotationAssigned: addrList(a.addrs)},
-		"labels":      map[string]string{v1alpha1.LabelHolder: "true"},
+		"annotations": map[string]any{v1alpha1.AnnotationAssigned: assigned},
+		"labels":      map[string]any{v1alpha1.LabelHolder: holder},
 	}})
 	// Tries for about half a minute, 1 s apart then doubling: an API
 	// server restarting is back within it (the pod's ADD, its claim made
