@@ -23,6 +23,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/store"
@@ -101,7 +102,7 @@ func nodeScenario(t *testing.T) []request {
 		return false, nil, nil
 	})
 	dir := t.TempDir()
-	n := claims.New(claims.Config{Clients: &claims.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims},
+	n := claims.New(claims.Config{Clients: &apiclient.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims},
 		NodeName: "n1", DataDir: dir, Namespace: "external-ip", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		LocalEvery: 20 * time.Millisecond, SweepEvery: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -41,5 +41,6 @@
 // pod is annotated with what it got. It touches nothing on the host but
 // its own files under dataDir/claims (package nodeapi's), and of the
 // cluster only claims, pool status, its Lease and ConfigMap, and the pods'
-// annotation and label; claimstest is a fake API server for its tests.
+// annotation and label; apiclient makes its clients (and bounds their
+// requests), claimstest is a fake API server for its tests.
 package claims

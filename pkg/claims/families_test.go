@@ -9,13 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
 )
 
 // barrierClaims holds each create until a second one is under way too
 // (or a second has passed), and counts the most under way at once.
 type barrierClaims struct {
-	ClaimClient
+	apiclient.ClaimClient
 	mu             sync.Mutex
 	inFlight, most int
 	arrived        chan struct{}

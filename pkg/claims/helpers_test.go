@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/store"
@@ -84,8 +85,8 @@ func startNode(t *testing.T, api *claimstest.API, name string, tweak ...func(*Co
 	return &testNode{Node: n, dir: dir, rec: rec, stop: stop}
 }
 
-func clientsOf(api *claimstest.API) *Clients {
-	return &Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims}
+func clientsOf(api *claimstest.API) *apiclient.Clients {
+	return &apiclient.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims}
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

@@ -18,13 +18,14 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/keylock"
 	"github.com/external-ip/external-ip/pkg/pools"
 )
 
 // Config is what a node process needs to serve claims.
 type Config struct {
-	Clients *Clients
+	Clients *apiclient.Clients
 	// NodeName is this node's name (the DaemonSet passes spec.nodeName).
 	NodeName string
 	// DataDir is the plugin's dataDir: the intents and deferred releases.

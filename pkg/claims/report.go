@@ -13,10 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
@@ -29,32 +29,9 @@ const reasonUnavailable = "Unavailable"
 // startEvents sends the events to the API server until the returned func.
 func (n *Node) startEvents() func() {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(boundedSink{n.cfg.Clients.Kube.CoreV1().Events("")})
+	b.StartRecordingToSink(apiclient.EventSink(n.cfg.Clients.Kube.CoreV1().Events("")))
 	n.events = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "external-ip-node", Host: n.cfg.NodeName})
 	return b.Shutdown
-}
-
-// boundedSink writes the events with a deadline per request: client-go's
-// own sink writes with a context that never ends, and the client has no
-// Timeout (it would cut the informers' watches).
-type boundedSink struct{ events typedcorev1.EventInterface }
-
-func (s boundedSink) Create(e *corev1.Event) (*corev1.Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	return s.events.CreateWithEventNamespaceWithContext(ctx, e)
-}
-
-func (s boundedSink) Update(e *corev1.Event) (*corev1.Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	return s.events.UpdateWithEventNamespaceWithContext(ctx, e)
-}
-
-func (s boundedSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	return s.events.PatchWithEventNamespaceWithContext(ctx, e, data)
 }
 
 // report tells the pod, the metrics and the log how a claim went: every

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/external-ip/external-ip/pkg/claims"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/metrics"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/standby"
@@ -37,7 +38,7 @@ func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 50, 100 // a node's burst of pod ADDs, each a create or two
-	cl, err := claims.NewClients(cfg)
+	cl, err := apiclient.New(cfg)
 	if err != nil {
 		return nil, err
 	}

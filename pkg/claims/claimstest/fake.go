@@ -31,7 +31,7 @@ import (
 )
 
 // API is the fake server. Its clients are those of package claims'
-// Clients: claims.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims}.
+// Clients: apiclient.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims}.
 type API struct {
 	Kube    *fake.Clientset
 	Pools   FakePools
