@@ -7,7 +7,8 @@
 # test/e2e/claimsdriver as the plugin drives them. Asserts: the CRDs, the
 # RBAC and the admission policies of deploy/kubernetes are accepted; the
 # policies refuse a reversed range, an overlapping pool, an unknown pool and
-# a namespace the pool does not admit, with their messages; 100 pods racing
+# a namespace the pool does not admit, with their messages; the node
+# processes' watches of claims stay open; 100 pods racing
 # for a pool of 50 IPs over the two nodes get 50 claims, 50 refusals
 # "pool exhausted" and no IP twice; with the API server stopped for 10 s
 # during pool requests, they answer "try again later" (code 11), succeed on
@@ -107,6 +108,21 @@ node_process 2
 e2e_wait_for 30 "the pools published to the plugin" test -f "$T/n1/data/claims/pools"
 pass "both serve claims; the plugin's file says the cluster has pools: $(cat "$T/n1/data/claims/pools")"
 e2e_wait_for 30 "the leader's ConfigMap for the policies" kubectl -n external-ip get configmap external-ip-pools
+step_done
+
+step "the node processes' watches stay open"
+# A client-wide timeout (client-go's REST Timeout) would also bound the
+# reading of a watch's body: every informer would end its watch and
+# reconnect at that period. The API server counts a watch as it ends, and
+# nothing but the node processes watches claims here.
+claims_watches_ended() {
+  kubectl get --raw /metrics |
+    awk '/^apiserver_request_total[{]/ && /verb="WATCH"/ && /resource="externalipclaims"/ {n += $NF} END {print n + 0}'
+}
+w0=$(claims_watches_ended)
+sleep 15
+w1=$(claims_watches_ended)
+check "the node processes' watches of claims stay open for 15 s: $((w1 - w0)) ended (a 5 s timeout would end 6)" test $((w1 - w0)) -le 2
 step_done
 
 DRIVER=$T/claimsdriver
