@@ -2,28 +2,12 @@ package claims
 
 import (
 	"context"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 )
-
-// requestTimeout bounds a call of the node process's own loops (package
-// apiclient's RequestTimeout).
-const requestTimeout = apiclient.RequestTimeout
-
-// bounded calls f with ctx bounded by d: the node process's own loops
-// (not a plugin's request, which has its deadline) call the API server
-// with contexts that end only with the process.
-func bounded(ctx context.Context, d time.Duration, f func(context.Context)) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	f(ctx)
-}
 
 // lister is a typed client's List and Watch.
 type lister[L runtime.Object] interface {

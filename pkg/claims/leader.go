@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
@@ -119,10 +120,10 @@ func (l *leader) sweep(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { l.sweepClaim(ctx, o.(*v1alpha1.ExternalIPClaim)) })
+		apiclient.Bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { l.sweepClaim(ctx, o.(*v1alpha1.ExternalIPClaim)) })
 	}
 	l.writeStatus(ctx)
-	bounded(ctx, requestTimeout, l.writePolicyParams)
+	apiclient.Bounded(ctx, apiclient.RequestTimeout, l.writePolicyParams)
 }
 
 // sweepClaim takes off the claim every holder whose pod object is gone

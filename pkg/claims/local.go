@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/pools"
 	"github.com/external-ip/external-ip/pkg/store"
@@ -41,7 +42,7 @@ func (n *Node) carryOutDeferred(ctx context.Context) {
 		// this listing must not then take that claim's IPs.
 		unlock := n.locks.lock(attachmentKey(m.Attachment))
 		var resp *nodeapi.Response
-		bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { resp = n.settleDeferred(ctx, m.Attachment) })
+		apiclient.Bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { resp = n.settleDeferred(ctx, m.Attachment) })
 		unlock()
 		if resp != nil {
 			n.log.Warn("claims: a deferred release waits", "attachment", m.Attachment.String(), "why", resp.Unavailable)
@@ -100,7 +101,7 @@ func (n *Node) dropStrayHolders(ctx context.Context) {
 		delete(holders, m.Attachment)
 	}
 	for a, names := range holders {
-		bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { n.dropStray(ctx, a, names) })
+		apiclient.Bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { n.dropStray(ctx, a, names) })
 	}
 }
 

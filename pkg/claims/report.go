@@ -142,7 +142,7 @@ func (an *annotations) now(ctx context.Context, a annotation) {
 
 // patch is one try of an annotation's write, bounded as every request.
 func (an *annotations) patch(ctx context.Context, p nodeapi.Pod, patch []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, apiclient.RequestTimeout)
 	defer cancel()
 	_, err := an.n.cfg.Clients.Kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err

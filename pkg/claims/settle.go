@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -48,7 +49,7 @@ func (e *earlyClaims) settle(ctx context.Context) {
 
 func (e *earlyClaims) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim, h v1alpha1.ClaimHolder, attached []v1alpha1.ClaimHolder) {
 	if len(attached) == 1 {
-		e.settleAttached(ctx, c, h, attached[0])
+		apiclient.Bounded(ctx, apiclient.RequestTimeout, func(ctx context.Context) { e.settleAttached(ctx, c, h, attached[0]) })
 		return
 	}
 	pod, err := e.n.local.Core().V1().Pods().Lister().Pods(c.Spec.Owner.Namespace).Get(h.Pod)
@@ -108,7 +109,7 @@ func (e *earlyClaims) dropPending(ctx context.Context, c *v1alpha1.ExternalIPCla
 	if ok, err := e.intentsOnly(h.PodUID, only); !ok || err != nil {
 		return
 	}
-	rmCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	rmCtx, cancel := context.WithTimeout(ctx, apiclient.RequestTimeout)
 	defer cancel()
 	if err := e.removePending(rmCtx, c.Name, h); err != nil {
 		n.log.Warn("claims: dropping a pending holder", "claim", c.Name, "pod", h.Pod, "why", why, "error", err)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 )
 
 // Standby is the node's claims as the standby watch (package standby)
@@ -93,7 +94,7 @@ func (s *Standby) write(ip netip.Addr) {
 		w := *s.wants[ip]
 		s.mu.Unlock()
 		var err error
-		bounded(ctx, requestTimeout, func(ctx context.Context) { err = s.apply(ctx, ip, w.active) })
+		apiclient.Bounded(ctx, apiclient.RequestTimeout, func(ctx context.Context) { err = s.apply(ctx, ip, w.active) })
 		if err != nil {
 			s.n.log.Warn("claims: naming the active node of a claim; trying again", "ip", ip, "reason", w.reason, "error", err)
 			return false, nil

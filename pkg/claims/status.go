@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/pools"
 )
 
@@ -68,7 +69,7 @@ func (l *leader) writeStatus(ctx context.Context) {
 }
 
 func (l *leader) updateStatus(ctx context.Context, p *v1alpha1.ExternalIPPool) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, apiclient.RequestTimeout)
 	defer cancel()
 	_, err := l.cfg.Clients.Pools.UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	return err

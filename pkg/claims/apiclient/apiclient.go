@@ -12,6 +12,7 @@ package apiclient
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,6 +120,15 @@ func New(cfg *rest.Config) (*Clients, error) {
 			v1alpha1.ClaimResource, rc, pc, "", func() *v1alpha1.ExternalIPClaim { return &v1alpha1.ExternalIPClaim{} },
 			func() *v1alpha1.ExternalIPClaimList { return &v1alpha1.ExternalIPClaimList{} }),
 	}, nil
+}
+
+// Bounded calls f with ctx bounded by d: the node process's own loops
+// (not a plugin's request, which has its deadline) call the API server
+// with contexts that end only with the process.
+func Bounded(ctx context.Context, d time.Duration, f func(context.Context)) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	f(ctx)
 }
 
 // EventSink writes events with a deadline per request: client-go's own
