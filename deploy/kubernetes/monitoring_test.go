@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/external-ip/external-ip/pkg/metrics"
+	"github.com/external-ip/external-ip/pkg/report"
 	"github.com/external-ip/external-ip/pkg/tally"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
@@ -66,7 +67,7 @@ func servedNames(t *testing.T) []string {
 	m := metrics.New("v", "r", dir)
 	ip, mac := netip.MustParseAddr("192.0.2.5"), net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	m.Held([]upkeep.HeldIP{{IP: ip, Uplink: "up0", Holders: 1}})
-	m.Repaired(upkeep.KindAddress)
+	m.Repaired(report.KindAddress)
 	m.ConflictBegan(ip, mac)
 	tally.Record(dir, "ADD", 0)
 	m.ReadPools(func() []metrics.PoolAddresses { return []metrics.PoolAddresses{{Pool: "p", Used: 1, Free: 1}} })

@@ -175,6 +175,18 @@ func (a *Assigner) withState(f func() error) error { return a.underLock(false, f
 
 // underLock is withState, making the state directory first if create.
 func (a *Assigner) underLock(create bool, f func() error) error {
+	return a.locked(create, func() error {
+		if err := a.recover(); err != nil {
+			return err
+		}
+		return f()
+	})
+}
+
+// locked runs f under the lock, making the state directory first if
+// create, and leaves any interrupted change as it is: Repair reads it
+// before it finishes it.
+func (a *Assigner) locked(create bool, f func() error) error {
 	mode := store.MakeParts
 	if create {
 		mode = store.MakeAll
@@ -184,9 +196,6 @@ func (a *Assigner) underLock(create bool, f func() error) error {
 		return errkind.OneLine(err)
 	}
 	defer l.Unlock()
-	if err := a.recover(); err != nil {
-		return errkind.OneLine(err)
-	}
 	return errkind.OneLine(f())
 }
 

@@ -288,7 +288,7 @@ func TestRepairAfterACorruptIndexIsMovedAsideRestoresConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := f.assigner().Repair(); err != nil {
+	if _, err := f.assigner().Repair(); err != nil {
 		t.Fatalf("Repair: %v", err)
 	}
 	assertState(t, f, holdings{attA: {v4a, v6a}, attB: {v4a}})

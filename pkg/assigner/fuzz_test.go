@@ -31,7 +31,7 @@ func FuzzStateFiles(f *testing.F) {
 			"Add":    func(a *Assigner) error { _, err := a.Add(attA, []netip.Addr{v4a}, nil); return err },
 			"Check":  func(a *Assigner) error { _, err := a.Check(attA); return err },
 			"GC":     func(a *Assigner) error { return a.GC("net1", []Attachment{attB}) },
-			"Repair": func(a *Assigner) error { return a.Repair() },
+			"Repair": func(a *Assigner) error { _, err := a.Repair(); return err },
 			"Report": func(a *Assigner) error { _, err := a.Report(); return err },
 		}
 		for name, op := range ops {

@@ -84,13 +84,25 @@ func keys[V any](m map[netip.Addr]V) []netip.Addr {
 // Repair is GC that drops no record: it finishes an interrupted change,
 // rebuilds the index from the records and makes the holder carry exactly
 // the held IPs. The operator runs it after moving a corrupt file aside.
-func (a *Assigner) Repair() error {
+// It returns the drift it found under its own lock, which it then fixed:
+// what a report read before it saw may have been fixed meanwhile by an
+// ADD, a DEL or another repair.
+func (a *Assigner) Repair() ([]string, error) {
 	a.startCall()
 	lost, err := a.lostState()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = a.underLock(lost, func() error {
+	var found []string
+	err = a.locked(lost, func() error {
+		rep, err := a.reportLocked()
+		if err != nil {
+			return err
+		}
+		found = rep.Drift
+		if err := a.recover(); err != nil {
+			return err
+		}
 		recs, err := a.st.Records()
 		if err != nil {
 			return err
@@ -99,8 +111,8 @@ func (a *Assigner) Repair() error {
 		return a.reconcile(recs)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Off the lock; the operator sees a failure, which stays queued.
-	return errkind.OneLine(a.queue.Run())
+	return found, errkind.OneLine(a.queue.Run())
 }

@@ -166,7 +166,7 @@ func TestGCAndRepairWithTheStateDirectoryLostRemoveTheHoldersAddressesAndProxies
 			if op == "GC" {
 				err = f.assigner().GC("net1", []Attachment{attA})
 			} else {
-				err = f.assigner().Repair()
+				_, err = f.assigner().Repair()
 			}
 			if err != nil {
 				t.Fatalf("%s with the state directory lost: %v", op, err)

@@ -9,61 +9,47 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/host"
-	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/report"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
-	"github.com/external-ip/external-ip/pkg/uplinkroute"
 )
 
 // Report is what the holder device carries and who holds it, as an
-// operator sees it: read only, taken under the lock for a consistent view.
-type Report struct {
-	Device   string     `json:"device"`
-	StateDir string     `json:"stateDir"`
-	Holder   string     `json:"holder"` // up, down, missing, or why it is not ours
-	Pending  bool       `json:"pendingChange"`
-	IPs      []IPReport `json:"ips"`
-	// Drift lists every way the kernel and the state disagree.
-	Drift []string `json:"drift"`
-	// Uplinks lists the uplinks whose flows we route (package uplinkroute).
-	Uplinks []uplinkroute.UplinkReport `json:"uplinks,omitempty"`
-}
-
-// IPReport is one held IP.
-type IPReport struct {
-	Addr    netip.Addr   `json:"ip"`
-	Uplink  string       `json:"uplink"`
-	Holders []Attachment `json:"holders"`
-	// Standby lists the attachments that hold the IP in standby here:
-	// another node answers for it while they wait.
-	Standby []Attachment `json:"standby,omitempty"`
-	// Hold is how the IP is held: "address" or "route"; OnDevice says that
-	// it is on the holder so (the address, or the route of protocol Route).
-	Hold     string `json:"hold"`
-	Route    int    `json:"routeProtocol,omitempty"`
-	OnDevice bool   `json:"onDevice"`
-	Proxy    *bool  `json:"proxyNeighbour,omitempty"`
-	// Targets and EgressFrom are what table inet external-ip steers: new
-	// flows to the IP go to Targets; flows from EgressFrom leave from it.
-	Targets    []netip.Addr `json:"targets,omitempty"`
-	EgressFrom []netip.Addr `json:"egressFrom,omitempty"`
-}
+// operator sees it (package report).
+type (
+	Report   = report.Report
+	IPReport = report.IPReport
+)
 
 // Report reads the state and the holder; it changes nothing.
 func (a *Assigner) Report() (*Report, error) {
 	a.startCall()
-	rep := &Report{Device: a.opts.Device, StateDir: a.st.Dir(), IPs: []IPReport{}, Drift: []string{}}
-	r := &reporting{Assigner: a, rep: rep}
 	l, err := a.lockToRead()
 	if err != nil {
 		return nil, err
 	}
 	if l == nil { // no state, or not all of it: nothing is held
+		r := a.reporting()
 		var dev int
-		rep.Holder, dev = a.holderState()
-		return rep, r.lost(dev)
+		r.rep.Holder, dev = a.holderState()
+		return r.rep, r.lost(dev)
 	}
 	defer l.Unlock()
+	return a.reportLocked()
+}
+
+// reporting starts an empty report.
+func (a *Assigner) reporting() *reporting {
+	rep := &Report{Device: a.opts.Device, StateDir: a.st.Dir(), IPs: []IPReport{}, Drift: []string{}}
+	return &reporting{Assigner: a, rep: rep}
+}
+
+// reportLocked is Report under a lock its caller holds, on a state
+// directory that is there.
+func (a *Assigner) reportLocked() (*Report, error) {
+	r := a.reporting()
+	rep := r.rep
+	var err error
 	if rep.Pending, err = a.st.Has(store.JournalFile); err != nil {
 		return nil, err
 	}
@@ -266,21 +252,7 @@ func (r *reporting) nat(recs map[string]*record, lost bool) error {
 	if !st.Present && w.Empty() {
 		return nil
 	}
-	reportTargets(r.rep, st)
+	r.rep.FillTargets(st)
 	r.rep.Drift = append(r.rep.Drift, steer.Compare(w, st, r.holder.MayOwn).Drift(lost)...)
 	return nil
-}
-
-// reportTargets fills in each reported IP's targets and egress sources.
-func reportTargets(rep *Report, st *nat.State) {
-	for i := range rep.IPs {
-		ir := &rep.IPs[i]
-		ir.Targets = st.Ingress[ir.Addr]
-		for k, ip := range st.Egress {
-			if ip == ir.Addr {
-				ir.EgressFrom = append(ir.EgressFrom, k.Source)
-			}
-		}
-		slices.SortFunc(ir.EgressFrom, netip.Addr.Compare)
-	}
 }

@@ -269,7 +269,7 @@ func TestCheckFailsWhenTheTableLostARule(t *testing.T) {
 	if _, err := f.assigner().Check(attA); !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), v4a.String()) {
 		t.Fatalf("CHECK with the rule pointing elsewhere: %v, want drift naming %s", err, v4a)
 	}
-	if err := f.assigner().Repair(); err != nil {
+	if _, err := f.assigner().Repair(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.assigner().Check(attA); err != nil {
@@ -288,7 +288,7 @@ func TestCheckFailsWhenTheSpreadAlsoPointsAtATargetNoHolderHas(t *testing.T) {
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), ctrB4.Addr().String()) {
 		t.Fatalf("CHECK with a stray target in the spread: %v, want drift naming %s", err, ctrB4.Addr())
 	}
-	if err := f.assigner().Repair(); err != nil {
+	if _, err := f.assigner().Repair(); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.st.Ingress[v4a]; !slices.Equal(got, []netip.Addr{ctrA4.Addr()}) {

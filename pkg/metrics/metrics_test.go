@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/external-ip/external-ip/pkg/report"
 	"github.com/external-ip/external-ip/pkg/tally"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
@@ -66,9 +67,9 @@ external_ip_announcements_total{reason="periodic"} 2
 
 func TestRepairsCountByKind(t *testing.T) {
 	m := New("v", "r", t.TempDir())
-	m.Repaired(upkeep.KindAddress)
-	m.Repaired(upkeep.KindNAT)
-	m.Repaired(upkeep.KindAddress)
+	m.Repaired(report.KindAddress)
+	m.Repaired(report.KindNAT)
+	m.Repaired(report.KindAddress)
 	expect(t, m, `
 # HELP external_ip_repairs_total Drift the upkeep repaired, by kind: address, proxy, nat, index, journal, uplink, routing, other.
 # TYPE external_ip_repairs_total counter

@@ -15,6 +15,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/host"
+	"github.com/external-ip/external-ip/pkg/report"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
@@ -48,8 +49,9 @@ type Upkeep struct {
 	// than the default route's; a zero Route.Mask means the defaults.
 	UplinkRouting config.UplinkRouting
 
-	beforeRound func(uplink string) // tests only: a release between report and round
-	clock       func() time.Time    // tests only
+	beforeRound  func(uplink string) // tests only: a release between report and round
+	beforeRepair func(device string) // tests only: a fix between report and repair
+	clock        func() time.Time    // tests only
 
 	// next carries the entry Use gives to Run (the latest wins).
 	nextOnce sync.Once
@@ -293,14 +295,10 @@ func (u *Upkeep) Repair() error {
 		if len(rep.Drift) == 0 {
 			return nil
 		}
-		if err := as.Repair(); err != nil {
-			return fmt.Errorf("repairing: %w", err)
+		if u.beforeRepair != nil {
+			u.beforeRepair(rep.Device)
 		}
-		for _, d := range rep.Drift {
-			u.recorder().Repaired(driftKind(d))
-		}
-		u.log().Info("repaired drift", "device", rep.Device, "fixed", rep.Drift)
-		return nil
+		return u.repair(as, rep.Device)
 	})}
 	held, err := host.Holders(u.DataDir)
 	for _, dev := range held {
@@ -308,10 +306,28 @@ func (u *Upkeep) Repair() error {
 			continue
 		}
 		as, done := u.assigner(dev, nat)
-		if err := as.Repair(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: repairing: %w", dev, err))
+		if err := u.repair(as, dev); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
 		}
 		done()
 	}
 	return errors.Join(append(errs, err)...)
+}
+
+// repair repairs one device and counts and logs the drift the repair
+// itself found under its lock, not the report's that led to it: an ADD or
+// a DEL between the two may have fixed some of that.
+func (u *Upkeep) repair(as *assigner.Assigner, dev string) error {
+	fixed, err := as.Repair()
+	if err != nil {
+		return fmt.Errorf("repairing: %w", err)
+	}
+	if len(fixed) == 0 {
+		return nil
+	}
+	for _, d := range fixed {
+		u.recorder().Repaired(report.Kind(d))
+	}
+	u.log().Info("repaired drift", "device", dev, "fixed", fixed)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/report"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/traffic"
 	"github.com/external-ip/external-ip/test/logbuf"
@@ -275,10 +277,16 @@ func TestRepairPutsBackTheNATTableRemovedByHand(t *testing.T) {
 	})
 	run(t, "ip", "netns", "exec", u.nodeName, "nft", "delete", "table", "inet", "external-ip")
 	logs := &logbuf.Buffer{}
-	u.do(t, u.upkeep(logs).Repair)
+	up, rec := u.upkeep(logs), newFakeRecorder()
+	up.Recorder = rec
+	u.do(t, up.Repair)
 	out, err := exec.Command("ip", "netns", "exec", u.nodeName, "nft", "list", "table", "inet", "external-ip").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "10.88.0.2") {
 		t.Errorf("table inet external-ip after the upkeep's repair: %v\n%s\nlog:\n%s", err, out, logs)
+	}
+	// The steer package's own line for the table, not a copy of it.
+	if rec.repaired[report.KindNAT] == 0 || rec.repaired[report.KindOther] != 0 {
+		t.Errorf("repairs counted %v; want the table counted as %q, nothing as %q", rec.repaired, report.KindNAT, report.KindOther)
 	}
 }
 
@@ -380,5 +388,63 @@ func TestADeviceUnreadableKeepsItsLastHeldAndTheOthersGoOn(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"eip0 192.0.2.50", "eip0 192.0.2.52", "eip1 192.0.2.51"}; !slices.Equal(got, want) {
 		t.Errorf("held after eip1's state went unreadable: %v, want %v", got, want)
+	}
+}
+
+// The repairs metric counts what the repair fixed, by the kind of the
+// assigner's own drift line.
+func TestRepairCountsTheDriftItFixedByKind(t *testing.T) {
+	u := newUpkeepNode(t)
+	rec := newFakeRecorder()
+	up := u.upkeep(&logbuf.Buffer{})
+	up.Recorder = rec
+	run(t, "ip", "-n", u.nodeName, "addr", "del", u.ip.String()+"/32", "dev", "eip0")
+	u.do(t, up.Repair)
+	if want := map[string]int{report.KindAddress: 1}; !maps.Equal(rec.repaired, want) {
+		t.Errorf("repairs counted %v; want %v", rec.repaired, want)
+	}
+}
+
+// A drift fixed by someone else (an ADD, a DEL, `external-ip repair`)
+// between the upkeep's report and its repair was not fixed by the upkeep:
+// it is not counted, nor logged as repaired.
+func TestRepairDoesNotCountDriftFixedBeforeItsLock(t *testing.T) {
+	u := newUpkeepNode(t)
+	rec := newFakeRecorder()
+	logs := &logbuf.Buffer{}
+	up := u.upkeep(logs)
+	up.Recorder = rec
+	up.beforeRepair = func(dev string) {
+		as := assigner.New(assigner.Options{Device: dev, DataDir: u.dataDir, LockTimeout: 5 * time.Second})
+		if _, err := as.Repair(); err != nil {
+			t.Errorf("the other repair: %v", err)
+		}
+	}
+	run(t, "ip", "-n", u.nodeName, "addr", "del", u.ip.String()+"/32", "dev", "eip0")
+	u.do(t, up.Repair)
+	if len(rec.repaired) != 0 || strings.Contains(logs.String(), "repaired drift") {
+		t.Errorf("the upkeep counted %v and logged a repair of drift fixed before its lock:\n%s", rec.repaired, logs)
+	}
+	if !u.holderCarries(t) {
+		t.Errorf("%s is not back on eip0", u.ip)
+	}
+}
+
+// A holder whose state directory was lost carries IPs nobody holds: the
+// repair that releases them counts them.
+func TestRepairCountsWhatItReleasesFromAHolderWhoseStateWasLost(t *testing.T) {
+	u := newUpkeepNode(t)
+	rec := newFakeRecorder()
+	up := u.upkeep(&logbuf.Buffer{})
+	up.Recorder = rec
+	if err := os.RemoveAll(filepath.Join(u.dataDir, "eip0")); err != nil {
+		t.Fatal(err)
+	}
+	u.do(t, up.Repair)
+	if u.holderCarries(t) {
+		t.Errorf("%s is still on eip0, whose state was lost", u.ip)
+	}
+	if rec.repaired[report.KindAddress] != 1 {
+		t.Errorf("repairs counted %v; want the released address counted once as %q", rec.repaired, report.KindAddress)
 	}
 }

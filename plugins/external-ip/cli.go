@@ -94,9 +94,13 @@ func repair(dataDir, device string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	for _, d := range devs {
-		if err := cliAssigner(dataDir, d).Repair(); err != nil {
+		fixed, err := cliAssigner(dataDir, d).Repair()
+		if err != nil {
 			fmt.Fprintf(stderr, "external-ip repair: %s: %v\n", d, err)
 			return 1
+		}
+		for _, f := range fixed {
+			fmt.Fprintf(stdout, "%s: fixed: %s\n", d, f)
 		}
 		fmt.Fprintf(stdout, "%s: repaired\n", d)
 	}

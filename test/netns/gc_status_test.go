@@ -158,8 +158,8 @@ func TestCorruptStateIsNamedWithCode5AndRepairRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := h.inNode("%s repair --data-dir %s", pluginBin, h.dataDir)
-	if !strings.Contains(out, "eip0: repaired") {
-		t.Fatalf("repair printed %q", out)
+	if !strings.Contains(out, "eip0: repaired") || !strings.Contains(out, "eip0: fixed: 192.0.2.10: ") {
+		t.Fatalf("repair printed %q; want the drift it fixed on 192.0.2.10, then eip0 repaired", out)
 	}
 	held := h.consistent("after repair")
 	if held["192.0.2.10"] != 1 || held["192.0.2.11"] != 1 {

@@ -1,4 +1,4 @@
-package upkeep
+package report
 
 import "strings"
 
@@ -14,11 +14,11 @@ const (
 	KindOther   = "other"
 )
 
-// driftKinds maps the words of the assigner's drift lines (Report.Drift,
+// kinds maps the words of the assigner's drift lines (Report.Drift,
 // as `external-ip status` prints them) to kinds, first match wins: the
 // lines are prose for a person, and this keeps the reading of them in one
 // place, tested against the assigner's own output.
-var driftKinds = []struct{ word, kind string }{
+var kinds = []struct{ word, kind string }{
 	// An IP held as a route is on the holder by its route (report.go):
 	// first, since a device or dataDir named in these lines may hold any
 	// word below.
@@ -46,9 +46,9 @@ var driftKinds = []struct{ word, kind string }{
 	{"held by no record", KindAddress},
 }
 
-// driftKind is the kind of one line of Report.Drift.
-func driftKind(line string) string {
-	for _, k := range driftKinds {
+// Kind is the kind of one line of Report.Drift.
+func Kind(line string) string {
+	for _, k := range kinds {
 		if strings.Contains(line, k.word) {
 			return k.kind
 		}

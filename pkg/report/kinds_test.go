@@ -1,4 +1,4 @@
-package upkeep
+package report
 
 import "testing"
 
@@ -40,7 +40,7 @@ func TestEveryDriftLineHasItsKind(t *testing.T) {
 		{"table inet external-ip: map uplink-marks4 does not send mark 0x1000000 to chain uplink4-1-eth1", KindRouting},
 		{"something new", KindOther},
 	} {
-		if got := driftKind(tc.line); got != tc.kind {
+		if got := Kind(tc.line); got != tc.kind {
 			t.Errorf("%q: kind %q, want %q", tc.line, got, tc.kind)
 		}
 	}
