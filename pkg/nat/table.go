@@ -107,25 +107,38 @@ func (t *Table) Delete() error {
 	return nil
 }
 
+// probeTable is the table Probe makes and deletes in one transaction, so
+// that it never outlives the probe's batch: a table of that name that
+// exists is another program's, never ours to keep or delete.
+const probeTable = "external-ip-probe"
+
 // Probe tells whether nf_tables with NAT chains can be used here. It makes
-// a NAT base chain and deletes it in the same transaction, so the kernel
-// checks everything and nothing is committed that outlives it.
+// a NAT base chain in a table of its own and deletes that table in the
+// same transaction, so the kernel checks everything and nothing is
+// committed that outlives it. It never touches our table: STATUS probes
+// without the state lock (a lock would not do, two state directories
+// share the table), and an ADD may be making the table meanwhile.
 func (t *Table) Probe() error {
-	existed := t.c.Exists()
-	t.c.AddTable(t.table)
-	probe := t.c.AddChain(&nftables.Chain{
-		Name: "probe", Table: t.table, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(prioritySrcNAT)),
-	})
-	if existed {
-		t.c.DelChain(probe)
-	} else {
-		t.c.DelTable(t.table)
+	t.stageProbe()
+	err := t.c.Flush()
+	if isExists(err) {
+		return fmt.Errorf("nf_tables nat chains cannot be probed: table inet %s exists, and is not ours", probeTable)
 	}
-	if err := t.c.Flush(); err != nil {
+	if err != nil {
 		return fmt.Errorf("nf_tables nat chains cannot be used: %w", err)
 	}
 	return nil
+}
+
+// stageProbe stages Probe's transaction. The table is made exclusively,
+// so that the batch fails, deleting nothing, where one of that name exists.
+func (t *Table) stageProbe() {
+	tab := t.c.CreateTable(&nftables.Table{Name: probeTable, Family: nftables.TableFamilyINet})
+	t.c.AddChain(&nftables.Chain{
+		Name: "probe", Table: tab, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityRef(nftables.ChainPriority(prioritySrcNAT)),
+	})
+	t.c.DelTable(tab)
 }
 
 // ingressChain names the chain of one external IP. IPv6 colons become

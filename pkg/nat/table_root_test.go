@@ -236,6 +236,45 @@ func TestProbeChangesNothing(t *testing.T) {
 	})
 }
 
+// STATUS probes without the state lock, beside another process's ADD
+// (a lock would not do: two state directories share the table). An ADD
+// that makes the table between Probe's staging and its commit must keep
+// its table and its rules.
+func TestProbeLeavesTheTableOfAnAddCommittedBesideIt(t *testing.T) {
+	inNetNS(t, func(netns string, probe *Table) {
+		probe.stageProbe()
+		add, err := Open() // the concurrent ADD, on its own connection
+		must(t, err)
+		defer add.Close()
+		must(t, add.Ensure())
+		must(t, add.SetIngress(netip.MustParseAddr("192.0.2.10"), []netip.Addr{netip.MustParseAddr("10.88.0.2")}))
+		if err := probe.c.Flush(); err != nil {
+			t.Fatalf("the probe's commit, after the ADD's: %v", err)
+		}
+		st, err := add.Read()
+		must(t, err)
+		if !st.Present || len(st.Ingress) == 0 {
+			t.Errorf("the ADD's table is gone after STATUS's probe: present %v, ingress %v", st.Present, st.Ingress)
+		}
+	})
+}
+
+// A table named as the probe's that exists is another program's: Probe
+// fails naming it, and leaves it as it was.
+func TestProbeLeavesAnotherProgramsTableOfItsNameAlone(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		nft(t, netns, "add", "table", "inet", probeTable)
+		nft(t, netns, "add", "chain", "inet", probeTable, "theirs")
+		err := tb.Probe()
+		if err == nil || !strings.Contains(err.Error(), "table inet "+probeTable+" exists") {
+			t.Errorf("Probe beside another program's table of its name: %v, want the table named", err)
+		}
+		if out := nft(t, netns, "list", "chain", "inet", probeTable, "theirs"); !strings.Contains(out, "theirs") {
+			t.Errorf("Probe changed another program's table:\n%s", out)
+		}
+	})
+}
+
 // An IP left out of the hairpin rule's set is not steered as we would (its
 // own container could not reach it): Read says it has no targets, and
 // SetIngress, as GC calls it, puts it back.
