@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/host"
-	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -142,10 +141,9 @@ func (r *reconciling) dropStray(dev int, want map[netip.Addr][]string) error {
 	})
 }
 
-// nat makes the table match the records both ways (GC and
-// repair apply steer.Compare's result): missing rules come back, rules of
-// gone attachments go. A rule for an IP that another holder device
-// carries belongs to that device's state, and is left alone.
+// nat makes the table match the records both ways (steer.Mend): missing
+// rules come back, rules of gone attachments go. A rule for an IP that
+// another holder device's state may have is left alone.
 func (r *reconciling) nat() error {
 	if r.opts.NAT == nil {
 		return nil
@@ -155,52 +153,5 @@ func (r *reconciling) nat() error {
 	if err != nil || (!st.Present && w.Empty()) {
 		return err
 	}
-	d := steer.Compare(w, st, r.holder.MayOwn)
-	if d.Broken != "" && !w.Empty() {
-		if err := r.opts.NAT.Ensure(); err != nil {
-			return err
-		}
-	}
-	var errs []error
-	for _, x := range d.Ingress {
-		errs = append(errs, r.opts.NAT.SetIngress(x.IP, x.Want))
-	}
-	errs = append(errs, r.dropStrayIngress(d.StrayIngress, w.Held))
-	for _, x := range d.Egress {
-		errs = append(errs, r.opts.NAT.SetEgress(x.Key, x.Want))
-	}
-	for _, x := range d.StrayEgress {
-		r.log.Info("stray egress rule removed", "source", x.Key.Source, "uplink", x.Key.Uplink, "ip", x.Got)
-		errs = append(errs, r.opts.NAT.DelEgress(x.Key))
-	}
-	return errors.Join(append(errs, r.applyHairpins(d.Hairpin))...)
-}
-
-// dropStrayIngress removes the ingress rules of our IPs that no record
-// steers, then forgets the flows they DNATed (once the table no longer
-// steers to them, as steer does).
-func (r *reconciling) dropStrayIngress(stray []steer.IngressDiff, held map[netip.Addr]bool) error {
-	var errs []error
-	for _, x := range stray {
-		r.log.Info("stray ingress rule removed", "ip", x.IP)
-		if err := r.opts.NAT.SetIngress(x.IP, nil); err != nil {
-			errs = append(errs, err) // still steered: the next GC forgets
-			continue
-		}
-		r.queue.Add(steer.StrayFlows(x.IP, x.Got, held[x.IP]))
-	}
-	return errors.Join(errs...)
-}
-
-// applyHairpins makes the hairpin sets hold the subnets the comparison
-// keeps, in one change: a subnet replaced by a narrower one never leaves
-// a gap.
-func (r *reconciling) applyHairpins(ch nat.Change) error {
-	for _, p := range ch.DelHairpin {
-		r.log.Info("hairpin subnet no record needs removed", "subnet", p)
-	}
-	if len(ch.Hairpin)+len(ch.DelHairpin) == 0 {
-		return nil
-	}
-	return r.opts.NAT.Apply(ch)
+	return steer.Mend(r.opts.NAT, steer.Compare(w, st, r.holder.MayOwn), w, r.log, r.queue.Add)
 }

@@ -2,7 +2,7 @@ package steer
 
 // One comparison of the table the records want with the table the kernel
 // has (Compare). Three consumers use its result: GC and repair apply
-// it (the assigner's reconcileNAT), status reports it (Diff.Drift), CHECK
+// it (Mend), status reports it (Diff.Drift), CHECK
 // fails on the part of it that one attachment's rules make (Check). A new
 // kind of rule is then compared in one place.
 

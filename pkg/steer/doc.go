@@ -3,7 +3,8 @@
 // hairpin rule, kept in the attachment's record (Decide); what a change of
 // attachment does to table inet external-ip and which flows it leaves
 // behind (PlanChange); and one comparison of the table the records want
-// with the table the kernel has (Compare), which GC and repair apply,
+// with the table the kernel has (Compare), which GC and repair apply
+// (Mend),
 // status reports (Diff.Drift) and CHECK fails on (Check). These are pure
 // functions of the records and the change: they read no file and touch
 // no kernel. A new kind of rule is decided and compared here, in one place.
