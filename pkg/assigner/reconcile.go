@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/store"
@@ -154,4 +155,23 @@ func (r *reconciling) nat() error {
 		return err
 	}
 	return steer.Mend(r.opts.NAT, steer.Compare(w, st, r.holder.MayOwn), w, r.log, r.queue.Add)
+}
+
+// restoreTable steers again every attachment of this state directory
+// after a change made the table anew (the host firewall's `nft flush
+// ruleset` deleted it): the change's own rules came back with it, the
+// others' come back here, as GC makes them. Another state directory's
+// wait for its GC, repair or the upkeep (docs/steering-faults.md). A
+// failure is left to those too: the change itself is made.
+func (c *change) restoreTable() {
+	recs, err := c.st.Records()
+	if err == nil {
+		r := &reconciling{Assigner: c.Assigner, recs: recs}
+		err = errors.Join(r.nat(), r.routing())
+	}
+	if err != nil {
+		c.log.Warn("table inet external-ip made anew; the other attachments' rules are left to GC, repair and the upkeep", "error", errkind.OneLine(err))
+	} else {
+		c.log.Info("table inet external-ip made anew; every attachment's rules restored", "records", len(recs))
+	}
 }

@@ -31,7 +31,8 @@ func (a *Assigner) steers() bool {
 // chains it may empty (the kernel refuses it while one still has a
 // member, and the chains are then read again), then takes away the routes
 // of the chains gone (uplinkroute.Router.Settle) and queues the conntrack
-// clean-up of the flows that left.
+// clean-up of the flows that left. A change that made the table anew
+// gives back every attachment's rules (restoreTable).
 func (c *change) steer(w *written) error {
 	if c.opts.NAT == nil {
 		return nil
@@ -61,8 +62,9 @@ func (c *change) steer(w *written) error {
 	if err != nil {
 		return err
 	}
-	var unmarked bool
+	var unmarked, remade bool
 	r.Into(&p.Change, &unmarked)
+	p.Change.Remade = &remade
 	if err := c.opts.NAT.Apply(p.Change); err != nil {
 		return err // a replay queues the leaving flows once it applies
 	}
@@ -70,6 +72,9 @@ func (c *change) steer(w *written) error {
 		err = c.router.Settle(r, p.Change)
 	}
 	c.queue.Leaving(p.Leaving, p.Change.DelEgress)
+	if remade {
+		c.restoreTable()
+	}
 	return err
 }
 

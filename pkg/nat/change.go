@@ -55,6 +55,11 @@ type Change struct {
 	// the change: an ADD's elements steer nothing when someone flushed the
 	// table or a base chain, and the ADD would return success all the same.
 	EnsureBase bool
+	// Remade, when set, tells whether the table or one of its sets was
+	// made anew on this connection (Ensure found it missing, as after the
+	// host firewall's `nft flush ruleset`): the other attachments'
+	// elements are then gone, the caller's to give back.
+	Remade *bool
 }
 
 // Apply makes the change in one transaction. When that transaction is
@@ -62,6 +67,9 @@ type Change struct {
 // egress element has another value), it makes the table if it is missing
 // and applies the change one idempotent step at a time.
 func (t *Table) Apply(ch Change) error {
+	if ch.Remade != nil {
+		defer func() { *ch.Remade = t.remade }()
+	}
 	if ch.EnsureBase {
 		if err := t.ensureBase(); err != nil {
 			return err

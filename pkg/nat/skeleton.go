@@ -142,8 +142,9 @@ func (b baseChain) chain(table *nftables.Table) *nftables.Chain {
 // and then marks the table as of this layout (layoutChain, in place of an
 // earlier layout's marker). It is idempotent: the base chains are flushed
 // and refilled, the maps (and every external IP's steering) are kept.
-// Every IP steered and container address SNATed then counts as having had
-// flows (seeAll): base rules made anew (an earlier layout, a flushed
+// A table or set it found missing is the caller's to refill
+// (Change.Remade). Every IP steered and container address SNATed then
+// counts as having had flows (seeAll): base rules made anew (an earlier layout, a flushed
 // chain, a set deleted by hand) recorded none of the flows before them.
 // The chain with a raw rule (postrouting) is flushed and refilled in a
 // second transaction of our own (nftconn.Conn.FillChain), so that each
@@ -159,6 +160,11 @@ func (t *Table) Ensure() error {
 	old, err := t.legacyUplinks(markers)
 	if err != nil {
 		return err
+	}
+	if !t.remade {
+		if t.remade, err = t.lostElements(); err != nil {
+			return err
+		}
 	}
 	t.c.AddTable(t.table)
 	// The uplink marking's maps are not in sets(): set() is for the
@@ -217,6 +223,31 @@ func (t *Table) Ensure() error {
 		return fmt.Errorf("recording the steered addresses in table inet %s: %w", TableName, err)
 	}
 	return nil
+}
+
+// lostElements tells whether the table or one of its sets is missing (the
+// host firewall's `nft flush ruleset` deletes every table): what every
+// change put there is then lost, which Ensure alone cannot give back. A
+// lookup of the table and one listing of its sets, on Ensure's path only:
+// an ADD that finds the table intact pays nothing for it.
+func (t *Table) lostElements() (bool, error) {
+	if !t.c.Exists() { // the listing's error would not say ENOENT
+		return true, nil
+	}
+	sets, err := t.c.GetSets(t.table)
+	if err != nil {
+		return false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
+	}
+	have := map[string]bool{}
+	for _, s := range sets {
+		have[s.Name] = true
+	}
+	for _, s := range append(t.sets(), uplinkSets(t.table)...) {
+		if !have[s.Name] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // flush sends the batch; when it fails for want of our table or a map of

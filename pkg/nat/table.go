@@ -49,6 +49,10 @@ type Table struct {
 	// base check then cost one dump.
 	uses   map[string]uint32
 	usesAt int
+	// remade says that Ensure found the table or one of its sets missing
+	// on this connection and made it empty (lostElements): every other
+	// attachment's elements, and the record of their flows, are gone.
+	remade bool
 	marking
 }
 

@@ -171,3 +171,23 @@ func TestStatusShowsEveryStrayAlsoWithTheStateDirectoryLost(t *testing.T) {
 		t.Errorf("drift after repair: %q", d)
 	}
 }
+
+// The host firewall's reload (Debian's nftables.service runs
+// /etc/nftables.conf, whose usual first line is `flush ruleset`) deletes
+// our whole table. The next ADD that makes it anew must steer again every
+// attachment of its state directory, not only its own: the others would
+// otherwise be answered by the node itself until GC, repair or upkeep.
+func TestAnAddAfterAFlushedRulesetSteersTheAttachmentsAddedBeforeIt(t *testing.T) {
+	w := newWorld(t, "both")
+	a := w.add("a", extV4)
+	serve(t, a.netns, "a", svPort)
+	mustAsk(t, "LAN to a before the flush", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
+	w.h.nft("flush ruleset")
+	b := w.add("b", "192.0.2.11")
+	serve(t, b.netns, "b", svPort)
+	mustAsk(t, "LAN to b, ADDed after the flush", nsPath(w.h.lan), "tcp", "192.0.2.11", svPort, "b", lanV4)
+	if err := w.check(a); err != nil {
+		t.Errorf("CHECK of a, ADDed before the flush, after b's ADD: %v\n%s", err, w.nftTable())
+	}
+	mustAsk(t, "LAN to a, ADDed before the flush, after b's ADD", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
+}
