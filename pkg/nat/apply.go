@@ -247,7 +247,13 @@ func (t *Table) DelHairpin(subnet netip.Prefix) error {
 // container address that had a flow SNATed (snatRule). Read after the
 // commit that stopped steering to what leaves, an external IP that is not
 // there had no flow DNATed by us: the rules record it before they DNAT.
+// A table or set this connection made anew (remade: `nft flush ruleset`
+// deleted it, with its record) could not have seen the flows of before:
+// every address counts as having had flows.
 func (t *Table) Seen(addr netip.Addr) (bool, error) {
+	if t.remade {
+		return true, nil
+	}
 	_, ok, err := t.c.GetElement(familyOf(addr).seen, addr.AsSlice())
 	if err != nil || ok {
 		return ok, err

@@ -72,6 +72,17 @@ var (
 	sub6        = netip.MustParsePrefix("fd00:88::/64")
 )
 
+// ensureApart makes the table on a connection of its own: the Table
+// under test then did not make it, and reads Seen from the sets alone (a
+// call that made the table reads every address as seen).
+func ensureApart(t *testing.T) {
+	t.Helper()
+	other, err := Open()
+	must(t, err)
+	defer other.Close()
+	must(t, other.Ensure())
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -444,7 +455,7 @@ func TestEnsureReplacesAnEarlierLayoutsMarker(t *testing.T) {
 // leave every IP held as a route unsteered until a repair.
 func TestEnsureBaseMakesATableOfTheEarlierLayoutAnew(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
-		must(t, tb.Ensure())
+		ensureApart(t)
 		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4b: {ctrB}}, Fresh: map[netip.Addr]bool{ext4b: true}}))
 		if seen, err := tb.Seen(ext4b); seen || err != nil {
 			t.Fatalf("%s, steered by a fresh ADD with no flow yet, reads as seen %v (%v)", ext4b, seen, err)
@@ -649,6 +660,7 @@ func TestAnIPMovesBetweenOneTargetAndASpreadAndReadsBackEachTime(t *testing.T) {
 func TestTheRulesRecordWhatHadAFlow(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		src := netip.MustParseAddr("10.88.0.1")
+		ensureApart(t)
 		must(t, tb.Apply(Change{
 			Ingress:    map[netip.Addr][]netip.Addr{ext4: {ctrA}, ext4b: {ctrB}},
 			Fresh:      map[netip.Addr]bool{ext4: true, ext4b: true},
@@ -692,6 +704,7 @@ func TestTheRulesRecordWhatHadAFlow(t *testing.T) {
 // address reads as having had flows, so that a DEL still cleans up.
 func TestATableWithoutTheSeenSetsReadsEveryAddressAsSeen(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
+		ensureApart(t)
 		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
 		if seen, err := tb.Seen(ext4); seen || err != nil {
 			t.Fatalf("%s reads as seen %v (%v) before any flow", ext4, seen, err)
@@ -738,5 +751,30 @@ func TestARefusedTransactionsKernelReasonIsKeptInTheFinalError(t *testing.T) {
 			}
 		}
 		t.Errorf("Apply's error %q names neither ERANGE nor EINVAL, the kernel's reason for the refused transaction", err)
+	})
+}
+
+// After `nft flush ruleset` the sets that recorded the flows are gone
+// with the table: the call that makes it anew (the DEL of the IP's last
+// holder) could not tell a flow of before, and reads every address as
+// seen; a later call reads what the new table recorded.
+func TestACallThatMadeTheTableAnewReadsEveryAddressAsSeen(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		must(t, tb.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: {ctrA}}, Fresh: map[netip.Addr]bool{ext4: true}, EnsureBase: true}))
+		nft(t, netns, "flush", "ruleset")
+		del, err := Open()
+		must(t, err)
+		defer del.Close()
+		var remade bool
+		must(t, del.Apply(Change{Ingress: map[netip.Addr][]netip.Addr{ext4: nil}, Remade: &remade}))
+		if seen, err := del.Seen(ext4); !remade || !seen || err != nil {
+			t.Errorf("the DEL that made the table anew: remade %v, %s seen %v (%v), want both", remade, ext4, seen, err)
+		}
+		later, err := Open()
+		must(t, err)
+		defer later.Close()
+		if seen, err := later.Seen(ext4); seen || err != nil {
+			t.Errorf("a later call reads %s as seen %v (%v), which the new table never recorded", ext4, seen, err)
+		}
 	})
 }

@@ -348,3 +348,29 @@ func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
 		t.Errorf("CHECK of a after GC's retry: %v", err)
 	}
 }
+
+// After `nft flush ruleset` the sets that record which IPs had flows are
+// gone with the table: the DEL that makes the table anew must still
+// clean up the flows DNATed to what leaves, whether or not its holder
+// was the IP's last (docs/conntrack.md: what the rules could not have
+// seen is never taken for nothing).
+func TestADelAfterAFlushedRulesetStillCleansUpTheLeavingFlows(t *testing.T) {
+	for _, last := range []bool{false, true} {
+		t.Run(fmt.Sprintf("last holder %v", last), func(t *testing.T) {
+			w := newWorld(t, "both")
+			a := w.add("a", extV4, extV6)
+			b := w.add("b", extV4, extV6)
+			serve(t, a.netns, "a", svPort)
+			serve(t, b.netns, "b", svPort)
+			w.flowsToBoth(a, b)
+			gone := b
+			if last {
+				w.del(a) // b is the IPs' last holder, with flows of its own
+			}
+			w.longFlows(gone, 40001)
+			w.h.nft("flush ruleset")
+			w.del(gone)
+			w.goneAfter(gone, forget.Bound, time.Now())
+		})
+	}
+}

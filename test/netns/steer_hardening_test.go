@@ -187,7 +187,7 @@ func TestAnAddAfterAFlushedRulesetSteersTheAttachmentsAddedBeforeIt(t *testing.T
 	serve(t, b.netns, "b", svPort)
 	mustAsk(t, "LAN to b, ADDed after the flush", nsPath(w.h.lan), "tcp", "192.0.2.11", svPort, "b", lanV4)
 	if err := w.check(a); err != nil {
-		t.Errorf("CHECK of a, ADDed before the flush, after b's ADD: %v\n%s", err, w.nftTable())
+		t.Errorf("CHECK of a, ADDed before the flush, after b's ADD: %v", err)
 	}
 	mustAsk(t, "LAN to a, ADDed before the flush, after b's ADD", nsPath(w.h.lan), "tcp", extV4, svPort, "a", lanV4)
 }
