@@ -192,9 +192,11 @@ func (f family) second() uint32 {
 }
 
 // snatRule: snat ip to ip saddr . oifname map @snat4, recording the
-// external IP it picks (add @seen4) as recordRule does for DNAT: the flows
-// SNATed to an IP are the other half of what a clean-up of the IP
-// deletes. The record follows the map's lookup, which picks the IP.
+// container address the flow comes from (register 1, add @seen4), as
+// recordRule records the external IP for DNAT: a DEL that removes the
+// container's egress then knows whether it had a flow SNATed (the queue's
+// Leaving). The record follows the map's lookup, so only a source that
+// the map SNATs is recorded.
 func snatRule(f family) []expr.Any {
 	return append(matchFamily(f),
 		loadAddr(f, f.saddr, reg1),
