@@ -384,6 +384,17 @@ func (k *fakeKernel) LinkName(index int) string {
 	return name
 }
 
+func (k *fakeKernel) OtherHolders(skip int) (bool, error) {
+	var found bool
+	err := k.call("otherHolders", netip.Addr{}, func(h *fakeHost) error {
+		for _, l := range h.Links {
+			found = found || l.Index != skip && strings.HasPrefix(l.Alias, host.HolderMark)
+		}
+		return nil
+	})
+	return found, err
+}
+
 func (k *fakeKernel) HolderAddrs(dev int) ([]netip.Addr, error) {
 	var out []netip.Addr
 	err := k.call("holderAddrs", netip.Addr{}, func(h *fakeHost) error {

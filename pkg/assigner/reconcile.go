@@ -20,6 +20,9 @@ import (
 type reconciling struct {
 	*Assigner
 	recs map[string]*record
+	// owns says which of the table's rules may be this state's, from the
+	// index as the reconcile found it (host.Holder.MayOwn).
+	owns func(netip.Addr) bool
 }
 
 // reconcile rebuilds the index from the records and makes the holder
@@ -41,6 +44,7 @@ func (a *Assigner) reconcile(recs map[string]*record) error {
 	if err != nil {
 		return err
 	}
+	r.owns = a.holder.MayOwn(indexed)
 	var errs []error
 	waiting := store.StandbyOf(recs)
 	for _, ip := range union(union(indexed, keys(want)), keys(waiting)) {
@@ -154,7 +158,7 @@ func (r *reconciling) nat() error {
 	if err != nil || (!st.Present && w.Empty()) {
 		return err
 	}
-	return steer.Mend(r.opts.NAT, steer.Compare(w, st, r.holder.MayOwn), w, r.log, r.queue.Add)
+	return steer.Mend(r.opts.NAT, steer.Compare(w, st, r.owns), w, r.log, r.queue.Add)
 }
 
 // restoreTable steers again every attachment of this state directory
@@ -165,8 +169,9 @@ func (r *reconciling) nat() error {
 // failure is left to those too: the change itself is made.
 func (c *change) restoreTable() {
 	recs, err := c.st.Records()
-	if err == nil {
-		r := &reconciling{Assigner: c.Assigner, recs: recs}
+	known, err2 := c.st.Indexed()
+	if err = errors.Join(err, err2); err == nil {
+		r := &reconciling{Assigner: c.Assigner, recs: recs, owns: c.holder.MayOwn(known)}
 		err = errors.Join(r.nat(), r.routing())
 	}
 	if err != nil {

@@ -253,6 +253,12 @@ func (r *reporting) nat(recs map[string]*record, lost bool) error {
 		return nil
 	}
 	r.rep.FillTargets(st)
-	r.rep.Drift = append(r.rep.Drift, steer.Compare(w, st, r.holder.MayOwn).Drift(lost)...)
+	var known []netip.Addr // a lost state has no index to read
+	if !lost {
+		if known, err = r.st.Indexed(); err != nil {
+			return err
+		}
+	}
+	r.rep.Drift = append(r.rep.Drift, steer.Compare(w, st, r.holder.MayOwn(known)).Drift(lost)...)
 	return nil
 }

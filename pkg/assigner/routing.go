@@ -43,14 +43,19 @@ func (a *Assigner) recordNeeds(r *record) ([]uplinkroute.Need, error) {
 }
 
 // readRouting is the routing of ours as the kernel has it, another
-// state's members told apart: an external IP on another holder device,
-// or a container address whose egress rule is from such an IP.
+// state's members told apart: an external IP that may be another
+// holder device's (host.Holder.MayOwn), or a container address whose egress rule is
+// from such an IP.
 func (a *Assigner) readRouting() (*uplinkroute.View, error) {
 	v, err := a.router.Read()
 	if err != nil {
 		return nil, err
 	}
-	return v, v.FindForeign(a.holder.MayOwn, func() (map[nat.EgressKey]netip.Addr, error) {
+	known, err := a.st.Indexed()
+	if err != nil {
+		return nil, err
+	}
+	return v, v.FindForeign(a.holder.MayOwn(known), func() (map[nat.EgressKey]netip.Addr, error) {
 		if a.opts.NAT == nil {
 			return nil, nil
 		}

@@ -135,6 +135,9 @@ type Kernel interface {
 	DelAddr(dev int, ip netip.Addr) (bool, error)
 	// LinkName names an interface for messages.
 	LinkName(index int) string
+	// OtherHolders says whether a device other than skip carries a
+	// holder's mark (HolderMark): another state's, in one dump of the links.
+	OtherHolders(skip int) (bool, error)
 	HolderAddrs(dev int) ([]netip.Addr, error)
 	// AddRoute puts the host route ip dev <holder> proto proto in the main
 	// table; AddRoute and DelRoute report whether they changed anything.

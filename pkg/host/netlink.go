@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -66,6 +67,19 @@ func (k *Netlink) LookupHolder(name string) (Link, error) {
 		}
 	}
 	return h, nil
+}
+
+func (k *Netlink) OtherHolders(skip int) (bool, error) {
+	links, err := k.nl().LinkList()
+	if err != nil {
+		return false, errorf(ErrHost, "listing interfaces: %w", err)
+	}
+	for _, l := range links {
+		if a := l.Attrs(); a.Index != skip && strings.HasPrefix(a.Alias, HolderMark) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // CreateHolder makes a dummy device, or a bridge with no ports where the

@@ -141,16 +141,36 @@ func broadcast(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-// MayOwn tells whether a rule for ip may be ours: ip is on our holder or
-// on no interface at all, not on another holder device of another state.
-func (h *Holder) MayOwn(ip netip.Addr) bool {
-	r, err := h.k.Lookup(ip)
-	if err != nil {
-		return false
+// MayOwn tells, of each IP a rule of the shared table has, whether the
+// rule may be this state's, known being the IPs its index lists: the IP
+// is on our holder; or it is on no interface at all (another holder that
+// is down has lost its IPs' local routes) and either known, or no other
+// holder device exists whose state it could be. So one state directory
+// never takes another's rules for strays, and one that lost its index
+// still cleans up its own where it is the node's only one. Other holders
+// are looked for once, and only for an IP that is neither.
+func (h *Holder) MayOwn(known []netip.Addr) func(netip.Addr) bool {
+	ours := make(map[netip.Addr]bool, len(known))
+	for _, ip := range known {
+		ours[ip] = true
 	}
-	dev, _ := h.Find()
-	on := r.On(ip)
-	return on == 0 || on == dev
+	var others *bool
+	return func(ip netip.Addr) bool {
+		r, err := h.k.Lookup(ip)
+		if err != nil {
+			return false
+		}
+		dev, _ := h.Find()
+		if on := r.On(ip); on != 0 || ours[ip] {
+			return on == dev || on == 0
+		}
+		if others == nil {
+			o, err := h.k.OtherHolders(dev)
+			o = o || err != nil // unknown: another's, left alone
+			others = &o
+		}
+		return !*others
+	}
 }
 
 // ScreenContainer refuses, before anything changes, a container whose

@@ -237,3 +237,32 @@ func TestStatusAndCheckMakeNothingInAnIncompleteStateDirectory(t *testing.T) {
 		})
 	}
 }
+
+// Two state directories (two holder devices) share table inet
+// external-ip. With the other directory's holder down, its IPs are on no
+// device: one directory's GC must still leave the other's rules alone.
+func TestGCOfOneStateDirectoryKeepsAnotherDirectorysRulesWhileItsHolderIsDown(t *testing.T) {
+	h := newHost(t)
+	confA := h.steeredConfIn("1.1.0", "10.1.0.5/24", "fd00:1::5/64", "192.0.2.10")
+	confB := h.steeredConfIn("1.1.0", "10.2.0.5/24", "fd00:2::5/64", "192.0.2.20")
+	confB["dataDir"] = t.TempDir()
+	confB["device"] = "eip1"
+	confB["name"] = "othernet"
+	h.run(attach("ADD", "a", confA)).mustOK(t, "ADD a")
+	h.run(attach("ADD", "b", confB)).mustOK(t, "ADD b")
+	h.run(attach("CHECK", "b", confB)).mustOK(t, "CHECK b before")
+	h.sh("ip -n %s link set eip1 down", h.name)
+	h.run(call{command: "GC", conf: h.gcConf("testnet", []string{"a"}, map[string]any{"traffic": "both"})}).mustOK(t, "GC of a's directory")
+	// The link's going down took b's routes: CHECK of b fails on those
+	// until b's own GC, whatever a's did. Its rules must be there.
+	for _, m := range []struct{ set, want string }{{"dnat4", "192.0.2.20"}, {"snat4", "10.2.0.5"}} {
+		if got := h.nft("list map inet external-ip %s", m.set); !strings.Contains(got, m.want) {
+			t.Errorf("GC of a's directory removed b's rule for %s from %s (b's holder down):\n%s", m.want, m.set, got)
+		}
+	}
+	h.sh("ip -n %s link set eip1 up", h.name)
+	h.run(call{command: "GC", conf: h.gcConf("othernet", []string{"b"}, map[string]any{"traffic": "both", "dataDir": confB["dataDir"], "device": "eip1"})}).mustOK(t, "GC of b's directory")
+	if r := h.run(attach("CHECK", "b", confB)); r.err != nil {
+		t.Errorf("CHECK b after its own GC, its holder up again: code %d %s", r.code, r.msg)
+	}
+}
