@@ -230,3 +230,20 @@ func TestAForeignDNATToASteeredContainerIsNotMasqueradedByUs(t *testing.T) {
 		}
 	})
 }
+
+// A routed pod network (Calico's BGP, flannel's host-gw: no
+// encapsulation) sends a pod's flow to a pod of another node out of the
+// uplink, and the SNAT rule keys on the source and the output interface
+// alone: the other node's pod sees the external IP, not the pod's
+// address, although its reply route to the pod's subnet exists. The LAN
+// namespace plays the other node, with its pod's address on lan0. This
+// is the documented behaviour (docs/traffic.md), not a wish.
+func TestAFlowToAPodOfAnotherNodeOverARoutedPodNetworkLeavesFromTheExternalIP(t *testing.T) {
+	w := newWorld(t, "both")
+	a := w.add("a", extV4)
+	serve(t, nsPath(w.h.lan), "lan", lanSv)
+	w.h.sh("ip -n %s addr add 10.99.0.7/32 dev lan0", w.h.lan)
+	w.h.sh("ip -n %s route add 10.88.0.0/24 via %s", w.h.lan, nodeV4)
+	w.h.inNode("ip route add 10.99.0.0/24 via %s dev uplink0", lanV4)
+	mustAsk(t, "pod a to the other node's pod", a.netns, "tcp", "10.99.0.7", lanSv, "lan", extV4)
+}
