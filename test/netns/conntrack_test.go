@@ -53,6 +53,17 @@ func (w *world) flowsToBoth(a, b *container) {
 	})
 }
 
+// twoHoldersWithFlows ADDs a and b, both holding both external IPs and
+// serving, with flows from the LAN to each (flowsToBoth).
+func (w *world) twoHoldersWithFlows() (a, b *container) {
+	w.t.Helper()
+	a, b = w.add("a", extV4, extV6), w.add("b", extV4, extV6)
+	serve(w.t, a.netns, "a", svPort)
+	serve(w.t, b.netns, "b", svPort)
+	w.flowsToBoth(a, b)
+	return a, b
+}
+
 // fillConntrack adds n unrelated UDP entries of each family to the node.
 func (w *world) fillConntrack(n int) {
 	w.t.Helper()
@@ -142,11 +153,7 @@ func (w *world) longFlows(c *container, sport int) {
 // remaining holder's stay.
 func TestADelOnABusyNodeCleansConntrackOffTheLockWithinTheBound(t *testing.T) {
 	w := newWorld(t, "both")
-	a := w.add("a", extV4, extV6)
-	b := w.add("b", extV4, extV6)
-	serve(t, a.netns, "a", svPort)
-	serve(t, b.netns, "b", svPort)
-	w.flowsToBoth(a, b)
+	a, b := w.twoHoldersWithFlows()
 	w.longFlows(a, 40000)
 	w.longFlows(b, 40001)
 	w.fillConntrack(busyEntries)
@@ -307,11 +314,7 @@ func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.cni = libcni.NewCNIConfig([]string{exampleTools(t), dir}, nil)
-	a := w.add("a", extV4, extV6)
-	b := w.add("b", extV4, extV6)
-	serve(t, a.netns, "a", svPort)
-	serve(t, b.netns, "b", svPort)
-	w.flowsToBoth(a, b)
+	a, b := w.twoHoldersWithFlows()
 	w.longFlows(b, 40000)
 	t.Setenv(steer.ConntrackFaultEnv, "1")
 	w.del(b)
@@ -358,11 +361,7 @@ func TestADelAfterAFlushedRulesetStillCleansUpTheLeavingFlows(t *testing.T) {
 	for _, last := range []bool{false, true} {
 		t.Run(fmt.Sprintf("last holder %v", last), func(t *testing.T) {
 			w := newWorld(t, "both")
-			a := w.add("a", extV4, extV6)
-			b := w.add("b", extV4, extV6)
-			serve(t, a.netns, "a", svPort)
-			serve(t, b.netns, "b", svPort)
-			w.flowsToBoth(a, b)
+			a, b := w.twoHoldersWithFlows()
 			gone := b
 			if last {
 				w.del(a) // b is the IPs' last holder, with flows of its own
