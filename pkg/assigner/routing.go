@@ -43,9 +43,9 @@ func (a *Assigner) recordNeeds(r *record) ([]uplinkroute.Need, error) {
 }
 
 // readRouting is the routing of ours as the kernel has it, another
-// state's members told apart: an external IP that may be another
-// holder device's (host.Holder.MayOwn), or a container address whose egress rule is
-// from such an IP.
+// state's members told apart: an external IP that may be another holder
+// device's (host.Holder.MayOwn, with this state's index), or a container
+// address whose egress rule is from such an IP.
 func (a *Assigner) readRouting() (*uplinkroute.View, error) {
 	v, err := a.router.Read()
 	if err != nil {
