@@ -46,6 +46,13 @@ func (f faultFunc) at(point string) {
 // owner of meta, fsync, rename, fsync of dir. A reader (or a runtime
 // executing the old binary) sees the old file or the new one, never part.
 func writeAtomic(dir, name string, data []byte, meta fileMeta, fault faultFunc) error {
+	return writeChecked(dir, name, data, meta, fault, nil)
+}
+
+// writeChecked is writeAtomic that calls check (nil: none) last before
+// the rename, after the fsync: a check that fails leaves dir/name as it is
+// and returns check's error.
+func writeChecked(dir, name string, data []byte, meta fileMeta, fault faultFunc, check func() error) error {
 	f, err := os.CreateTemp(dir, tempPattern)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
@@ -57,6 +64,12 @@ func writeAtomic(dir, name string, data []byte, meta fileMeta, fault faultFunc) 
 	}
 	if err == nil {
 		fault.at("stage " + name)
+		if check != nil {
+			if err := check(); err != nil {
+				os.Remove(tmp)
+				return err
+			}
+		}
 		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
@@ -89,6 +102,17 @@ func stage(f *os.File, data []byte, meta fileMeta) error {
 
 // removeFile removes dir/name; a file already gone is what we wanted.
 func removeFile(dir, name string, fault faultFunc) error {
+	return removeChecked(dir, name, fault, nil)
+}
+
+// removeChecked is removeFile that calls check (nil: none) first: a check
+// that fails leaves dir/name as it is and returns check's error.
+func removeChecked(dir, name string, fault faultFunc, check func() error) error {
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
 	if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing %s: %w", filepath.Join(dir, name), err)
 	}

@@ -30,6 +30,9 @@
 // A file that someone else changed after we wrote it is theirs: Uninstall
 // leaves it alone. When the primary rewrites its file and Install chains it
 // again, the primary's new version becomes the one Uninstall restores.
+// Every change goes in only over the bytes it was planned from, read again
+// right before the rename: a file the primary rewrote meanwhile is planned
+// again from its new version, never replaced by one made from the old.
 //
 // The node's upkeep (re-announcing, repairing), run by the same process, is
 // package upkeep's. This package never touches another file of the conf

@@ -49,9 +49,21 @@ type Result struct {
 // Changed says whether Install wrote or removed anything.
 func (r Result) Changed() bool { return r.Binary || len(r.Wrote) > 0 || len(r.Removed) > 0 }
 
+// ErrChanged: a conf dir file changed between the read that a change was
+// planned from and the change (the primary CNI rewrote it meanwhile).
+var ErrChanged = errors.New("changed while external-ip was rewriting it")
+
+// chainTries bounds the plans made again when the primary keeps rewriting
+// its file under us; the watch's next pass (the rewrite's own event) tries
+// again.
+const chainTries = 3
+
 // op is one planned conf dir change; nil data removes the file.
 type op struct {
 	name string
+	// from is the file as the plan read it (nil: absent): the change is
+	// made only over these bytes, and they are what uninstall restores.
+	from []byte
 	data []byte
 	meta fileMeta
 }
@@ -77,22 +89,42 @@ func (i *Installer) Install() (Result, error) { return i.install(true) }
 // calls it with fresh false, and then an uninstall's mark stops it
 // (ErrUninstalled).
 func (i *Installer) install(fresh bool) (Result, error) {
-	var res Result
 	if i.Entry == nil {
-		return res, fmt.Errorf("%w: no plugin entry to install", ErrInvalid)
+		return Result{}, fmt.Errorf("%w: no plugin entry to install", ErrInvalid)
 	}
 	unlock, err := lockDir(i.ConfDir)
 	if err != nil {
-		return res, err
+		return Result{}, err
 	}
 	defer unlock()
 	if err := joinLine(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
-		return res, err
+		return Result{}, err
 	}
 	st := i.store()
 	if err := i.obeyMark(st, fresh); err != nil {
-		return res, err
+		return Result{}, err
 	}
+	var res Result
+	for try := 1; ; try++ {
+		r, err := i.chainOnce(st)
+		r.Binary = r.Binary || res.Binary
+		res = r
+		if !errors.Is(err, ErrChanged) {
+			return res, err
+		}
+		if try == chainTries {
+			return res, fmt.Errorf("%w, %d times in a row; the next pass chains it again", err, chainTries)
+		}
+		i.log().Info("a network config changed while being chained; planning again", "detail", err.Error())
+	}
+}
+
+// chainOnce plans from the conf dir as it is now and carries the plan out,
+// unless a file changes under it (ErrChanged): then the conf dir holds the
+// other writer's version, which the next plan starts from. The undo file
+// is read afresh for each plan, so that a plan given up leaves no trace.
+func (i *Installer) chainOnce(st undoStore) (Result, error) {
+	var res Result
 	u, err := st.load()
 	if err != nil {
 		return res, err
@@ -179,34 +211,35 @@ func (i *Installer) plan(p *primary, u *undo) ([]op, error) {
 		if err != nil || data == nil {
 			return nil, err
 		}
-		return []op{{name: p.name, data: data, meta: meta}}, nil
+		return []op{{name: p.name, from: p.data, data: data, meta: meta}}, nil
 	}
 	data, err := listFromConf(p.name, p.data, i.Entry)
 	if err != nil {
 		return nil, err
 	}
-	if err := i.mayReplace(p.name, listName(p.name), u); err != nil {
+	list, err := i.mayReplace(p.name, listName(p.name), u)
+	if err != nil {
 		return nil, err
 	}
-	return []op{{name: listName(p.name), data: data, meta: meta}, {name: p.name}}, nil
+	return []op{{name: listName(p.name), from: list, data: data, meta: meta}, {name: p.name, from: p.data}}, nil
 }
 
 // mayReplace refuses to turn conf into list over a file that is there and
 // not as we wrote it: another network's config, which the runtime would
-// lose.
-func (i *Installer) mayReplace(conf, list string, u *undo) error {
+// lose. It returns list as it read it.
+func (i *Installer) mayReplace(conf, list string, u *undo) ([]byte, error) {
 	cur, _, err := readRegular(i.ConfDir, list)
 	if err != nil || cur == nil {
-		return err
+		return nil, err
 	}
 	if f := u.Files[list]; f != nil && f.ours(cur) {
-		return nil
+		return cur, nil
 	}
 	var l struct {
 		Name any `json:"name"`
 	}
 	json.Unmarshal(cur, &l) // the name only helps the reader
-	return fmt.Errorf("%w: converting %s to %s would replace %s (network %s), which external-ip did not write; refusing: move one of them",
+	return nil, fmt.Errorf("%w: converting %s to %s would replace %s (network %s), which external-ip did not write; refusing: move one of them",
 		ErrInvalid, filepath.Join(i.ConfDir, conf), list, filepath.Join(i.ConfDir, list), mustMarshal(l.Name))
 }
 
@@ -224,14 +257,15 @@ func (i *Installer) apply(u *undo, st undoStore, ops []op, res *Result) error {
 		return err
 	}
 	for _, o := range ops {
+		unchanged := i.stillIs(o.name, o.from)
 		if o.data == nil {
-			if err := removeFile(i.ConfDir, o.name, i.fault); err != nil {
+			if err := removeChecked(i.ConfDir, o.name, i.fault, unchanged); err != nil {
 				return err
 			}
 			res.Removed = append(res.Removed, o.name)
 			continue
 		}
-		if err := writeAtomic(i.ConfDir, o.name, o.data, o.meta, i.fault); err != nil {
+		if err := writeChecked(i.ConfDir, o.name, o.data, o.meta, i.fault, unchanged); err != nil {
 			return err
 		}
 		res.Wrote = append(res.Wrote, o.name)
@@ -240,13 +274,37 @@ func (i *Installer) apply(u *undo, st undoStore, ops []op, res *Result) error {
 	return nil
 }
 
-// record notes what o replaces. A file still as we left it keeps its
-// recorded original; one someone else wrote since becomes the original,
-// without any entry of ours that it carries.
+// stillIs is the check made right before a change of name goes in: the
+// file is still want, the bytes the change was planned from. A rename is
+// no compare-and-swap: a write that lands between this read and the
+// rename(2) is still replaced (a read and a syscall wide, after every
+// fsync). istio-cni's installer, too, reads, edits and writes atomically
+// without comparing, and counts on its watch to see the next write.
+func (i *Installer) stillIs(name string, want []byte) func() error {
+	return func() error {
+		cur, _, err := readRegular(i.ConfDir, name)
+		if err == nil && !bytes.Equal(cur, want) {
+			err = changed(i.ConfDir, name)
+		}
+		return err
+	}
+}
+
+func changed(dir, name string) error {
+	return fmt.Errorf("%s: %w", filepath.Join(dir, name), ErrChanged)
+}
+
+// record notes what o replaces: the bytes o was planned from, or
+// ErrChanged when the file is no longer those. A file still as we left it
+// keeps its recorded original; one someone else wrote since becomes the
+// original, without any entry of ours that it carries.
 func (i *Installer) record(u *undo, o op) error {
 	cur, meta, err := readRegular(i.ConfDir, o.name)
 	if err != nil {
 		return err
+	}
+	if !bytes.Equal(cur, o.from) {
+		return changed(i.ConfDir, o.name)
 	}
 	f := u.Files[o.name]
 	switch {

@@ -194,7 +194,7 @@ func (i *Installer) unchainAll() (left []string, removed int, err error) {
 		case had:
 			m := *meta
 			m.MTime = time.Time{}
-			if err := writeAtomic(i.ConfDir, name, stripped, m, i.fault); err != nil {
+			if err := writeChecked(i.ConfDir, name, stripped, m, i.fault, i.stillIs(name, cur)); err != nil {
 				return left, removed, err
 			}
 			removed++
@@ -261,6 +261,9 @@ func (i *Installer) removeBinary(b *binaryUndo) error {
 
 func (i *Installer) restore(name string, f *fileUndo) error {
 	cur, meta, err := readRegular(i.ConfDir, name)
+	// Each change below goes in only over cur: a rewrite by the primary
+	// meanwhile is theirs, and this run fails for the next to judge it.
+	unchanged := i.stillIs(name, cur)
 	switch {
 	case err != nil:
 		return err
@@ -268,22 +271,17 @@ func (i *Installer) restore(name string, f *fileUndo) error {
 		return nil
 	case f.ours(cur) && f.Original == nil:
 		i.log().Info("removed the config we created", "file", name)
-		return removeFile(i.ConfDir, name, i.fault)
+		return removeChecked(i.ConfDir, name, i.fault, unchanged)
 	case f.ours(cur):
 		i.log().Info("restored the original config", "file", name)
-		return i.putBack(name, f)
+		return writeChecked(i.ConfDir, name, f.Original, f.Meta, i.fault, unchanged)
 	}
 	if stripped, had := unchainList(cur); had {
 		i.log().Warn("config changed by someone else since we wrote it: removing only our entry", "file", name)
 		m := *meta
 		m.MTime = time.Time{}
-		return writeAtomic(i.ConfDir, name, stripped, m, i.fault)
+		return writeChecked(i.ConfDir, name, stripped, m, i.fault, unchanged)
 	}
 	i.log().Warn("config changed by someone else since we wrote it: left as it is", "file", name)
 	return nil
-}
-
-// putBack writes the original bytes with their mode, owner and mtime.
-func (i *Installer) putBack(name string, f *fileUndo) error {
-	return writeAtomic(i.ConfDir, name, f.Original, f.Meta, i.fault)
 }
