@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-
-	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
@@ -21,9 +20,6 @@ const PluginType = "external-ip"
 // ErrInvalid: the plugin entry given to the installer is not one the
 // plugin would accept, or the primary cannot chain it.
 var ErrInvalid = errors.New("invalid")
-
-// minVersion is the first CNI version with chaining and prevResult.
-const minVersion = "0.3.0"
 
 // Entry is our plugin's entry for the primary's plugin list.
 type Entry struct {
@@ -182,8 +178,9 @@ func listFromConf(name string, data []byte, e *Entry) ([]byte, error) {
 	return encode(top), nil
 }
 
-// checkVersion refuses to chain into a list whose version our plugin does
-// not speak: every ADD of the node would fail.
+// checkVersion refuses to chain into a list of a version our plugin does
+// not speak (config.PluginVersions, which skel enforces): every ADD and DEL
+// of the node would fail as incompatible.
 func checkVersion(name string, raw json.RawMessage) error {
 	// No cniVersion is 0.1.0 to libcni (ConfigDecoder), which has no chaining.
 	v := "0.1.0"
@@ -192,9 +189,10 @@ func checkVersion(name string, raw json.RawMessage) error {
 			return fmt.Errorf("%w: %s: cniVersion: %s is not a string", ErrInvalid, name, raw)
 		}
 	}
-	ok, err := version.GreaterThanOrEqualTo(v, minVersion)
-	if err != nil || !ok {
-		return fmt.Errorf("%w: %s: cniVersion: %q is older than %s, the first version external-ip supports", ErrInvalid, name, v, minVersion)
+	speaks := config.PluginVersions().SupportedVersions()
+	if !slices.Contains(speaks, v) {
+		return fmt.Errorf("%w: %s: cniVersion: %q is not a version external-ip speaks (%s); refusing to chain it, or every pod of the node would fail",
+			ErrInvalid, name, v, strings.Join(speaks, ", "))
 	}
 	return nil
 }

@@ -206,14 +206,15 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 func (i *Installer) plan(p *primary, u *undo) ([]op, error) {
 	meta := p.meta
 	meta.MTime = time.Time{} // a change gets a new mtime
+	path := filepath.Join(i.ConfDir, p.name)
 	if p.list {
-		data, err := chainList(p.name, p.data, i.Entry)
+		data, err := chainList(path, p.data, i.Entry)
 		if err != nil || data == nil {
 			return nil, err
 		}
 		return []op{{name: p.name, from: p.data, data: data, meta: meta}}, nil
 	}
-	data, err := listFromConf(p.name, p.data, i.Entry)
+	data, err := listFromConf(path, p.data, i.Entry)
 	if err != nil {
 		return nil, err
 	}

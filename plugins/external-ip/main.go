@@ -7,9 +7,9 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/external-ip/external-ip/pkg/announce"
+	"github.com/external-ip/external-ip/pkg/config"
 )
 
 func main() {
@@ -31,8 +31,5 @@ func main() {
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: counted("ADD", cmdAdd), Del: counted("DEL", cmdDel), Check: counted("CHECK", cmdCheck),
 		GC: counted("GC", cmdGC), Status: counted("STATUS", cmdStatus),
-	}, supported, help)
+	}, config.PluginVersions(), help)
 }
-
-// supported starts at 0.3.0, where chaining and prevResult begin.
-var supported = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
