@@ -44,12 +44,14 @@ HOST:PORT/metrics (the external-ip-node build only; docs/observe.md).
 --node-name serves the cluster's pools and claims to the plugin on the
 socket in the data dir, as that node (the external-ip-node build only;
 docs/pools.md).
-uninstall restores every config file install changed, byte for byte, and
-removes the binary it installed; a running install --watch then chains
-nothing more. Once no pod holds an external IP it also removes the holder
-device of DIR (default: the dataDir of the entry install chained) and table
-inet external-ip, when they are ours and empty, and says what it keeps and
-why otherwise. While it keeps something (or a watcher still runs) it keeps
+uninstall changes nothing and exits 1, naming the holders, while pods hold
+external IPs of DIR (default: the dataDir of the entry install chained):
+their DELs need the chained entry (containerd runs DEL with the networks it
+loads now); drain or delete those pods, then run it again. Then it restores
+every config file install changed, byte for byte, and removes the binary it
+installed; a running install --watch then chains nothing more. It also
+removes the holder device of DIR and table inet external-ip, when they are
+ours and empty, and says what it keeps and why otherwise. While it keeps something (or a watcher still runs) it keeps
 the binary too, and its last line is the command that finishes. version
 prints the version and revision.
 `
