@@ -12,10 +12,12 @@
 #     a bin dir without external-ip: only the installer adds it. A pod with
 #     the annotation gets its external IP, reachable from the LAN namespace;
 #     the installer's upkeep re-announces it (--reannounce-every) and puts it
-#     back after it is removed by hand (--repair-every). `uninstall` from the
-#     image, without CAP_NET_ADMIN, restores the conf dir and keeps the
-#     binary for the holder it cannot remove; the command it prints, run as
-#     root on the node, removes both.
+#     back after it is removed by hand (--repair-every). `uninstall` while
+#     the pod holds its IP exits 1 and leaves external-ip chained, so that
+#     the pod's DEL (containerd runs the networks loaded then) releases it.
+#     Once it has, `uninstall` from the image, without CAP_NET_ADMIN,
+#     restores the conf dir and keeps the binary for the holder it cannot
+#     remove; the command it prints, run as root on the node, removes both.
 #   usage: installer.sh     (root; install-deps.sh and make image first)
 #   env:   E2E_BIN, PLUGIN, IMAGE_TAR (default bin/external-ip-image.tar),
 #          E2E_KEEP=1, E2E_TIMEOUT
@@ -151,10 +153,19 @@ check "ping $V4 from the LAN namespace after the repair" e2e_ping "$E2E_LAN_NS" 
 expect_status "after the repair" "{\"$V4\": [\"containerd-net/$POD/eth0\"]}"
 step_done
 
-step "2. remove the pod, stop and uninstall"
+step "2. stop the installer; uninstall while the pod holds $V4 refuses"
+"${PODMAN[@]}" rm --force --time 10 eip-2 >/dev/null
+# containerd runs the pod's DEL with the networks it has loaded then: the
+# entry must stay chained until that DEL has run.
+expect_fail "uninstall exits 1 naming the holder and what to do" "pods still hold external IPs: holder $E2E_HOLDER: 1 attachments.*delete those pods, then run uninstall again" \
+  "${PODMAN[@]}" run --rm --network host --cap-drop all "${MOUNTS[@]}" "$IMAGE" uninstall "${DIRS[@]}"
+expect_eq "external-ip is still chained" "bridge external-ip" "$(types "$CONF/10-containerd-net.conflist")"
+check "and the binary the DEL runs is still there" cmp "$BIN/external-ip" "$PLUGIN"
+step_done
+
+step "2. remove the pod: its DEL releases $V4; then uninstall"
 check "crictl stopp + rmp" bash -c "${CRICTL[*]} stopp $POD && ${CRICTL[*]} rmp $POD"
 expect_holder "after rmp"
-"${PODMAN[@]}" rm --force --time 10 eip-2 >/dev/null
 # Without CAP_NET_ADMIN the image cannot remove the empty holder: it keeps
 # the binary for that and prints the command that finishes.
 require "external-ip uninstall" "${PODMAN[@]}" run --rm --network host --cap-drop all "${MOUNTS[@]}" "$IMAGE" uninstall "${DIRS[@]}"
