@@ -13,9 +13,9 @@ import (
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
-// holds records that a pod's attachment holds ip on device, as its ADD
-// does; the returned func removes it, as its DEL does.
-func holds(t *testing.T, dataDir, device, pod string, ip netip.Addr) (del func()) {
+// inState runs f on device's state under dataDir, under its lock, as a
+// plugin call does.
+func inState(t *testing.T, dataDir, device string, f func(*store.Store) error) {
 	t.Helper()
 	s := store.New(dataDir, device)
 	l, err := s.Lock(store.MakeAll, 5*time.Second)
@@ -23,20 +23,21 @@ func holds(t *testing.T, dataDir, device, pod string, ip netip.Addr) (del func()
 		t.Fatalf("locking the state of %s: %v", device, err)
 	}
 	defer l.Unlock()
-	a := store.Attachment{Network: "pods", ContainerID: pod, IfName: "eth0"}
-	if err := s.WriteRecord(a.Key(), &store.Record{Attachment: a, IPs: []netip.Addr{ip}}); err != nil {
+	if err := f(s); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holds records that a pod's attachment holds ip on device, as its ADD
+// does; the returned func removes it, as its DEL does.
+func holds(t *testing.T, dataDir, device, pod string, ip netip.Addr) (del func()) {
+	t.Helper()
+	a := store.Attachment{Network: "pods", ContainerID: pod, IfName: "eth0"}
+	inState(t, dataDir, device, func(s *store.Store) error {
+		return s.WriteRecord(a.Key(), &store.Record{Attachment: a, IPs: []netip.Addr{ip}})
+	})
 	return func() {
-		t.Helper()
-		l, err := s.Lock(store.MakeParts, 5*time.Second)
-		if err != nil || l == nil {
-			t.Fatalf("locking the state of %s: %v", device, err)
-		}
-		defer l.Unlock()
-		if err := s.RemoveRecord(a.Key()); err != nil {
-			t.Fatal(err)
-		}
+		inState(t, dataDir, device, func(s *store.Store) error { return s.RemoveRecord(a.Key()) })
 	}
 }
 
@@ -81,4 +82,21 @@ func TestUninstallKeepsOurEntryChainedWhilePodsHoldExternalIPs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); !os.IsNotExist(err) {
 		t.Errorf("binary still there after uninstall (%v)", err)
 	}
+}
+
+// An interrupted change (a killed ADD may have taken an IP) counts as held:
+// uninstall refuses, naming it and its remedy.
+func TestUninstallRefusesWhileAnInterruptedChangeIsPending(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-pods.conflist", bridgeList, 0o644)
+	in := n.installer(t)
+	in.DataDir = filepath.Join(t.TempDir(), "state")
+	mustInstall(t, in)
+	inState(t, in.DataDir, "eip0", func(s *store.Store) error { return s.Write(store.JournalFile, &store.Journal{}) })
+	chained := snapshot(t, n.conf)
+	err := in.Uninstall()
+	if !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "interrupted change") || !strings.Contains(err.Error(), "external-ip repair") {
+		t.Fatalf("uninstall with a journal pending: %v; want ErrHeld naming the interrupted change and external-ip repair", err)
+	}
+	sameContent(t, "conf dir after the refused uninstall", chained, snapshot(t, n.conf))
 }

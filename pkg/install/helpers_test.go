@@ -2,11 +2,13 @@ package install
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -192,3 +194,23 @@ func mustInstall(t *testing.T, in *Installer) Result {
 }
 
 func describe(r Result) string { return fmt.Sprintf("%+v", r) }
+
+// mustRefuse runs Install on n, whose primary is file, and checks that it
+// refuses: one line of ErrInvalid holding each of want, the conf dir as it
+// was, no binary installed.
+func (n *node) mustRefuse(t *testing.T, file string, want ...string) {
+	t.Helper()
+	before := snapshot(t, n.conf)
+	_, err := n.installer(t).Install()
+	ok := errors.Is(err, ErrInvalid) && !strings.Contains(err.Error(), "\n")
+	for _, w := range want {
+		ok = ok && strings.Contains(err.Error(), w)
+	}
+	if !ok {
+		t.Errorf("install into %s: %v; want one line of ErrInvalid naming %q", file, err, want)
+	}
+	sameContent(t, "conf dir", before, snapshot(t, n.conf))
+	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); !os.IsNotExist(err) {
+		t.Errorf("the binary was installed (%v) although install refused the primary", err)
+	}
+}
