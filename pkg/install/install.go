@@ -276,11 +276,13 @@ func (i *Installer) apply(u *undo, st undoStore, ops []op, res *Result) error {
 }
 
 // stillIs is the check made right before a change of name goes in: the
-// file is still want, the bytes the change was planned from. A rename is
-// no compare-and-swap: a write that lands between this read and the
-// rename(2) is still replaced (a read and a syscall wide, after every
-// fsync). istio-cni's installer, too, reads, edits and writes atomically
-// without comparing, and counts on its watch to see the next write.
+// file is still want, the bytes the change was planned from. The window
+// left is this read and the rename(2), after every fsync. rename is no
+// compare-and-swap: a write that lands in that window is replaced and lost
+// for good (the file is then ours byte for byte, so the next pass writes
+// nothing), until the primary writes its file again. istio-cni's installer
+// reads, edits and writes atomically without any such check, and counts
+// on its watch to see the next write.
 func (i *Installer) stillIs(name string, want []byte) func() error {
 	return func() error {
 		cur, _, err := readRegular(i.ConfDir, name)
