@@ -59,7 +59,7 @@ func TestUninstallKeepsOurEntryChainedWhilePodsHoldExternalIPs(t *testing.T) {
 	err := in.Uninstall()
 	if !errors.Is(err, ErrHeld) || strings.Contains(err.Error(), "\n") ||
 		!strings.Contains(err.Error(), "eip0") || !strings.Contains(err.Error(), "1 attachments") ||
-		!strings.Contains(err.Error(), "delete those pods") || !strings.Contains(err.Error(), "run uninstall again") {
+		!strings.Contains(err.Error(), "delete those pods, then run "+filepath.Join(n.bin, BinaryName)+" uninstall --bin-dir "+n.bin+" --conf-dir "+n.conf+" --data-dir "+in.DataDir+" again") {
 		t.Fatalf("uninstall while a pod holds an IP: %v; want one line of ErrHeld naming the holder, the count and what to do", err)
 	}
 	t.Logf("the refusal: %v", err)

@@ -104,8 +104,16 @@ func (i *Installer) refuseWhileHeld(u *undo) error {
 	if len(held) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s; nothing changed, and external-ip stays chained so that their DELs release them: drain the node or delete those pods, then run uninstall again",
-		ErrHeld, strings.Join(held, "; "))
+	run, err := i.rerunPath()
+	if err != nil {
+		return err
+	}
+	run = fmt.Sprintf("%s uninstall --bin-dir %s --conf-dir %s", run, i.BinDir, i.ConfDir)
+	if i.DataDir != "" {
+		run += " --data-dir " + i.DataDir
+	}
+	return fmt.Errorf("%w: %s; nothing changed, and external-ip stays chained so that their DELs release them: drain the node or delete those pods, then run %s again",
+		ErrHeld, strings.Join(held, "; "), run)
 }
 
 // stillHeld says what device's state holds: its attachments and their

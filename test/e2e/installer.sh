@@ -157,7 +157,7 @@ step "2. stop the installer; uninstall while the pod holds $V4 refuses"
 "${PODMAN[@]}" rm --force --time 10 eip-2 >/dev/null
 # containerd runs the pod's DEL with the networks it has loaded then: the
 # entry must stay chained until that DEL has run.
-expect_fail "uninstall exits 1 naming the holder and what to do" "pods still hold external IPs: holder $E2E_HOLDER: 1 attachments.*delete those pods, then run uninstall again" \
+expect_fail "uninstall exits 1 naming the holder and what to do" "pods still hold external IPs: holder $E2E_HOLDER: 1 attachments.*delete those pods, then run /host/opt/cni/bin/external-ip uninstall --bin-dir /host/opt/cni/bin --conf-dir /host/etc/cni/net.d again" \
   "${PODMAN[@]}" run --rm --network host --cap-drop all "${MOUNTS[@]}" "$IMAGE" uninstall "${DIRS[@]}"
 expect_eq "external-ip is still chained" "bridge external-ip" "$(types "$CONF/10-containerd-net.conflist")"
 check "and the binary the DEL runs is still there" cmp "$BIN/external-ip" "$PLUGIN"

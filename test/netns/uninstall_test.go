@@ -34,8 +34,8 @@ func (h *host) hasTable() bool {
 }
 
 // Uninstall removes our holder device and table inet
-// external-ip once no pod holds an external IP; while one does, it keeps
-// both and says so in one line.
+// external-ip once no pod holds an external IP; while one does, it changes
+// nothing, says so in one line and exits 1.
 func TestUninstallRemovesOurHolderAndTableOnceEmptyAndSaysWhatItKeeps(t *testing.T) {
 	h := newHost(t)
 	// Held as an address, so that the holder visibly carries the IP.
@@ -46,8 +46,8 @@ func TestUninstallRemovesOurHolderAndTableOnceEmptyAndSaysWhatItKeeps(t *testing
 	}
 
 	code, out := h.uninstallIn(t)
-	if code != 0 || !strings.Contains(out, "kept: 1 attachments still hold external IPs") {
-		t.Errorf("uninstall while a pod holds an IP: exit %d, output %q; want 0 and a line saying what is kept and why", code, out)
+	if code != 1 || !strings.Contains(out, "pods still hold external IPs: holder eip0: 1 attachments hold 1 external IPs") {
+		t.Errorf("uninstall while a pod holds an IP: exit %d, output %q; want 1 and a line saying what is held", code, out)
 	}
 	if !h.holderHas("eip0", "192.0.2.10") || !h.hasTable() {
 		t.Fatal("uninstall removed the holder or the table while a pod holds an IP")
@@ -100,14 +100,14 @@ func (h *host) nodeCommand(t *testing.T, bin string, args ...string) (int, strin
 }
 
 // advisedRun is the command an uninstall's last line tells a person to run.
-var advisedRun = regexp.MustCompile(`run (\S+) (uninstall --bin-dir \S+ --conf-dir \S+) to finish`)
+var advisedRun = regexp.MustCompile(`run (\S+) (uninstall --bin-dir \S+ --conf-dir \S+) (?:again|to finish)`)
 
-// An uninstall while a pod still holds an IP keeps the binary it installed,
-// and says to run it again: the advised command is there to run (before,
-// uninstall removed the binary and then advised running it again). Run
-// once the pod has left, it finishes: holder, table, binary and our
-// directory gone.
-func TestUninstallWhilePodsHoldIPsKeepsTheBinaryAndTheAdvisedCommandFinishes(t *testing.T) {
+// An uninstall while a pod still holds an IP changes nothing and exits 1:
+// our entry stays chained (containerd runs a pod's DEL with the networks
+// loaded then) and the binary stays for the DEL, and it says what to run
+// once the pod has left. Run then, it finishes: the primary as it was,
+// holder, table, binary and our directory gone.
+func TestUninstallWhilePodsHoldIPsChangesNothingAndTheAdvisedCommandFinishes(t *testing.T) {
 	h := newHost(t)
 	dir := t.TempDir()
 	binDir, confDir, entryFile := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d"), filepath.Join(dir, "entry.json")
@@ -120,19 +120,23 @@ func TestUninstallWhilePodsHoldIPsKeepsTheBinaryAndTheAdvisedCommandFinishes(t *
 		t.Fatalf("install: exit %d: %s", code, out)
 	}
 	installed := filepath.Join(binDir, "external-ip")
+	chained, _ := os.ReadFile(filepath.Join(confDir, "10-pods.conflist"))
 	conf := h.netConf("1.0.0", map[string]any{"hold": "address", "runtimeConfig": runtimeIPs("192.0.2.10")})
 	h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD")
 
 	code, out := h.nodeCommand(t, installed, "uninstall", "--bin-dir", binDir, "--conf-dir", confDir)
 	m := advisedRun.FindStringSubmatch(out)
-	if code != 0 || !strings.Contains(out, "kept: 1 attachments still hold external IPs") || m == nil {
-		t.Fatalf("uninstall while a pod holds an IP: exit %d, output %q; want 0, the kept line and a command to run", code, out)
+	if code != 1 || !strings.Contains(out, "pods still hold external IPs: holder eip0: 1 attachments") || m == nil {
+		t.Fatalf("uninstall while a pod holds an IP: exit %d, output %q; want 1, the held line and a command to run", code, out)
 	}
 	if m[1] != installed {
 		t.Errorf("the advice runs %s, want the installed binary %s", m[1], installed)
 	}
-	if b, err := os.ReadFile(filepath.Join(confDir, "10-pods.conflist")); err != nil || string(b) != primary {
-		t.Errorf("the primary after the first uninstall: %q, %v; want it restored", b, err)
+	if b, err := os.ReadFile(filepath.Join(confDir, "10-pods.conflist")); err != nil || string(b) != string(chained) {
+		t.Errorf("the primary after the refused uninstall: %q, %v; want it still chained, as install left it", b, err)
+	}
+	if _, err := os.Stat(installed); err != nil {
+		t.Errorf("the binary the pod's DEL runs is gone after the refused uninstall: %v", err)
 	}
 
 	h.run(attach("DEL", "c1", conf)).mustOK(t, "DEL")
@@ -145,6 +149,9 @@ func TestUninstallWhilePodsHoldIPsKeepsTheBinaryAndTheAdvisedCommandFinishes(t *
 	}
 	if h.deviceExists("eip0") || h.hasTable() {
 		t.Errorf("after the advised run: holder %v, table %v; want both gone", h.deviceExists("eip0"), h.hasTable())
+	}
+	if b, _ := os.ReadFile(filepath.Join(confDir, "10-pods.conflist")); string(b) != primary {
+		t.Errorf("the primary after the advised run: %q; want it restored", b)
 	}
 	if entries, _ := os.ReadDir(confDir); len(entries) != 1 {
 		t.Errorf("the conf dir after the advised run holds %v, want only the primary", entries)
