@@ -201,7 +201,7 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 			wt.reload = wt.o.EntryFile != ""
 			wt.arm(0)
 		case <-wt.due.C:
-			if wt.reconcile(wt.now()) {
+			if wt.reconcile(ctx, wt.now()) {
 				<-ctx.Done() // uninstalled: idle until stopped, so as not to be restarted
 				return nil
 			}
@@ -233,11 +233,16 @@ func (wt *watcher) delay(d time.Duration) time.Duration {
 }
 
 // reconcile chains again; it says stop once an uninstall has marked the
-// conf dir since this watcher started.
-func (wt *watcher) reconcile(now time.Time) (stop bool) {
+// conf dir since this watcher started, or once OnEntry, told of a new
+// entry, stopped the process (ctx): the process that follows chains it,
+// and this one must not hold up its own stop with a chaining.
+func (wt *watcher) reconcile(ctx context.Context, now time.Time) (stop bool) {
 	if wt.reload {
 		wt.reload = false
 		wt.reloadEntry()
+		if ctx.Err() != nil {
+			return true
+		}
 	}
 	res, err := wt.i.install(false)
 	switch {

@@ -141,12 +141,12 @@ func TestARewriteStormsBackOffDoublesFromASecondUpToTheCap(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	wt := newWatcher(in, o)
 	wt.now = func() time.Time { return now }
-	wt.reconcile(now)
+	wt.reconcile(context.Background(), now)
 	var waits []time.Duration
 	for range 7 {
 		rewrite(t, n.conf, "10-bridge.conflist", bridgeList, n.conf)
 		now = now.Add(wt.delay(o.Settle)) // the timer fires
-		wt.reconcile(now)
+		wt.reconcile(context.Background(), now)
 		if !n.chained(t, "10-bridge.conflist")() {
 			t.Fatalf("fight %d: the watcher did not chain again", len(waits)+1)
 		}
@@ -273,11 +273,11 @@ func TestAnEntryChangedBeforeTheWatchBeganIsReloaded(t *testing.T) {
 	o.defaults()
 	wt := newWatcher(in, o)
 	cm.update(t, strings.Replace(entryJSON, `"allowedRanges"`, `"dataDir": "/run/eip-next", "allowedRanges"`, 1))
-	wt.reconcile(time.Now())
+	wt.reconcile(context.Background(), time.Now())
 	if !slices.Equal(told, []string{"/run/eip-next"}) {
 		t.Fatalf("the first reconcile told %v; want the entry as it is now", told)
 	}
-	wt.reconcile(time.Now())
+	wt.reconcile(context.Background(), time.Now())
 	if len(told) != 1 {
 		t.Errorf("a reconcile with the entry unchanged told %v; want nothing more", told)
 	}
