@@ -6,7 +6,10 @@
 // external IP. It has no code: its tests decode each manifest strictly with
 // the Kubernetes API types and check what the DaemonSet promises (host
 // network, only NET_ADMIN and NET_RAW, readiness, no uninstall on leaving,
-// metrics where the scrape looks), that the alerts use served metrics, and
+// metrics where the scrape looks), that RBAC grants exactly what the node
+// process does and the admission policies refuse what they must (their
+// CEL evaluated offline; every pod write the node process makes admitted
+// by the policy that bounds them), that the alerts use served metrics, and
 // why each example fits (one replica and its strategy, one node, or a
 // spread for route mode), its annotation in the pod template.
 package kubernetes

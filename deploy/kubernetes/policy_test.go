@@ -10,7 +10,11 @@ import (
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 
@@ -31,10 +35,12 @@ func policy(t *testing.T, file string) *admissionregistrationv1.ValidatingAdmiss
 	return &p
 }
 
-// admission is one request as a policy sees it.
+// admission is one request as a policy sees it; request, when set, is
+// the whole request variable (else one of namespace alone).
 type admission struct {
-	object, params, namespaceObject map[string]any
-	namespace                       string
+	object, oldObject, params, namespaceObject map[string]any
+	request                                    map[string]any
+	namespace                                  string
 }
 
 // evaluate runs a policy's match conditions, variables and validations in
@@ -52,8 +58,16 @@ func evaluate(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy
 		t.Fatal(err)
 	}
 	vars := map[string]any{}
-	act := map[string]any{"object": a.object, "oldObject": nil, "params": a.params, "namespaceObject": a.namespaceObject,
-		"request": map[string]any{"namespace": a.namespace}, "variables": vars}
+	req := a.request
+	if req == nil {
+		req = map[string]any{"namespace": a.namespace}
+	}
+	var old any
+	if a.oldObject != nil {
+		old = a.oldObject
+	}
+	act := map[string]any{"object": a.object, "oldObject": old, "params": a.params, "namespaceObject": a.namespaceObject,
+		"request": req, "variables": vars}
 	run := func(what, expr string) any {
 		ast, iss := env.Compile(expr)
 		if iss.Err() != nil {
@@ -235,8 +249,8 @@ func TestTheBindingsNameThePoliciesAndTheParametersTheNodeProcessKeeps(t *testin
 			}
 		}
 	}
-	if len(policies) != 4 {
-		t.Errorf("%d policies, want 4", len(policies))
+	if len(policies) != 5 {
+		t.Errorf("%d policies, want 5", len(policies))
 	}
 	for f, o := range all {
 		b, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
@@ -272,4 +286,115 @@ func daemonSetNamespace(t *testing.T) string {
 	}
 	t.Fatal("the DaemonSet does not pass its namespace to --namespace")
 	return ""
+}
+
+// nodeProcessUser is the username of the DaemonSet's ServiceAccount.
+func nodeProcessUser(t *testing.T) string {
+	t.Helper()
+	sa := manifests(t)["serviceaccount.yaml"].(*corev1.ServiceAccount)
+	return "system:serviceaccount:" + sa.Namespace + ":" + sa.Name
+}
+
+// nodePodRequest is a pod UPDATE by user, its token bound to node (none:
+// no extra at all), on subresource sub.
+func nodePodRequest(user, node, sub string) map[string]any {
+	info := map[string]any{"username": user}
+	if node != "" {
+		info["extra"] = map[string]any{"authentication.kubernetes.io/node-name": []any{node}}
+	}
+	r := map[string]any{"operation": "UPDATE", "namespace": "a", "userInfo": info}
+	if sub != "" {
+		r["subResource"] = sub
+	}
+	return r
+}
+
+// runningPod is a pod of node n1 as the API server stores it, with
+// annotations, labels and an owner of its own.
+func runningPod(t *testing.T) map[string]any {
+	t.Helper()
+	p := testPod("a", "web-0", "n1")
+	p.ResourceVersion, p.Generation = "41", 1
+	p.Labels = map[string]string{"app": "web"}
+	p.Annotations = map[string]string{"external-ip/pool": "web", "team": "a"}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "sts", Controller: ptr(true)}}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
+	p.Spec.Containers = []corev1.Container{{Name: "web", Image: "registry.example/web:1"}}
+	p.Spec.ServiceAccountName = "default"
+	p.Status.Phase = corev1.PodRunning
+	p.Status.PodIP = "10.0.0.5"
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestTheNodePodPolicyLetsTheNodeProcessWriteOnlyItsAnnotationAndLabelOnPodsOfItsNode(t *testing.T) {
+	p := policy(t, "policy-node-pods.yaml")
+	user := nodeProcessUser(t)
+	set := func(o map[string]any, v any, path ...string) {
+		if err := unstructured.SetNestedField(o, v, path...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ours is what the node process's merge patch leaves, with what the
+	// API server itself changes on a write.
+	ours := func(o map[string]any) {
+		set(o, "192.0.2.1,2001:db8::1", "metadata", "annotations", "external-ip/assigned")
+		set(o, "true", "metadata", "labels", "external-ip.io/holder")
+		set(o, "42", "metadata", "resourceVersion")
+		set(o, []any{map[string]any{"manager": "external-ip-node", "operation": "Update"}}, "metadata", "managedFields")
+	}
+	for _, tc := range []struct {
+		name       string
+		node, sub  string
+		old, edit  func(map[string]any)
+		want       string
+		notMatched bool
+		user       string
+	}{
+		{name: "its annotation and label written", node: "n1", edit: ours},
+		{name: "its annotation and label taken off", node: "n1", old: ours, edit: func(o map[string]any) {
+			unstructured.RemoveNestedField(o, "metadata", "annotations", "external-ip/assigned")
+			unstructured.RemoveNestedField(o, "metadata", "labels", "external-ip.io/holder")
+		}},
+		{name: "the image changed", node: "n1", edit: func(o map[string]any) {
+			ours(o)
+			set(o, []any{map[string]any{"name": "web", "image": "evil.example/web:1"}}, "spec", "containers")
+		}, want: "may change only a pod's annotation external-ip/assigned and label external-ip.io/holder"},
+		{name: "another label", node: "n1", edit: func(o map[string]any) { ours(o); set(o, "evil", "metadata", "labels", "app") }, want: "may change only"},
+		{name: "a label added", node: "n1", edit: func(o map[string]any) { set(o, "x", "metadata", "labels", "other") }, want: "may change only"},
+		{name: "another annotation", node: "n1", edit: func(o map[string]any) { set(o, "b", "metadata", "annotations", "team") }, want: "may change only"},
+		{name: "the pool asked for", node: "n1", edit: func(o map[string]any) { set(o, "other", "metadata", "annotations", "external-ip/pool") }, want: "may change only"},
+		{name: "an annotation taken off", node: "n1", edit: func(o map[string]any) { unstructured.RemoveNestedField(o, "metadata", "annotations", "team") }, want: "may change only"},
+		{name: "the owner taken off", node: "n1", edit: func(o map[string]any) { unstructured.RemoveNestedField(o, "metadata", "ownerReferences") }, want: "may change only"},
+		{name: "a finalizer added", node: "n1", edit: func(o map[string]any) { set(o, []any{"x"}, "metadata", "finalizers") }, want: "may change only"},
+		{name: "the status", node: "n1", edit: func(o map[string]any) { set(o, "Failed", "status", "phase") }, want: "may change only"},
+		{name: "the service account", node: "n1", edit: func(o map[string]any) { set(o, "admin", "spec", "serviceAccountName") }, want: "may change only"},
+		{name: "a pod of another node", node: "n2", edit: ours, want: "spec.nodeName: n1: external-ip-node of node n2 may change only the pods of its node"},
+		{name: "a pod of no node", node: "n1", old: func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "nodeName") },
+			edit: ours, want: "spec.nodeName: (none): external-ip-node of node n1"},
+		{name: "a token with no node", edit: ours, want: "external-ip-node's token names no node"},
+		{name: "the status subresource", node: "n1", sub: "status", edit: ours, want: "pods/status: external-ip-node writes no subresource of a pod"},
+		{name: "the ephemeral containers", node: "n1", sub: "ephemeralcontainers", edit: ours, want: "pods/ephemeralcontainers:"},
+		{name: "another user's write", user: "system:serviceaccount:kube-system:replicaset-controller", edit: func(o map[string]any) {
+			set(o, []any{map[string]any{"name": "web", "image": "registry.example/web:2"}}, "spec", "containers")
+		}, notMatched: true},
+	} {
+		old := runningPod(t)
+		if tc.old != nil {
+			tc.old(old)
+		}
+		obj := runtime.DeepCopyJSON(old)
+		tc.edit(obj)
+		u := user
+		if tc.user != "" {
+			u = tc.user
+		}
+		msgs, matched := evaluate(t, p, admission{object: obj, oldObject: old, request: nodePodRequest(u, tc.node, tc.sub)})
+		if matched == tc.notMatched || tc.want == "" && len(msgs) > 0 || tc.want != "" && !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+			t.Errorf("%s: %q (matched %v), want %q", tc.name, msgs, matched, tc.want)
+		}
+	}
 }

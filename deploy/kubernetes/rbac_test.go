@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,6 +35,7 @@ import (
 // request is one API request as RBAC sees it.
 type request struct {
 	group, resource, verb, namespace, name string
+	patch                                  []byte // a patch's body
 }
 
 func (r request) String() string {
@@ -43,12 +47,13 @@ func requestOf(a k8stesting.Action) request {
 	if s := a.GetSubresource(); s != "" {
 		r.resource += "/" + s
 	}
+	// A patch has a name too (it is a GetAction): it comes first.
 	switch a := a.(type) {
+	case k8stesting.PatchAction:
+		r.name, r.patch = a.GetName(), a.GetPatch()
 	case k8stesting.GetAction:
 		r.name = a.GetName()
 	case k8stesting.DeleteAction:
-		r.name = a.GetName()
-	case k8stesting.PatchAction:
 		r.name = a.GetName()
 	case k8stesting.UpdateAction:
 		if m, err := metaName(a.GetObject()); err == nil {
@@ -78,8 +83,9 @@ func allows(rule rbacv1.PolicyRule, r request) bool {
 // nodeScenario drives one node process through what it does: claims from a
 // pool and by name, a refusal twice, joins after a conflict, releases, a
 // pod and a StatefulSet gone while the node was down, a new pool; and
-// returns every request it made of the API server.
-func nodeScenario(t *testing.T) []request {
+// returns every request it made of the API server, and the pods as they
+// were before it (by namespace/name).
+func nodeScenario(t *testing.T) ([]request, map[string]*corev1.Pod) {
 	t.Helper()
 	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "db", UID: "sts-uid"}}
 	web, gone := testPod("a", "web", "n1"), testPod("a", "gone", "n1")
@@ -164,7 +170,11 @@ func nodeScenario(t *testing.T) []request {
 	for _, a := range api.Actions() {
 		out = append(out, requestOf(a))
 	}
-	return out
+	pods := map[string]*corev1.Pod{}
+	for _, p := range []*corev1.Pod{web, gone, db0, other} {
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	return out, pods
 }
 
 func eventPatched(api *claimstest.API) bool {
@@ -206,7 +216,9 @@ func TestTheRBACRulesAllowExactlyWhatTheNodeProcessDoes(t *testing.T) {
 		t.Fatalf("role.yaml's namespace %q", role.Namespace)
 	}
 	used := map[string]bool{}
-	for _, r := range nodeScenario(t) {
+	reqs, pods := nodeScenario(t)
+	checkPodWrites(t, reqs, pods)
+	for _, r := range reqs {
 		rules := cr.Rules
 		if r.namespace == role.Namespace {
 			rules = append(slices.Clone(rules), role.Rules...)
@@ -251,6 +263,79 @@ func TestTheBindingsBindTheRolesToTheDaemonSetsAccount(t *testing.T) {
 	}{{crb.RoleRef, crb.Subjects, all["clusterrole.yaml"].(*rbacv1.ClusterRole).Name}, {rb.RoleRef, rb.Subjects, all["role.yaml"].(*rbacv1.Role).Name}} {
 		if b.ref.Name != b.want || len(b.subjects) != 1 || b.subjects[0].Kind != "ServiceAccount" || b.subjects[0].Name != sa.Name || b.subjects[0].Namespace != sa.Namespace {
 			t.Errorf("binding of %s: %+v %+v", b.want, b.ref, b.subjects)
+		}
+	}
+}
+
+// checkPodWrites evaluates policy-node-pods.yaml on every pod write the
+// node process made, as the API server would with the token of its node:
+// each must be admitted, or the node process writes what the policy
+// refuses. And one of them must have been made.
+func checkPodWrites(t *testing.T, reqs []request, pods map[string]*corev1.Pod) {
+	t.Helper()
+	p := policy(t, "policy-node-pods.yaml")
+	writes := 0
+	for _, r := range reqs {
+		if r.group != "" || !strings.HasPrefix(r.resource, "pods") || r.verb != "patch" {
+			continue
+		}
+		writes++
+		orig, err := json.Marshal(pods[r.namespace+"/"+r.name])
+		must(t, err)
+		patched, err := jsonpatch.MergePatch(orig, r.patch)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", r, r.patch, err)
+		}
+		var old, obj map[string]any
+		must(t, json.Unmarshal(orig, &old))
+		must(t, json.Unmarshal(patched, &obj))
+		sub, _ := strings.CutPrefix(r.resource, "pods/")
+		if sub == r.resource {
+			sub = ""
+		}
+		msgs, matched := evaluate(t, p, admission{object: obj, oldObject: old, request: nodePodRequest(nodeProcessUser(t), "n1", sub)})
+		if !matched || len(msgs) > 0 {
+			t.Errorf("the node process's %s (%s) is refused by policy-node-pods.yaml: %q (matched %v)", r, r.patch, msgs, matched)
+		}
+	}
+	if writes == 0 {
+		t.Error("the node process wrote no pod: its annotation is not checked against the policy")
+	}
+}
+
+// Every pod write RBAC grants the node process must be one that
+// policy-node-pods.yaml bounds: a wider grant (delete, create, a
+// subresource, a wildcard) fails here until the policy covers it.
+func TestEveryPodWriteTheClusterRoleGrantsIsBoundedByTheNodePodPolicy(t *testing.T) {
+	all := manifests(t)
+	p := policy(t, "policy-node-pods.yaml")
+	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("policy-node-pods.yaml: failurePolicy %v, want Fail (an error must refuse)", p.Spec.FailurePolicy)
+	}
+	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username == '"+nodeProcessUser(t)+"'" {
+		t.Errorf("policy-node-pods.yaml matches %+v; want the requests of %s alone", p.Spec.MatchConditions, nodeProcessUser(t))
+	}
+	ops := map[string]admissionregistrationv1.OperationType{"patch": admissionregistrationv1.Update, "update": admissionregistrationv1.Update,
+		"create": admissionregistrationv1.Create, "delete": admissionregistrationv1.Delete, "deletecollection": admissionregistrationv1.Delete}
+	bounded := func(resource string, op admissionregistrationv1.OperationType) bool {
+		return slices.ContainsFunc(p.Spec.MatchConstraints.ResourceRules, func(r admissionregistrationv1.NamedRuleWithOperations) bool {
+			sub := strings.HasPrefix(resource, "pods/") && slices.Contains(r.Resources, "pods/*")
+			return slices.Contains(r.APIGroups, "") && slices.Contains(r.Operations, op) && (slices.Contains(r.Resources, resource) || sub)
+		})
+	}
+	for _, rule := range all["clusterrole.yaml"].(*rbacv1.ClusterRole).Rules {
+		for _, res := range rule.Resources {
+			if !slices.Contains(rule.APIGroups, "") && !slices.Contains(rule.APIGroups, "*") || res != "*" && res != "pods" && !strings.HasPrefix(res, "pods/") {
+				continue
+			}
+			for _, verb := range rule.Verbs {
+				if verb == "get" || verb == "list" || verb == "watch" {
+					continue
+				}
+				if op, ok := ops[verb]; !ok || res == "*" || !bounded(res, op) {
+					t.Errorf("clusterrole.yaml grants %s %s, which policy-node-pods.yaml does not bound", verb, res)
+				}
+			}
 		}
 	}
 }

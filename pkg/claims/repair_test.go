@@ -1,14 +1,23 @@
 package claims
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
@@ -191,4 +200,47 @@ func setAnnotation(t *testing.T, api *claimstest.API, v string) {
 	if _, err := api.Kube.CoreV1().Pods("a").Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A write the API server forbids (the policy on the node process's pod
+// writes, say, when its token names no node) is not retried, and is said:
+// silent, every pod would go unannotated with no trace of why.
+func TestAnAnnotationTheAPIServerForbidsIsLogged(t *testing.T) {
+	p := pod("a", "web", "n1")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), p,
+		pool("a", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
+	patches := atomic.Int32{}
+	api.Kube.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		patches.Add(1)
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "web", errors.New("external-ip-node may change only the pods of its node"))
+	})
+	var log lockedBuffer
+	n := startNode(t, api, "n1", func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&log, nil)) })
+	n.claimFor(t, p, "s1", "a")
+	waitFor(t, "the refusal logged", func() bool {
+		return strings.Contains(log.String(), `msg="claims: annotating pod refused" pod=a/web`) && strings.Contains(log.String(), "may change only the pods of its node")
+	})
+	time.Sleep(1500 * time.Millisecond) // a retry would come 1 s after
+	if got := patches.Load(); got != 1 {
+		t.Errorf("%d patches, want 1: a forbidden write is not retried", got)
+	}
+}
+
+// lockedBuffer is a log's buffer that the node's goroutines write while
+// the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

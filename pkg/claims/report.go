@@ -129,6 +129,12 @@ func (an *annotations) now(ctx context.Context, a annotation) {
 	// repair writes. An answer no retry changes ends it.
 	for try := range 5 {
 		err := an.patch(ctx, a.pod, patch)
+		if apierrors.IsForbidden(err) {
+			// RBAC, or the policy on the node process's pod writes (a
+			// token that names no node, a pod of another node): said,
+			// for no retry changes it.
+			n.log.Warn("claims: annotating pod refused", "pod", a.pod.Namespace+"/"+a.pod.Name, "error", err)
+		}
 		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || ctx.Err() != nil {
 			return
 		}

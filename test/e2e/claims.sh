@@ -8,7 +8,9 @@
 # RBAC and the admission policies of deploy/kubernetes are accepted; the
 # policies refuse a reversed range, an overlapping pool, an unknown pool and
 # a namespace the pool does not admit, with their messages; the node
-# processes' watches of claims stay open; 100 pods racing
+# processes' watches of claims stay open; as a node process, a change of
+# another pod's image, or of a pod of another node, is refused by the
+# policy on the node process's pod writes, and its own annotation is not; 100 pods racing
 # for a pool of 50 IPs over the two nodes get 50 claims, 50 refusals
 # "pool exhausted" and no IP twice; with the API server stopped for 10 s
 # during pool requests, they answer "try again later" (code 11), succeed on
@@ -33,8 +35,10 @@ DEPLOY=$E2E_REPO/deploy/kubernetes
 mkdir -p "$T/kube" "$T/path"
 source "$E2E_DIR/kubernetes/node.sh"
 
-# The node processes' identity: the ServiceAccount of deploy/kubernetes, as
-# a token of the token file (no controller-manager mints one here).
+# The node processes' identity: the ServiceAccount of deploy/kubernetes,
+# each with a token bound to its Node as the kubelet binds a pod's to its
+# node (minted below, once the Nodes exist). A token of the token file is
+# the same account bound to no node: the policy on pod writes refuses it.
 SA_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 K8S_EXTRA_TOKENS="$SA_TOKEN,system:serviceaccount:external-ip:external-ip,e2e-sa,\"system:serviceaccounts,system:serviceaccounts:external-ip\""
 
@@ -54,10 +58,10 @@ for f in "$DEPLOY"/policy-*.yaml; do policies+=(-f "$f"); done
 require "the admission policies and their bindings are accepted" kubectl apply "${policies[@]}"
 claims_policies_ready() {
   kubectl get validatingadmissionpolicies -o json |
-    jq -e '[.items[] | select(.metadata.name | startswith("external-ip-"))] | length == 4 and all(.status.typeChecking == null or (.status.typeChecking.expressionWarnings // [] | length == 0))'
+    jq -e '[.items[] | select(.metadata.name | startswith("external-ip-"))] | length == 5 and all(.status.typeChecking == null or (.status.typeChecking.expressionWarnings // [] | length == 0))'
 }
 e2e_wait_for 60 "the policies type-checked" claims_policies_ready
-pass "the 4 policies type-check with no warning: $(kubectl get validatingadmissionpolicies -o json | jq -c '[.items[] | {n: .metadata.name, w: (.status.typeChecking.expressionWarnings // [])}]')"
+pass "the 5 policies type-check with no warning: $(kubectl get validatingadmissionpolicies -o json | jq -c '[.items[] | {n: .metadata.name, w: (.status.typeChecking.expressionWarnings // [])}]')"
 kubectl create namespace claims >&2
 kubectl -n claims create serviceaccount default >&2 || true
 for n in 1 2; do
@@ -66,6 +70,9 @@ apiVersion: v1
 kind: Node
 metadata: {name: e2e-n$n, labels: {e2e-node: "n$n"}}
 EOF
+  token=$(kubectl -n external-ip create token external-ip --bound-object-kind Node --bound-object-name "e2e-n$n" --duration 4h) ||
+    die "kubectl create token bound to node e2e-n$n"
+  k8s_kubeconfig "sa-n$n" "$token"
 done
 step_done
 
@@ -96,13 +103,13 @@ node_process() {
   jq -n --arg data "$d/data" '{type: "external-ip", allowedRanges: [], dataDir: $data}' >"$d/plugin.json"
   k8s_daemon "node-process-$n" "$NODE_BIN" install --watch --plugin-config="$d/plugin.json" --plugin-binary="$PLUGIN" \
     --bin-dir="$d/bin" --conf-dir="$d/conf" --data-dir="$d/data" \
-    --node-name="e2e-n$n" --kubeconfig="$T/kube/sa.kubeconfig" --namespace=external-ip
+    --node-name="e2e-n$n" --kubeconfig="$T/kube/sa-n$n.kubeconfig" --namespace=external-ip
   eval "NODE_PID_$n=$K8S_PID"
   e2e_wait_for 60 "node process $n's socket" test -S "$d/data/node.sock"
   e2e_wait_for 60 "node process $n's caches" grep -q '"claims: caches synced"' "$T/node-process-$n.log"
 }
 
-step "two node processes, as the ServiceAccount"
+step "two node processes, as the ServiceAccount, each with its node's token"
 node_process 1
 node_process 2
 e2e_wait_for 30 "the pools published to the plugin" test -f "$T/n1/data/claims/pools"
@@ -139,6 +146,10 @@ expect_eq "50 claims in the API" 50 "$(claims_in fifty)"
 expect_eq "50 distinct addresses among them" 50 "$(kubectl get externalipclaims -l external-ip.io/pool=fifty -o json | jq '[.items[].spec.address] | unique | length')"
 pool_free() { [ "$(kubectl get externalippool fifty -o jsonpath='{.status.used}/{.status.free}')" = "$1" ]; }
 e2e_wait_for 30 "pool fifty's status 50/0" pool_free 50/0
+annotated() { kubectl -n claims get pods -o json | jq '[.items[] | select(.metadata.annotations["external-ip/assigned"] and .metadata.labels["external-ip.io/holder"] == "true")] | length'; }
+fifty_annotated() { [ "$(annotated)" = 50 ]; }
+e2e_wait_for 30 "the 50 granted pods annotated and labelled by their node's process" fifty_annotated
+pass "the node processes' own pod writes pass the policy on them: 50 pods annotated"
 log "kubectl get externalippools:"; kubectl get externalippools >&2
 log "kubectl get externalipclaims (5 of them):"; kubectl get externalipclaims | sed -n 1,6p >&2
 check "kubectl get externalippools reads ranges, used and free" \
@@ -172,6 +183,32 @@ expect_fail "a pod naming an IP of a pool that does not admit its namespace is r
 expect_fail "a pod naming an IP in no pool is refused" "external-ip/addresses: 192.0.2.77: lies in no pool" \
   claims_pod claims '{"external-ip/addresses": "192.0.2.77"}'
 check "a pod asking a pool that admits it is created" claims_pod claims '{"external-ip/pool": "only-claims"}'
+step_done
+
+step "the node process may change only its annotation and label, on pods of its node"
+# as_node N ARGS...: kubectl as node process N (sa-nN), or as the token of
+# the token file (N=none: bound to no node).
+as_node() { local k=$T/kube/sa-n$1.kubeconfig; [ "$1" != none ] || k=$T/kube/sa.kubeconfig; shift; hostns "$K8S/kubectl" --kubeconfig="$k" "$@"; }
+for n in 1 2; do
+  jq -n --arg n "$n" '{apiVersion: "v1", kind: "Pod", metadata: {name: "on-n\($n)", namespace: "claims", labels: {app: "x"}},
+    spec: {nodeName: "e2e-n\($n)", automountServiceAccountToken: false, containers: [{name: "c", image: "localhost/e2e/none:latest"}]}}' |
+    kubectl create -f - >&2
+done
+ours='{"metadata": {"annotations": {"external-ip/assigned": "203.0.113.1"}, "labels": {"external-ip.io/holder": "true"}}}'
+check "node process 1 writes its annotation and label on a pod of its node (server-side dry run)" \
+  as_node 1 -n claims patch pod on-n1 --dry-run=server --type=merge -p "$ours"
+expect_fail "it may not change that pod's image (server-side dry run): Forbidden" \
+  "Forbidden.*external-ip-node may change only a pod's annotation external-ip/assigned and label external-ip.io/holder" \
+  as_node 1 -n claims patch pod on-n1 --dry-run=server -p '{"spec": {"containers": [{"name": "c", "image": "localhost/e2e/evil:latest"}]}}'
+expect_fail "it may not change another label of it" "Forbidden.*may change only" \
+  as_node 1 -n claims patch pod on-n1 --dry-run=server --type=merge -p '{"metadata": {"labels": {"app": "y"}}}'
+expect_fail "it may not write its annotation on a pod of node e2e-n2" "Forbidden.*external-ip-node of node e2e-n1 may change only the pods of its node" \
+  as_node 1 -n claims patch pod on-n2 --dry-run=server --type=merge -p "$ours"
+expect_fail "its account with a token bound to no node may change no pod" "Forbidden.*token names no node" \
+  as_node none -n claims patch pod on-n1 --dry-run=server --type=merge -p "$ours"
+expect_eq "nothing was written: no annotation on on-n1" "" \
+  "$(kubectl -n claims get pod on-n1 -o jsonpath='{.metadata.annotations.external-ip/assigned}')"
+kubectl -n claims delete pod on-n1 on-n2 --grace-period=0 --force >&2
 step_done
 
 # claims_errors N FROM: node process N's ERROR lines from line FROM on.
