@@ -36,7 +36,8 @@ func policy(t *testing.T, file string) *admissionregistrationv1.ValidatingAdmiss
 }
 
 // admission is one request as a policy sees it; request, when set, is
-// the whole request variable (else one of namespace alone).
+// the whole request variable (else one of the namespace, a CREATE or,
+// with an oldObject, an UPDATE).
 type admission struct {
 	object, oldObject, params, namespaceObject map[string]any
 	request                                    map[string]any
@@ -60,7 +61,10 @@ func evaluate(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy
 	vars := map[string]any{}
 	req := a.request
 	if req == nil {
-		req = map[string]any{"namespace": a.namespace}
+		req = map[string]any{"namespace": a.namespace, "operation": "CREATE"}
+		if a.oldObject != nil {
+			req["operation"] = "UPDATE"
+		}
 	}
 	var old any
 	if a.oldObject != nil {
@@ -395,6 +399,50 @@ func TestTheNodePodPolicyLetsTheNodeProcessWriteOnlyItsAnnotationAndLabelOnPodsO
 		msgs, matched := evaluate(t, p, admission{object: obj, oldObject: old, request: nodePodRequest(u, tc.node, tc.sub)})
 		if matched == tc.notMatched || tc.want == "" && len(msgs) > 0 || tc.want != "" && !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
 			t.Errorf("%s: %q (matched %v), want %q", tc.name, msgs, matched, tc.want)
+		}
+	}
+}
+
+// A pod made without our annotations and given them by an update before
+// its sandbox is made is judged as one created with them; an update that
+// leaves them as they were is not judged at all (a pool deleted since
+// must not block a pod's label change, nor the node's own annotation).
+func TestThePodPoliciesJudgeAnUpdateThatChangesTheirAnnotationsAndNoOther(t *testing.T) {
+	web := poolParams("web", []string{"192.0.2.0/28"}, map[string]any{"namespaces": []any{"team-a"}})
+	published := map[string]any{"data": map[string]any{"web": "4192.000.002.000-4192.000.002.015"}}
+	for _, tc := range []struct {
+		file     string
+		params   map[string]any
+		old, new map[string]any
+		want     string // "": admitted; "-": not judged
+	}{
+		{"policy-pod-namespaces.yaml", web, nil, map[string]any{"external-ip/pool": "web"}, "external-ip/pool: pool web does not admit namespace team-b"},
+		{"policy-pod-namespaces.yaml", web, map[string]any{"x": "1"}, map[string]any{"x": "1", "external-ip/addresses": "192.0.2.3"}, "external-ip/addresses: 192.0.2.3: pool web does not admit namespace team-b"},
+		{"policy-pod-namespaces.yaml", web, map[string]any{"external-ip/pool": "other"}, map[string]any{"external-ip/pool": "web"}, "does not admit namespace team-b"},
+		{"policy-pod-namespaces.yaml", web, map[string]any{"external-ip/pool": "web"}, map[string]any{"external-ip/pool": "web", "external-ip/assigned": "192.0.2.1"}, "-"},
+		{"policy-pod-namespaces.yaml", web, map[string]any{"external-ip/pool": "web"}, map[string]any{"external-ip/pool": "other"}, ""},
+		{"policy-pod-pools.yaml", published, nil, map[string]any{"external-ip/pool": "nope"}, "external-ip/pool: no pool named nope"},
+		{"policy-pod-pools.yaml", published, map[string]any{"external-ip/addresses": "192.0.2.1"}, map[string]any{"external-ip/addresses": "192.0.2.99"}, "192.0.2.99: lies in no pool"},
+		{"policy-pod-pools.yaml", published, map[string]any{"external-ip/pool": "gone"}, map[string]any{"external-ip/pool": "gone", "team": "b"}, "-"},
+		{"policy-pod-pools.yaml", published, map[string]any{"external-ip/pool": "nope"}, map[string]any{}, "-"},
+	} {
+		p := policy(t, tc.file)
+		old := podObject(tc.old)
+		if tc.old == nil {
+			old = podObject(nil)
+			delete(old["metadata"].(map[string]any), "annotations")
+		}
+		msgs, matched := evaluate(t, p, admission{object: podObject(tc.new), oldObject: old, params: tc.params, namespace: "team-b",
+			namespaceObject: map[string]any{"metadata": map[string]any{"name": "team-b"}}})
+		if tc.want == "-" && matched || tc.want != "-" && !matched || tc.want == "" && len(msgs) > 0 ||
+			tc.want != "" && tc.want != "-" && !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+			t.Errorf("%s: update %v to %v: %q (matched %v), want %q", tc.file, tc.old, tc.new, msgs, matched, tc.want)
+		}
+	}
+	for _, f := range []string{"policy-pod-namespaces.yaml", "policy-pod-pools.yaml"} {
+		ops := policy(t, f).Spec.MatchConstraints.ResourceRules[0].Operations
+		if !slices.Contains(ops, admissionregistrationv1.Create) || !slices.Contains(ops, admissionregistrationv1.Update) {
+			t.Errorf("%s matches %v; want CREATE and UPDATE", f, ops)
 		}
 	}
 }
