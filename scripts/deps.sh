@@ -24,6 +24,9 @@ have strace || need+=(strace)
 # network namespaces (docs/routed-fabrics.md).
 [[ -x /usr/lib/frr/zebra && -x /usr/lib/frr/bgpd ]] || need+=(frr)
 have bird || need+=(bird2)
+# deploy/kubernetes's tests evaluate the alerts with promtool (Debian's
+# prometheus; its service is kept from starting, as FRR's and BIRD's).
+have promtool || need+=(prometheus)
 
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}"
