@@ -446,3 +446,36 @@ func TestThePodPoliciesJudgeAnUpdateThatChangesTheirAnnotationsAndNoOther(t *tes
 		}
 	}
 }
+
+// The pools policy's work grows with the cluster's pools: 500 pools of 16
+// IPv6 ranges each and a pod naming 8 IPv6 addresses in none of them must
+// still be refused for that, not for the API server's per-call cost limit
+// (1,000,000, which evaluate applies). Splitting the ranges for each IP,
+// it exceeded the limit from 300 pools; now from about 600
+// (docs/pools.md says so).
+func TestThePoolsPolicyJudgesManyPoolsWithinTheCostLimit(t *testing.T) {
+	data := map[string]any{}
+	key := func(i, j, k int) string { return fmt.Sprintf("62001:0db8:%04x:%04x:0000:0000:0000:%04x", i, j, k) }
+	for i := range 500 {
+		var bounds []string
+		for j := range 16 {
+			bounds = append(bounds, key(i, j, 0)+"-"+key(i, j, 0xff))
+		}
+		data[fmt.Sprintf("pool-%03d", i)] = strings.Join(bounds, ",")
+	}
+	var named []string
+	for k := range 8 {
+		named = append(named, fmt.Sprintf("2001:db8:ffff::%x", k+1))
+	}
+	p := policy(t, "policy-pod-pools.yaml")
+	msgs, _ := evaluate(t, p, admission{object: podObject(map[string]any{"external-ip/addresses": strings.Join(named, ",")}),
+		params: map[string]any{"data": data}, namespace: "a"})
+	if want := "external-ip/addresses: 2001:db8:ffff::1: lies in no pool"; !strings.Contains(strings.Join(msgs, "\n"), want) {
+		t.Errorf("%q, want %q", msgs, want)
+	}
+	msgs, _ = evaluate(t, p, admission{object: podObject(map[string]any{"external-ip/addresses": "2001:db8:12b:f::80"}),
+		params: map[string]any{"data": data}, namespace: "a"})
+	if len(msgs) > 0 {
+		t.Errorf("an IP of the last pool: %q", msgs)
+	}
+}
