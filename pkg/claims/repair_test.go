@@ -1,13 +1,10 @@
 package claims
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/test/logbuf"
 )
 
 // A node process that stops between its answer and the pod's annotation
@@ -214,33 +212,14 @@ func TestAnAnnotationTheAPIServerForbidsIsLogged(t *testing.T) {
 		patches.Add(1)
 		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "web", errors.New("external-ip-node may change only the pods of its node"))
 	})
-	var log lockedBuffer
-	n := startNode(t, api, "n1", func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&log, nil)) })
+	var log logbuf.Buffer
+	n := startNode(t, api, "n1", func(c *Config) { c.Log = log.Logger() })
 	n.claimFor(t, p, "s1", "a")
 	waitFor(t, "the refusal logged", func() bool {
-		return strings.Contains(log.String(), `msg="claims: annotating pod refused" pod=a/web`) && strings.Contains(log.String(), "may change only the pods of its node")
+		return strings.Contains(log.String(), `"msg":"claims: annotating pod refused","pod":"a/web"`) && strings.Contains(log.String(), "may change only the pods of its node")
 	})
 	time.Sleep(1500 * time.Millisecond) // a retry would come 1 s after
 	if got := patches.Load(); got != 1 {
 		t.Errorf("%d patches, want 1: a forbidden write is not retried", got)
 	}
-}
-
-// lockedBuffer is a log's buffer that the node's goroutines write while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
