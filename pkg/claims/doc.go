@@ -42,5 +42,6 @@
 // its own files under dataDir/claims (package nodeapi's), and of the
 // cluster only claims, pool status, its Lease and ConfigMap, and the pods'
 // annotation and label; apiclient makes its clients (and bounds their
-// requests), claimstest is a fake API server for its tests.
+// requests), trimmed the leader's informers of pods and StatefulSets,
+// claimstest is a fake API server for its tests.
 package claims

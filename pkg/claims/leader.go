@@ -8,15 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/apiclient"
+	"github.com/external-ip/external-ip/pkg/claims/trimmed"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
@@ -61,14 +59,9 @@ type leader struct {
 // reconcile sweeps every claim now, on every change that may free one, and
 // every SweepEvery, until the term ends.
 func (n *Node) reconcile(ctx context.Context) {
-	f := informers.NewSharedInformerFactoryWithOptions(n.cfg.Clients.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.Set{v1alpha1.LabelHolder: "true"}.String()
-		}),
-		informers.WithTransform(podMetadataOnly))
-	l := &leader{Node: n, pods: f.Core().V1().Pods().Informer(), kick: make(chan struct{}, 1)}
-	sets, setsInformer := statefulSetInformer(n.cfg.Clients.Kube)
-	l.sets = setsInformer
+	f, holders := trimmed.Holders(n.cfg.Clients.Kube)
+	sets, setsInformer := trimmed.StatefulSets(n.cfg.Clients.Kube)
+	l := &leader{Node: n, pods: holders, sets: setsInformer, kick: make(chan struct{}, 1)}
 	kick := cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { l.kickNow() }, UpdateFunc: func(any, any) { l.kickNow() }}
 	l.pods.AddEventHandler(kick)
 	l.sets.AddEventHandler(kick)
@@ -103,34 +96,6 @@ func (l *leader) kickNow() {
 	case l.kick <- struct{}{}:
 	default:
 	}
-}
-
-// podMetadataOnly keeps what the leader reads of a pod: who it is.
-func podMetadataOnly(o any) (any, error) {
-	if p, ok := o.(*corev1.Pod); ok {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-			ResourceVersion: p.ResourceVersion, Labels: p.Labels}}, nil
-	}
-	return o, nil
-}
-
-// statefulSetInformer watches every StatefulSet of the cluster, each
-// cached as statefulSetOrdinalsOnly keeps it: a cluster's StatefulSets,
-// pod templates and all, would otherwise sit whole in the node process's
-// memory (its limit is the DaemonSet's).
-func statefulSetInformer(kube kubernetes.Interface) (informers.SharedInformerFactory, cache.SharedIndexInformer) {
-	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(statefulSetOrdinalsOnly))
-	return f, f.Apps().V1().StatefulSets().Informer()
-}
-
-// statefulSetOrdinalsOnly keeps what the leader reads of a StatefulSet
-// (ordinalWanted, followStatefulSet): who it is, and its ordinals' range.
-func statefulSetOrdinalsOnly(o any) (any, error) {
-	if s, ok := o.(*appsv1.StatefulSet); ok {
-		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID,
-			ResourceVersion: s.ResourceVersion}, Spec: appsv1.StatefulSetSpec{Replicas: s.Spec.Replicas, Ordinals: s.Spec.Ordinals}}, nil
-	}
-	return o, nil
 }
 
 // sweep releases what nobody holds any more, and tells the pools' status

@@ -18,6 +18,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
+	"github.com/external-ip/external-ip/pkg/claims/trimmed"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
@@ -294,7 +295,7 @@ func TestTheLeaderCachesOfAStatefulSetOnlyWhatItReads(t *testing.T) {
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}},
 		Status: appsv1.StatefulSetStatus{Replicas: 3, ReadyReplicas: 3, CurrentRevision: "db-1"},
 	}
-	f, sets := statefulSetInformer(claimstest.New(full).Kube)
+	f, sets := trimmed.StatefulSets(claimstest.New(full).Kube)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Start(ctx.Done())
 	defer func() { cancel(); f.Shutdown() }() // Shutdown waits for the informers to stop
