@@ -236,12 +236,12 @@ func (c *Config) setNames(raw *netConf) error {
 		return invalidf("name: missing network name")
 	}
 	c.Device = orDefault(raw.Device, DefaultDevice)
-	if err := checkIfName("device", c.Device); err != nil {
+	if err := CheckIfName("device", c.Device); err != nil {
 		return err
 	}
 	c.Uplink = raw.Uplink
 	if c.Uplink != "" {
-		if err := checkIfName("uplink", c.Uplink); err != nil {
+		if err := CheckIfName("uplink", c.Uplink); err != nil {
 			return err
 		}
 		if c.Uplink == c.Device {
@@ -350,9 +350,10 @@ func (c *Config) setTimeouts(raw *netConf) error {
 	return nil
 }
 
-// checkIfName applies the kernel's rules for interface names (dev_valid_name),
-// which also keeps a device name safe as a path element under dataDir.
-func checkIfName(field, name string) error {
+// CheckIfName applies the kernel's rules for interface names (dev_valid_name)
+// and refuses the names it would expand, which also keeps a device name
+// safe as a path element under dataDir.
+func CheckIfName(field, name string) error {
 	switch {
 	case name == "":
 		return invalidf("%s: must not be empty", field)
@@ -363,6 +364,11 @@ func checkIfName(field, name string) error {
 	case strings.ContainsAny(name, "/: \t\n\r\v\f\x00") || strings.IndexByte(name, 0xa0) >= 0:
 		// The kernel's isspace() also takes byte 0xa0 for a space.
 		return invalidf("%s: %q contains a character not allowed in an interface name", field, name)
+	case strings.IndexByte(name, '%') >= 0:
+		// The kernel takes a name with a % as a pattern and makes the
+		// device under the first free number (dev_alloc_name): the device
+		// would not be the one named here.
+		return invalidf("%s: %q contains %%, which the kernel expands to a number", field, name)
 	}
 	return nil
 }

@@ -182,6 +182,8 @@ func TestLoadRefusesInvalidKeysNamingFieldAndValue(t *testing.T) {
 		{"device with a colon", map[string]any{"device": "eip0:1"}, config.ErrInvalid, []string{`device: "eip0:1"`}},
 		{"device with a space", map[string]any{"device": "eip 0"}, config.ErrInvalid, []string{`device: "eip 0"`}},
 		{"device dot-dot", map[string]any{"device": ".."}, config.ErrInvalid, []string{`device: ".."`}},
+		{"device with a format verb", map[string]any{"device": "eip%d"}, config.ErrInvalid, []string{`device: "eip%d"`}},
+		{"uplink with a format verb", map[string]any{"uplink": "eth%d"}, config.ErrInvalid, []string{`uplink: "eth%d"`}},
 		{"device not a string", map[string]any{"device": 0}, config.ErrDecode, []string{"device"}},
 		{"uplink too long", map[string]any{"uplink": "enp0s31f6-backup"}, config.ErrInvalid, []string{`uplink: "enp0s31f6-backup"`}},
 		{"uplink is the default device", map[string]any{"uplink": "eip0"}, config.ErrInvalid, []string{`uplink: "eip0"`, "holder device"}},

@@ -74,7 +74,7 @@ func (r *UplinkRouting) setRoute(u uplinkRoutingRaw) error {
 func (r *UplinkRouting) setGateways(gws map[string][]string) error {
 	r.Gateways = map[string][]netip.Addr{}
 	for up, list := range gws {
-		if err := checkIfName("uplinkRouting.gateways", up); err != nil {
+		if err := CheckIfName("uplinkRouting.gateways", up); err != nil {
 			return err
 		}
 		var v4, v6 bool
