@@ -46,6 +46,14 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
+	// The device names a directory under dataDir: a name the kernel would
+	// refuse ("../x") would put state outside it.
+	if *device != "" {
+		if err := config.CheckIfName("--device", *device); err != nil {
+			fmt.Fprintf(stderr, "external-ip %s: %v\n", args[0], err)
+			return 2
+		}
+	}
 	if args[0] == "repair" {
 		return repair(*dataDir, *device, stdout, stderr)
 	}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -116,5 +120,35 @@ func TestOurNetNSCheckStandsForSkelsAndHonoursTheRuntimesOverride(t *testing.T) 
 func TestGrowStackAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(10, growStack); n != 0 {
 		t.Errorf("growStack allocates %v times a call, want 0", n)
+	}
+}
+
+// A --device that is no interface name would be a path under --data-dir:
+// "../outside" made repair create its state directories beside dataDir.
+func TestCLIRefusesADeviceThatIsNoInterfaceNameAndCreatesNothing(t *testing.T) {
+	for _, c := range [][]string{
+		{"repair", "--device", "../outside"},
+		{"status", "--device", "../../x"},
+		{"status", "--json", "--device", "eip%d"},
+		{"repair", "--device", "eip0/x"},
+	} {
+		// The directories a bad name points at exist: state is made only
+		// inside an existing directory.
+		parent := t.TempDir()
+		dataDir := filepath.Join(parent, "data", "run")
+		for _, d := range []string{dataDir, filepath.Join(parent, "data", "outside"), filepath.Join(dataDir, "eip0"), filepath.Join(parent, "x")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := tree(t, parent)
+		var out, errOut bytes.Buffer
+		code := runCLI(append(c, "--data-dir", dataDir), &out, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), "--device: ") || !strings.Contains(errOut.String(), strconv.Quote(c[len(c)-1])) {
+			t.Errorf("%v: exit %d, stderr %q; want non-zero and an error naming --device and its value", c, code, errOut.String())
+		}
+		if after := tree(t, parent); !maps.Equal(after, before) {
+			t.Errorf("%v changed the files under %s from %v to %v", c, parent, before, after)
+		}
 	}
 }
