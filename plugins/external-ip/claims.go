@@ -29,20 +29,7 @@ import (
 // claimed; hold is the pool's own, "" when it has none. Without a pool
 // request, and while the cluster has no pool, they are Requests as ever.
 func claimedRequests(inv *invocation, args *skel.CmdArgs) (reqs []config.IP, hold string, err error) {
-	_, pooled, err := nodeapi.Published(inv.conf.DataDir)
-	if err != nil {
-		return nil, "", err
-	}
-	if inv.conf.Pool == "" && !pooled {
-		reqs, err = inv.conf.Requests(args.Args)
-		return reqs, "", err
-	}
-	reqs, named := []config.IP(nil), []config.IP(nil)
-	if pooled {
-		reqs, named, err = inv.conf.RequestsInPools(args.Args)
-	} else {
-		reqs, err = inv.conf.Requests(args.Args)
-	}
+	reqs, named, err := namedRequests(inv, args)
 	if err != nil || (inv.conf.Pool == "" && len(named) == 0) {
 		return reqs, "", err
 	}
@@ -51,6 +38,22 @@ func claimedRequests(inv *invocation, args *skel.CmdArgs) (reqs []config.IP, hol
 		return nil, "", err
 	}
 	return withPoolIPs(reqs, resp, inv.conf.Pool), resp.Hold, nil
+}
+
+// namedRequests are the IPs the attachment names, read as ADD reads them
+// (CHECK too, so that it compares with what ADD held): while the cluster
+// has pools they are not held to allowedRanges, and named are those the
+// node process must claim.
+func namedRequests(inv *invocation, args *skel.CmdArgs) (reqs, named []config.IP, err error) {
+	_, pooled, err := nodeapi.Published(inv.conf.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !pooled {
+		reqs, err = inv.conf.Requests(args.Args)
+		return reqs, nil, err
+	}
+	return inv.conf.RequestsInPools(args.Args)
 }
 
 // heldOpen is the claim's connection to the node process, never closed:

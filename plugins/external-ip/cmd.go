@@ -250,22 +250,29 @@ func cmdDel(args *skel.CmdArgs) error {
 	return nil
 }
 
+// cmdCheck reads the requests as ADD read them. An attachment that asked
+// a pool names none of the pool's IPs, so its record is checked all the
+// same, and must hold one of them.
 func cmdCheck(args *skel.CmdArgs) error {
 	inv, err := start(args)
 	if err != nil {
 		return err
 	}
 	defer inv.done()
-	reqs, err := inv.conf.Requests(args.Args)
+	reqs, _, err := namedRequests(inv, args)
+	var pool config.PoolRequest
+	if err == nil {
+		pool, err = inv.conf.PoolRequested(args.Args)
+	}
 	if err != nil {
 		return cniError(err, nil)
 	}
-	if len(reqs) == 0 {
+	if len(reqs) == 0 && pool.Name == "" {
 		return nil // ADD held nothing for this attachment
 	}
 	held, err := inv.as.Check(inv.att)
 	if err == nil {
-		held, err = poolHeld(inv, args, reqs, held)
+		held, err = poolHeld(inv, pool, reqs, held)
 	}
 	if err == nil {
 		err = sameIPs(addrs(reqs), held)

@@ -173,14 +173,18 @@ func (ask *poolAsk) pick(inv *invocation, reqs []config.IP, fams []iprange.Famil
 
 // poolHeld leaves out of a CHECK's held IPs those the ADD was given from
 // the pool it asks, which the config cannot name: CHECK then compares the
-// rest with the IPs it names, and fails when the pool gave none.
-func poolHeld(inv *invocation, args *skel.CmdArgs, reqs []config.IP, held []netip.Addr) ([]netip.Addr, error) {
-	pr, err := inv.conf.PoolRequested(args.Args)
-	local := inv.conf.LocalPool(pr.Name)
-	if err != nil || local == nil {
-		return held, err
+// rest with the IPs it names, and fails when the pool gave none. A pool of
+// the config gives IPs of its ranges; the cluster's pool, whose ranges the
+// node process keeps, gave those the request does not name.
+func poolHeld(inv *invocation, pr config.PoolRequest, reqs []config.IP, held []netip.Addr) ([]netip.Addr, error) {
+	if pr.Name == "" {
+		return held, nil
 	}
-	rest := slices.DeleteFunc(slices.Clone(held), func(ip netip.Addr) bool { return local.Ranges.Covers(ip) && !containsAddr(reqs, ip) })
+	given := func(ip netip.Addr) bool { return !containsAddr(reqs, ip) }
+	if local := inv.conf.LocalPool(pr.Name); local != nil {
+		given = func(ip netip.Addr) bool { return local.Ranges.Covers(ip) && !containsAddr(reqs, ip) }
+	}
+	rest := slices.DeleteFunc(slices.Clone(held), given)
 	if len(rest) == len(held) {
 		return nil, errkind.Errorf(assigner.ErrDrift, "%s: the record holds no IP of pool %s", pr.Source, pr.Name)
 	}
