@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -146,10 +147,34 @@ type announceRaw struct {
 
 // Load decodes and validates the network config from stdin.
 func Load(stdin []byte) (*Config, error) {
+	c, _, err := load(stdin, false)
+	return c, err
+}
+
+// LoadForDel is Load for a DEL, which releases what the attachment's
+// record says (the CNI spec: a DEL should complete even if some resources
+// are missing). Only the keys it needs must be right: name, device and
+// dataDir. Any other key that is wrong is taken as absent, and a prevResult
+// that cannot be parsed as none; ignored says what was passed over, for
+// the log.
+func LoadForDel(stdin []byte) (c *Config, ignored []error, err error) {
+	return load(stdin, true)
+}
+
+// step reads some keys from raw; delNeeds marks the keys a DEL needs.
+type step struct {
+	set      func(*netConf) error
+	delNeeds bool
+}
+
+func load(stdin []byte, forDel bool) (*Config, []error, error) {
 	raw := &netConf{}
-	dec := json.NewDecoder(bytes.NewReader(stdin))
-	if err := dec.Decode(raw); err != nil {
-		return nil, decodef("decoding network config: %v", err)
+	var ignored []error
+	if err := json.NewDecoder(bytes.NewReader(stdin)).Decode(raw); err != nil {
+		if !forDel || !elsewhereThanDelsKeys(stdin, err) {
+			return nil, nil, decodef("decoding network config: %v", err)
+		}
+		ignored = append(ignored, decodef("decoding network config: %v", err))
 	}
 	c := &Config{
 		CNIVersion:       raw.CNIVersion,
@@ -157,24 +182,50 @@ func Load(stdin []byte) (*Config, error) {
 		ValidAttachments: raw.ValidAttachments,
 	}
 	// Each step reads its keys from raw once; a new key is a new step.
-	steps := []func(*netConf) error{
-		c.setNames, c.setRanges, c.setAnnounce, c.setDirs, c.setLog, c.setTimeouts, c.setSources, c.setPools, c.setTraffic, c.setHold,
-		c.setUplinkRouting, c.setStandby,
+	steps := []step{
+		{c.setNames, true}, {c.setUplink, false}, {c.setRanges, false}, {c.setAnnounce, false}, {c.setDirs, true},
+		{c.setLog, false}, {c.setTimeouts, false}, {c.setSources, false}, {c.setPools, false}, {c.setTraffic, false},
+		{c.setHold, false}, {c.setUplinkRouting, false}, {c.setStandby, false},
 	}
-	for _, step := range steps {
-		if err := step(raw); err != nil {
-			return nil, err
+	for _, s := range steps {
+		err := s.set(raw)
+		if err != nil && forDel && !s.delNeeds {
+			ignored = append(ignored, err)
+			err = s.set(&netConf{}) // the defaults of its keys
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 	}
 	prev, same, err := parsePrevResult(raw.CNIVersion, raw.RawPrevResult)
 	if err != nil {
-		return nil, decodef("prevResult: %s", oneLine(err.Error()))
+		err = decodef("prevResult: %s", oneLine(err.Error()))
+		if !forDel {
+			return nil, nil, err
+		}
+		ignored = append(ignored, err)
 	}
 	c.PrevResult = prev
 	if same {
 		c.PrevResultJSON = raw.RawPrevResult
 	}
-	return c, nil
+	return c, ignored, nil
+}
+
+// elsewhereThanDelsKeys says whether err, the config's decoding error, is
+// a value of the wrong type (which encoding/json skips, decoding the rest)
+// and the keys a DEL needs are all strings.
+func elsewhereThanDelsKeys(stdin []byte, err error) bool {
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) {
+		return false
+	}
+	var dels struct {
+		Name    string `json:"name"`
+		Device  string `json:"device"`
+		DataDir string `json:"dataDir"`
+	}
+	return json.Unmarshal(stdin, &dels) == nil
 }
 
 // oneLine keeps a message on one line: the CNI library's errors quote the
@@ -236,19 +287,20 @@ func (c *Config) setNames(raw *netConf) error {
 		return invalidf("name: missing network name")
 	}
 	c.Device = orDefault(raw.Device, DefaultDevice)
-	if err := CheckIfName("device", c.Device); err != nil {
-		return err
-	}
-	c.Uplink = raw.Uplink
-	if c.Uplink != "" {
-		if err := CheckIfName("uplink", c.Uplink); err != nil {
+	return CheckIfName("device", c.Device)
+}
+
+func (c *Config) setUplink(raw *netConf) error {
+	c.Uplink, c.PodAnnotation = "", DefaultPodAnnotation
+	if raw.Uplink != "" {
+		if err := CheckIfName("uplink", raw.Uplink); err != nil {
 			return err
 		}
-		if c.Uplink == c.Device {
-			return invalidf("uplink: %q is also the holder device", c.Uplink)
+		if raw.Uplink == c.Device {
+			return invalidf("uplink: %q is also the holder device", raw.Uplink)
 		}
+		c.Uplink = raw.Uplink
 	}
-	c.PodAnnotation = DefaultPodAnnotation
 	if raw.PodAnnotation != nil {
 		if *raw.PodAnnotation == "" {
 			return invalidf("podAnnotation: must not be empty")
@@ -259,6 +311,7 @@ func (c *Config) setNames(raw *netConf) error {
 }
 
 func (c *Config) setRanges(raw *netConf) error {
+	c.AllowedRanges = nil
 	for i, s := range raw.AllowedRanges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil || p.Addr().Zone() != "" {
@@ -309,14 +362,15 @@ func (c *Config) setDirs(raw *netConf) error {
 		return invalidf("dataDir: %q is not an absolute path", c.DataDir)
 	}
 	c.DataDir = filepath.Clean(c.DataDir)
-	c.LogFile = raw.LogFile
-	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
-		return invalidf("logFile: %q is not an absolute path", c.LogFile)
-	}
 	return nil
 }
 
 func (c *Config) setLog(raw *netConf) error {
+	c.LogFile = ""
+	if raw.LogFile != "" && !filepath.IsAbs(raw.LogFile) {
+		return invalidf("logFile: %q is not an absolute path", raw.LogFile)
+	}
+	c.LogFile = raw.LogFile
 	c.LogLevel = orDefault(raw.LogLevel, "info")
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

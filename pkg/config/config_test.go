@@ -329,3 +329,52 @@ func TestLoadDecodesValidAttachmentsForGC(t *testing.T) {
 		})
 	}
 }
+
+// A DEL releases what its record says: a key it does not use that is
+// wrong is passed over (and reported) with its default, never a failure;
+// the keys it needs are checked as ever.
+func TestLoadForDelPassesOverTheKeysADelDoesNotUse(t *testing.T) {
+	for name, keys := range map[string]map[string]any{
+		"traffic":           {"traffic": "Both"},
+		"announce.count":    {"announce": map[string]any{"count": 50}},
+		"a count's type":    {"announce": map[string]any{"count": "three"}},
+		"prevResult":        {"prevResult": "garbage"},
+		"logFile":           {"logFile": "relative.log"},
+		"uplink":            {"uplink": "eth%d"},
+		"allowedRanges":     {"allowedRanges": []string{"192.0.2.0/24", "nonsense"}},
+		"standby":           {"standby": true, "conflictProbe": "0s"},
+		"pools":             {"pools": map[string]any{"web": []string{"not a range"}}},
+		"lockTimeout":       {"lockTimeout": "forever"},
+		"several at a time": {"traffic": 7, "hold": "sideways", "announce": map[string]any{"interval": "1ms"}},
+	} {
+		c, ignored, err := config.LoadForDel(netConf(t, keys))
+		if err != nil {
+			t.Errorf("%s: LoadForDel failed: %v", name, err)
+			continue
+		}
+		if len(ignored) == 0 {
+			t.Errorf("%s: LoadForDel reported nothing passed over", name)
+		}
+		if c.Device != config.DefaultDevice || c.Uplink != "" || c.Standby || c.LogFile != "" || len(c.AllowedRanges) > 1 || len(c.Pools) > 0 {
+			t.Errorf("%s: a key passed over did not keep its default: %+v", name, c)
+		}
+		if _, err := config.Load(netConf(t, keys)); err == nil {
+			t.Errorf("%s: Load took what only a DEL passes over", name)
+		}
+	}
+	for name, keys := range map[string]map[string]any{
+		"device":        {"device": "eip%d", "traffic": "Both"},
+		"device's type": {"announce": map[string]any{"count": "three"}, "device": 0},
+		"dataDir":       {"dataDir": "run/x"},
+		"name":          {"name": omit{}},
+		"not JSON":      nil,
+	} {
+		stdin := []byte("{not json")
+		if keys != nil {
+			stdin = netConf(t, keys)
+		}
+		if _, _, err := config.LoadForDel(stdin); err == nil {
+			t.Errorf("%s: LoadForDel took a key a DEL needs", name)
+		}
+	}
+}

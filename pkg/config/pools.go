@@ -66,6 +66,7 @@ type unusableRange struct {
 // overlap, so that an IP is given by one pool; and no IP of the static
 // list may lie in a pool, since every attachment holds those.
 func (c *Config) setPools(raw *netConf) error {
+	c.Pools = nil
 	if err := c.setPoolRequest(raw); err != nil {
 		return err
 	}

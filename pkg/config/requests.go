@@ -84,6 +84,7 @@ type source struct {
 // setSources checks the static list, which is config, and decodes the
 // runtime's sources for Requests.
 func (c *Config) setSources(raw *netConf) error {
+	c.static, c.requested, c.requestedErr = nil, nil, nil
 	static, err := decodeIPList("externalIPs", raw.ExternalIPs)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import "encoding/json"
 // setStandby reads `standby`; it runs after setTimeouts: a standby is
 // found by the conflict probe, so standby without one could never be.
 func (c *Config) setStandby(raw *netConf) error {
+	c.Standby = false
 	if len(raw.Standby) == 0 || string(raw.Standby) == "null" {
 		return nil
 	}

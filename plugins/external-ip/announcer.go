@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"net/netip"
 	"os"
 	"time"
@@ -50,12 +49,7 @@ func runAnnouncer(env string) int {
 	if err != nil {
 		return 1
 	}
-	log, done := slog.New(slog.DiscardHandler), func() {}
-	if plan.Log != nil {
-		if l, d, err := newLog(plan.Log); err == nil {
-			log, done = l, d
-		}
-	}
+	log, done, _ := logOrDiscard(plan.Log)
 	defer done()
 	r := announce.Runner{Report: func(round int, err error) {
 		attrs := []any{"uplink", plan.Uplink.Name, "ips", plan.IPs, "round", round, "pid", os.Getpid()}

@@ -66,15 +66,37 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 	})
 }
 
-func start(args *skel.CmdArgs) (*invocation, error) {
-	conf, err := config.Load(args.StdinData)
+// startAs is how a verb starts: ADD changes the host and refuses what
+// is wrong; a DEL releases what its record says, whatever the keys it does
+// not use and the log; the others read, and must not fail for the log.
+type startAs struct {
+	load func([]byte) (*config.Config, []error, error)
+	log  func(*announce.PlanLog) (*slog.Logger, func(), error)
+}
+
+var (
+	forAdd   = startAs{load: loadAll, log: openLog}
+	forDel   = startAs{load: config.LoadForDel, log: logOrDiscard}
+	forReads = startAs{load: loadAll, log: logOrDiscard}
+)
+
+func loadAll(stdin []byte) (*config.Config, []error, error) {
+	c, err := config.Load(stdin)
+	return c, nil, err
+}
+
+func start(args *skel.CmdArgs, as startAs) (*invocation, error) {
+	conf, ignored, err := as.load(args.StdinData)
 	if err != nil {
 		return nil, cniError(err, nil)
 	}
 	logTo := logTarget(conf, args)
-	log, done, err := openLog(logTo)
+	log, done, err := as.log(logTo)
 	if err != nil {
 		return nil, cniError(err, nil)
+	}
+	for _, err := range ignored {
+		log.Warn("config key passed over: a DEL does not use it", "error", err)
 	}
 	nat := steer.HostNAT()
 	ur := conf.UplinkRouting
@@ -143,7 +165,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err := checkNetNS(args); err != nil {
 		return err
 	}
-	inv, err := start(args)
+	inv, err := start(args, forAdd)
 	if err != nil {
 		return err
 	}
@@ -234,7 +256,7 @@ func cmdDel(args *skel.CmdArgs) error {
 	if err := checkNetNS(args); err != nil {
 		return err
 	}
-	inv, err := start(args)
+	inv, err := start(args, forDel)
 	if err != nil {
 		return err
 	}
@@ -254,7 +276,7 @@ func cmdDel(args *skel.CmdArgs) error {
 // a pool names none of the pool's IPs, so its record is checked all the
 // same, and must hold one of them.
 func cmdCheck(args *skel.CmdArgs) error {
-	inv, err := start(args)
+	inv, err := start(args, forReads)
 	if err != nil {
 		return err
 	}
@@ -292,7 +314,7 @@ func sameIPs(want, held []netip.Addr) error {
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	inv, err := start(args)
+	inv, err := start(args, forReads)
 	if err != nil {
 		return err
 	}
@@ -309,7 +331,7 @@ func cmdGC(args *skel.CmdArgs) error {
 }
 
 func cmdStatus(args *skel.CmdArgs) error {
-	inv, err := start(args)
+	inv, err := start(args, forReads)
 	if err != nil {
 		return err
 	}

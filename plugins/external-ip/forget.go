@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"syscall"
 
@@ -91,12 +90,8 @@ func runForget(env string) int {
 	if err := json.Unmarshal([]byte(env), &job); err != nil || job.DataDir == "" || job.Device == "" {
 		return 1
 	}
-	log, done := slog.New(slog.DiscardHandler), func() {}
-	if job.Log != nil {
-		if l, d, err := newLog(job.Log); err == nil {
-			log, done = l.With("pid", os.Getpid()), d
-		}
-	}
+	log, done, _ := logOrDiscard(job.Log)
+	log = log.With("pid", os.Getpid())
 	defer done()
 	nat := steer.HostNAT()
 	defer nat.Close()

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/errkind"
 )
 
 // logTarget is where this invocation logs, for the detached announcer to
@@ -31,15 +33,32 @@ func openLog(to *announce.PlanLog) (*slog.Logger, func(), error) {
 	return newLog(to)
 }
 
+// logOrDiscard is the log, or none when it cannot be opened, as without
+// logFile: a DEL must release and GC collect whatever becomes of the log,
+// and the runtime's stderr is no place for our JSON lines. It never fails
+// (its error is for startAs). ADD, which opens the log with openLog,
+// refuses a log it cannot open and so tells the operator.
+func logOrDiscard(to *announce.PlanLog) (*slog.Logger, func(), error) {
+	log, done, err := openLog(to)
+	if err != nil {
+		return slog.New(slog.DiscardHandler), func() {}, nil
+	}
+	return log, done, nil
+}
+
 // newLog opens to.File for appending JSON lines at to.Level and above.
 func newLog(to *announce.PlanLog) (*slog.Logger, func(), error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(to.Level)); err != nil {
-		return nil, nil, fmt.Errorf("%w: logLevel: %w", config.ErrInvalid, err)
+		return nil, nil, errkind.Errorf(config.ErrInvalid, "logLevel: %q: %w", to.Level, err)
 	}
 	f, err := os.OpenFile(to.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: logFile: %w", config.ErrInvalid, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, nil, errkind.Errorf(config.ErrInvalid, "logFile: %q cannot be opened: %w", to.File, err)
 	}
 	attrs := make([]any, len(to.Attrs))
 	for i, a := range to.Attrs {

@@ -152,3 +152,24 @@ func TestCLIRefusesADeviceThatIsNoInterfaceNameAndCreatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A log that cannot be opened is a config error named by its key and
+// value alone, as the other config errors read; a DEL or a read goes on
+// without it.
+func TestALogThatCannotBeOpenedFailsOnlyADDNamingTheFile(t *testing.T) {
+	to := &announce.PlanLog{File: filepath.Join(t.TempDir(), "gone", "external-ip.log"), Level: "info"}
+	_, _, err := openLog(to)
+	want := fmt.Sprintf("logFile: %q cannot be opened: no such file or directory", to.File)
+	if !errors.Is(err, config.ErrInvalid) || err.Error() != want {
+		t.Errorf("openLog of a file in a missing directory: %v; want %q of kind ErrInvalid", err, want)
+	}
+	log, done, err := logOrDiscard(to)
+	if err != nil || log == nil {
+		t.Fatalf("logOrDiscard failed: %v", err)
+	}
+	log.Error("goes nowhere")
+	done()
+	if _, err := os.Stat(filepath.Dir(to.File)); err == nil {
+		t.Errorf("logOrDiscard made the log's directory")
+	}
+}
