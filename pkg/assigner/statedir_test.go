@@ -514,3 +514,22 @@ func TestTheReadersRefuseASymlinkedJournal(t *testing.T) {
 		})
 	}
 }
+
+// A journal that cannot be read fails every ADD and DEL with code 5 until
+// an operator moves it aside; STATUS must say so, naming the file.
+func TestReadyFailsWhileACorruptJournalBlocksEveryAddAndDel(t *testing.T) {
+	f := newFixture(t)
+	f.k.addNet("0.0.0.0/0", eth1Index, false)
+	f.add(attA, v4a)
+	journal := filepath.Join(f.stateDir(), "journal")
+	if err := os.WriteFile(journal, []byte("{garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.assigner().Add(attB, []netip.Addr{v4b}, nil); !errors.Is(err, ErrState) {
+		t.Fatalf("ADD beside a corrupt journal = %v, want ErrState: the premise of this test", err)
+	}
+	err := f.assigner().Ready(true, false)
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), journal) {
+		t.Errorf("Ready beside a corrupt journal = %v, want ErrState naming %s", err, journal)
+	}
+}

@@ -428,12 +428,19 @@ func (s *Store) scan(w where, f func([]string) bool) error {
 // behind (STATUS changes nothing): where the device's tmp/ exists it stages
 // and removes one file there, which also finds a full filesystem; where it
 // does not, the deepest directory that exists on the way to it must be
-// writable, as an ADD would create the rest under it.
+// writable, as an ADD would create the rest under it. A journal that
+// cannot be read is no state an ADD could write either: every ADD and DEL
+// fails on it (ErrState, naming it) until it is moved aside.
 func (s *Store) Writable() error {
 	defer s.close()
 	existing, err := s.openExisting()
 	if err != nil {
 		return err
+	}
+	if s.fd[top] >= 0 {
+		if _, err := s.ReadJournal(); err != nil {
+			return err
+		}
 	}
 	if s.fd[inTmp] < 0 {
 		if err := unix.Access(existing, unix.W_OK); err != nil {

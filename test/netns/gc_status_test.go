@@ -266,3 +266,22 @@ func TestGCOfOneStateDirectoryKeepsAnotherDirectorysRulesWhileItsHolderIsDown(t 
 		t.Errorf("CHECK b after its own GC, its holder up again: code %d %s", r.code, r.msg)
 	}
 }
+
+// A corrupt journal fails every ADD and DEL with code 5 until it is moved
+// aside: STATUS, which says whether an ADD could work, fails naming it.
+func TestStatusFailsWith50WhileACorruptJournalBlocksEveryAdd(t *testing.T) {
+	h := newHost(t)
+	conf := h.netConf("1.1.0", map[string]any{"uplink": "uplink0", "runtimeConfig": runtimeIPs(sharedIP)})
+	h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD c1")
+	h.run(call{command: "STATUS", conf: conf}).mustOK(t, "STATUS with the state sound")
+	journal := filepath.Join(h.dataDir, "eip0", "journal")
+	if err := os.WriteFile(journal, []byte("{garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.run(attach("ADD", "c2", conf)).mustFail(t, "ADD beside a corrupt journal", 5, journal)
+	h.run(call{command: "STATUS", conf: conf}).mustFail(t, "STATUS beside a corrupt journal", 50, journal)
+	if err := os.Remove(journal); err != nil {
+		t.Fatal(err)
+	}
+	h.run(call{command: "STATUS", conf: conf}).mustOK(t, "STATUS once the journal was moved aside")
+}
