@@ -1,6 +1,8 @@
 package assigner
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
@@ -16,14 +18,13 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 	if err != nil {
 		return err
 	}
-	if err := a.underLock(lost, func() error { return a.collect(network, keep) }); err != nil {
-		return err
-	}
-	// Best effort: a failure stays queued, for status and the next GC.
+	err = a.underLock(lost, func() error { return a.collect(network, keep) })
+	// Best effort, for what GC did collect: a failure stays queued, for
+	// status and the next GC.
 	if err := a.queue.Run(); err != nil {
 		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", errkind.OneLine(err))
 	}
-	return nil
+	return err
 }
 
 // lostState says whether the state directory is gone while the holder of
@@ -35,26 +36,36 @@ func (a *Assigner) lostState() (bool, error) {
 	return a.holder.CarriesLost(a.st.Dir())
 }
 
+// collect releases network's records that keep does not list, each on
+// its own: one it cannot release is reported, and the others go all the
+// same. The reconcile follows unless a record could not be read (it
+// rebuilds the index, holder and table from the records, so it would take
+// away what that one holds) or a failed release left its change pending.
 func (a *Assigner) collect(network string, keep []Attachment) error {
-	recs, err := a.st.Records()
-	if err != nil {
-		return err
-	}
+	recs, unread := a.st.Records()
 	kept := map[string]bool{}
 	for _, att := range keep {
 		kept[att.Key()] = true
 	}
+	errs := []error{unread}
 	for key, r := range recs {
 		if r.Network != network || kept[key] {
 			continue
 		}
 		if err := a.commit(store.Releasing(key, r)); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("collecting %s: %w", r.Attachment, err))
+			if pending, err := a.st.Has(store.JournalFile); pending || err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			continue
 		}
 		a.log.Info("collected", "attachment", r.Attachment.String(), "ips", r.IPs)
 		delete(recs, key)
 	}
-	return a.reconcile(recs)
+	if unread != nil {
+		return errors.Join(append(errs, a.st.SweepTmp())...)
+	}
+	return errors.Join(append(errs, a.reconcile(recs))...)
 }
 
 // agreedHold is how ip is to be held: as its holders' records all ask, or

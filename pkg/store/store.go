@@ -306,26 +306,27 @@ func (s *Store) ReadJournal() (*Journal, error) {
 }
 
 // Records reads every attachment record; only GC and status need them all.
+// Beside a record it cannot read it returns the others with the errors
+// joined, so that GC can release the stale ones it can read.
 func (s *Store) Records() (map[string]*Record, error) {
 	names, err := s.list(inAtt)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]*Record, len(names))
+	var errs []error
 	for _, n := range names {
 		key, ok := strings.CutSuffix(n, ".json")
 		if !ok {
 			continue
 		}
 		r, err := s.ReadRecord(key)
-		if err != nil {
-			return nil, err
-		}
+		errs = append(errs, err)
 		if r != nil {
 			out[key] = r
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Indexed lists the IPs that have an index entry.
