@@ -33,11 +33,35 @@ func claimedRequests(inv *invocation, args *skel.CmdArgs) (reqs []config.IP, hol
 	if err != nil || (inv.conf.Pool == "" && len(named) == 0) {
 		return reqs, "", err
 	}
-	resp, err := askClaims(inv, args, named)
+	// What ADD refuses of the IPs named, it refuses before any claim.
+	if err := inv.refuseLocally(reqs); err != nil {
+		return nil, "", err
+	}
+	resp, had, err := askClaims(inv, args, named)
 	if err != nil {
 		return nil, "", err
 	}
-	return withPoolIPs(reqs, resp, inv.conf.Pool), resp.Hold, nil
+	all := withPoolIPs(reqs, resp, inv.conf.Pool)
+	if err := inv.refuseLocally(all); err != nil {
+		// The pool gave what the container cannot take: given back now,
+		// not at the runtime's DEL. A re-ADD keeps the earlier ADD's claim.
+		if !had {
+			giveBack(inv)
+		}
+		return nil, "", err
+	}
+	return all, resp.Hold, nil
+}
+
+// giveBack releases the claim this ADD just made, having first closed its
+// connection: the node process keeps the attachment's lock until then
+// (the claim's fill), and the release waits for it.
+func giveBack(inv *invocation) {
+	if heldOpen != nil {
+		heldOpen.Close()
+		heldOpen = nil
+	}
+	releaseClaims(inv)
 }
 
 // namedRequests are the IPs the attachment names, read as ADD reads them
@@ -66,10 +90,11 @@ var heldOpen io.Closer
 // askClaims asks the node process to claim the IPs for the attachment,
 // having first recorded that it asked: a DEL then knows to release them,
 // whatever becomes of the answer.
-func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi.Response, error) {
+// had says that the attachment had asked before (a re-ADD).
+func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (resp *nodeapi.Response, had bool, err error) {
 	pod, err := config.PodFromArgs(args.Args)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req := nodeapi.Request{Op: nodeapi.OpClaim, Attachment: inv.att, Pool: inv.conf.Pool,
 		Pod: nodeapi.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
@@ -77,14 +102,14 @@ func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi
 		req.Addresses = append(req.Addresses, ip.Addr)
 	}
 	if err := store.CheckDataDir(inv.conf.DataDir); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	had, err := nodeapi.HasIntent(inv.conf.DataDir, req.Attachment)
+	had, err = nodeapi.HasIntent(inv.conf.DataDir, req.Attachment)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := nodeapi.MarkIntent(inv.conf.DataDir, nodeapi.Marker{Attachment: req.Attachment, Pod: req.Pod}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	resp, conn, err := nodeapi.Client{Socket: nodeapi.SocketPath(inv.conf.DataDir)}.DoThenHold(req)
 	if err == nil {
@@ -95,10 +120,10 @@ func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (*nodeapi
 		if !had {
 			undoIntent(inv, err)
 		}
-		return nil, withSource(err, named)
+		return nil, had, withSource(err, named)
 	}
 	inv.log.Info("claimed", "pool", inv.conf.Pool, "addresses", fmt.Sprint(resp.Addresses))
-	return resp, nil
+	return resp, had, nil
 }
 
 // undoIntent takes back the intent of an attachment's first ADD that got

@@ -195,11 +195,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		return printResult(inv.conf)
 	}
-	container := inv.conf.ContainerAddrs()
-	if err := config.RefuseContainerAddrs(reqs, container); err != nil {
-		return cniError(err, nil)
-	}
-	if err := inv.conf.CheckFamilies(reqs, container); err != nil {
+	if err := inv.refuseLocally(reqs); err != nil {
 		return cniError(err, nil)
 	}
 	s := session(inv)
@@ -214,6 +210,17 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return cniError(err, reqs)
 	}
 	return printResult(inv.conf)
+}
+
+// refuseLocally refuses what no claim or pool could make right: an IP
+// that is the container's own, and a family the container cannot be
+// steered in.
+func (inv *invocation) refuseLocally(reqs []config.IP) error {
+	container := inv.conf.ContainerAddrs()
+	if err := config.RefuseContainerAddrs(reqs, container); err != nil {
+		return err
+	}
+	return inv.conf.CheckFamilies(reqs, container)
 }
 
 // checkNetNS refuses, before ADD or DEL changes anything, what skel refuses
