@@ -26,6 +26,29 @@ func recordPath(f *fixture, att Attachment) string {
 	return filepath.Join(f.stateDir(), "att", att.Key()+".json")
 }
 
+// fourHeld is a fixture where attA, attB and attD of net1 and attC of
+// net2 each hold an IP of their own.
+func fourHeld(t *testing.T) *fixture {
+	f := newFixture(t)
+	f.add(attA, v4a)
+	f.add(attB, v4b)
+	f.add(attD, v4c)
+	f.add(attC, v6b)
+	return f
+}
+
+// mustCarry fails unless the holder carries exactly the IPs marked true
+// of those in want.
+func mustCarry(t *testing.T, f *fixture, want map[netip.Addr]bool) {
+	t.Helper()
+	got := f.holderAddrs()
+	for ip, on := range want {
+		if slices.Contains(got, ip) != on {
+			t.Errorf("after GC the holder carries %v; %s on it should be %v", got, ip, on)
+		}
+	}
+}
+
 func mustExist(t *testing.T, path string, want bool) {
 	t.Helper()
 	if _, err := os.Stat(path); (err == nil) != want {
@@ -36,11 +59,7 @@ func mustExist(t *testing.T, path string, want bool) {
 func TestGCReleasesEveryStaleRecordItCanAndReconcilesPastOneItCannot(t *testing.T) {
 	for round := range gcRounds {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			f := newFixture(t)
-			f.add(attA, v4a)
-			f.add(attB, v4b)
-			f.add(attD, v4c)
-			f.add(attC, v6b)
+			f := fourHeld(t)
 			// attB's IP's index entry is corrupt: its release fails before
 			// it changes anything.
 			index := f.assigner().st.IPPath(v4b)
@@ -57,12 +76,7 @@ func TestGCReleasesEveryStaleRecordItCanAndReconcilesPastOneItCannot(t *testing.
 			mustExist(t, recordPath(f, attD), false)
 			mustExist(t, recordPath(f, attB), true)
 			mustExist(t, recordPath(f, attC), true)
-			got := f.holderAddrs()
-			for ip, want := range map[netip.Addr]bool{v4a: false, v4c: false, stray: false, v4b: true, v6b: true} {
-				if slices.Contains(got, ip) != want {
-					t.Errorf("after GC the holder carries %v; %s on it should be %v", got, ip, want)
-				}
-			}
+			mustCarry(t, f, map[netip.Addr]bool{v4a: false, v4c: false, stray: false, v4b: true, v6b: true})
 		})
 	}
 }
@@ -70,11 +84,7 @@ func TestGCReleasesEveryStaleRecordItCanAndReconcilesPastOneItCannot(t *testing.
 func TestGCReleasesTheStaleRecordsItCanReadBesideACorruptOne(t *testing.T) {
 	for round := range gcRounds {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			f := newFixture(t)
-			f.add(attA, v4a)
-			f.add(attB, v4b)
-			f.add(attD, v4c)
-			f.add(attC, v6b)
+			f := fourHeld(t)
 			corrupt := recordPath(f, attB)
 			if err := os.WriteFile(corrupt, []byte("{garbage"), 0o600); err != nil {
 				t.Fatal(err)
@@ -86,14 +96,9 @@ func TestGCReleasesTheStaleRecordsItCanReadBesideACorruptOne(t *testing.T) {
 			mustExist(t, recordPath(f, attA), false)
 			mustExist(t, recordPath(f, attD), false)
 			mustExist(t, recordPath(f, attC), true)
-			got := f.holderAddrs()
 			// What the unreadable record holds stays: the pod may still be
 			// there, and a reconcile without its record would take it away.
-			for ip, want := range map[netip.Addr]bool{v4a: false, v4c: false, v4b: true, v6b: true} {
-				if slices.Contains(got, ip) != want {
-					t.Errorf("after GC the holder carries %v; %s on it should be %v", got, ip, want)
-				}
-			}
+			mustCarry(t, f, map[netip.Addr]bool{v4a: false, v4c: false, v4b: true, v6b: true})
 		})
 	}
 }
