@@ -89,8 +89,8 @@ var heldOpen io.Closer
 
 // askClaims asks the node process to claim the IPs for the attachment,
 // having first recorded that it asked: a DEL then knows to release them,
-// whatever becomes of the answer.
-// had says that the attachment had asked before (a re-ADD).
+// whatever becomes of the answer. had says that the attachment had asked
+// before (a re-ADD).
 func askClaims(inv *invocation, args *skel.CmdArgs, named []config.IP) (resp *nodeapi.Response, had bool, err error) {
 	pod, err := config.PodFromArgs(args.Args)
 	if err != nil {

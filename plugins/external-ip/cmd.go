@@ -68,16 +68,16 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 
 // startAs is how a verb starts: ADD changes the host and refuses what
 // is wrong; a DEL releases what its record says, whatever the keys it does
-// not use and the log; the others read, and must not fail for the log.
+// not use and the log; GC, CHECK and STATUS must not fail for the log.
 type startAs struct {
 	load func([]byte) (*config.Config, []error, error)
 	log  func(*announce.PlanLog) (*slog.Logger, func(), error)
 }
 
 var (
-	forAdd   = startAs{load: loadAll, log: openLog}
-	forDel   = startAs{load: config.LoadForDel, log: logOrDiscard}
-	forReads = startAs{load: loadAll, log: logOrDiscard}
+	forAdd    = startAs{load: loadAll, log: openLog}
+	forDel    = startAs{load: config.LoadForDel, log: logOrDiscard}
+	forOthers = startAs{load: loadAll, log: logOrDiscard}
 )
 
 func loadAll(stdin []byte) (*config.Config, []error, error) {
@@ -283,7 +283,7 @@ func cmdDel(args *skel.CmdArgs) error {
 // a pool names none of the pool's IPs, so its record is checked all the
 // same, and must hold one of them.
 func cmdCheck(args *skel.CmdArgs) error {
-	inv, err := start(args, forReads)
+	inv, err := start(args, forOthers)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func sameIPs(want, held []netip.Addr) error {
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	inv, err := start(args, forReads)
+	inv, err := start(args, forOthers)
 	if err != nil {
 		return err
 	}
@@ -338,7 +338,7 @@ func cmdGC(args *skel.CmdArgs) error {
 }
 
 func cmdStatus(args *skel.CmdArgs) error {
-	inv, err := start(args, forReads)
+	inv, err := start(args, forOthers)
 	if err != nil {
 		return err
 	}
