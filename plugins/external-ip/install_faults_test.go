@@ -333,7 +333,9 @@ func TestUninstallWinsAgainstARunningWatch(t *testing.T) {
 		n.write(t, primary, podsList)
 		before := tree(t, n.conf)
 		w := startWatch(t, n)
-		if !until(5*time.Second, func() bool { return chained(primary) }) {
+		// The watch installs the binary first (tens of MB in the race
+		// build): on a loaded CI machine that took more than 5 s.
+		if !until(20*time.Second, func() bool { return chained(primary) }) {
 			t.Fatalf("try %d: the watch did not chain; stderr:\n%s", try, w.stderr)
 		}
 		stopRewrites := rewriteEvery(primary, podsList, 150*time.Millisecond)
