@@ -167,6 +167,24 @@ func TestAStandbyTakesOverAfterMissesInARowAndNotBefore(t *testing.T) {
 	}
 }
 
+// On a lossy LAN an active misses a check now and then; only misses in a
+// row mean it is gone, so an answer between them starts the count again.
+func TestMissesBrokenByAnAnswerNeverAddUpToATakeover(t *testing.T) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+	w, _ := newTestWatcher(t, m)
+	w.tick() // the first check
+	for round := range 20 {
+		for range DefaultMisses - 1 {
+			w.tick() // unanswered
+		}
+		w.seen(anUplink, heard{kind: claim, ip: ip4, mac: highMAC})
+		w.tick()
+		if len(m.moves) != 0 {
+			t.Fatalf("round %d of %d misses then an answer: moves %v, want none", round, DefaultMisses-1, m.moves)
+		}
+	}
+}
+
 func TestAGoodbyeFromTheActiveIsTakenOverAtOnceAndOneFromAnotherHostIsNot(t *testing.T) {
 	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
 	w, ports := newTestWatcher(t, m)
