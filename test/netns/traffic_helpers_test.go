@@ -282,12 +282,17 @@ func mustAsk(t *testing.T, what, path, network, ip, port, want, from string) {
 	}
 }
 
-// nftTable is `nft -j list table inet external-ip` in the node.
+// nftTable is `nft -j list table inet external-ip` in the node; "" only
+// when nft says the table does not exist, any other failure fails the test.
 func (w *world) nftTable() string {
 	w.t.Helper()
 	out, err := w.h.try("ip netns exec %s nft -j list table inet external-ip", w.h.name)
-	if err != nil {
+	switch {
+	case err == nil:
+		return out
+	case strings.Contains(out, "No such file or directory"):
 		return ""
 	}
-	return out
+	w.t.Fatalf("listing table inet external-ip: %v\n%s", err, out)
+	return ""
 }
