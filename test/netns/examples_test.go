@@ -45,13 +45,33 @@ var conflistExamples = map[string]exampleRequest{
 	"local-pool.conflist":            {via: "pool", pool: "web", ips: []string{"192.0.2.200", "2001:db8:1::200"}},
 }
 
-// exampleKeys are the keys an example may set on the external-ip entry
-// (README, "Network config keys"), so that a misspelt optional key, which the
-// plugin would silently ignore, fails here.
-var exampleKeys = []string{
-	"type", "name", "cniVersion", "capabilities", "device", "uplink", "externalIPs",
-	"allowedRanges", "podAnnotation", "announce", "conflictProbe", "dataDir",
-	"logFile", "logLevel", "lockTimeout", "traffic", "hold", "routeProtocol", "pools",
+// readmeKeys are the keys an example may set on the external-ip entry:
+// those of the README's "Config keys" table, and the entry's own (type,
+// name, cniVersion, args). A misspelt optional key, which the plugin would
+// silently ignore, fails here, and a key the README does not document is
+// not one a user can rely on.
+func readmeKeys(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(b), "\n## Config keys\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	keys := []string{"type", "name", "cniVersion", "args"}
+	for _, line := range strings.Split(table, "\n") {
+		cell, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, k := range strings.Split(cell, ", ") {
+			keys = append(keys, strings.Trim(k, "`"))
+		}
+	}
+	if !slices.Contains(keys, "allowedRanges") || !slices.Contains(keys, "logLevel") {
+		t.Fatalf("read keys %v from the README's Config keys table: the test reads the wrong place", keys)
+	}
+	return keys
 }
 
 func TestEveryConflistExampleRunsThroughLibcni(t *testing.T) {
@@ -215,8 +235,9 @@ func rewriteExample(t *testing.T, list *libcni.NetworkConfigList, req exampleReq
 			continue
 		}
 		ours++
+		keys := readmeKeys(t)
 		for k := range conf {
-			if !slices.Contains(exampleKeys, k) && k != "args" {
+			if !slices.Contains(keys, k) {
 				t.Errorf("plugins[%d]: key %q is not a config key of external-ip", i, k)
 			}
 		}
