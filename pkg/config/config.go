@@ -172,9 +172,9 @@ func load(stdin []byte, forDel bool) (*Config, []error, error) {
 	var ignored []error
 	if err := json.NewDecoder(bytes.NewReader(stdin)).Decode(raw); err != nil {
 		if !forDel || !elsewhereThanDelsKeys(stdin, err) {
-			return nil, nil, decodef("decoding network config: %v", err)
+			return nil, nil, decodeError(stdin, err)
 		}
-		ignored = append(ignored, decodef("decoding network config: %v", err))
+		ignored = append(ignored, decodeError(stdin, err))
 	}
 	c := &Config{
 		CNIVersion:       raw.CNIVersion,
