@@ -3,18 +3,20 @@
 #
 # A node namespace with an uplink (veth) to a LAN namespace, and two
 # container namespaces. Containers A and B both ask, through cnitool's
-# CAP_ARGS (runtimeConfig.externalIPs), for the external IP 192.0.2.100 on a
-# bridge + host-local + external-ip network, on a node with IPVS strictARP's
-# sysctls (arp_ignore 1, arp_announce 2). The demo shows, and checks, each
-# step: the IP held as a route through the holder device eip0 (route mode,
-# the default when traffic is steered) with a proxy ARP entry on the uplink
-# and its two holders, CHECK, the gratuitous ARP the LAN sees, the LAN
-# reaching the IP (the proxy entry answers whatever arp_ignore says), a LAN
-# client's connections to the IP reaching the containers (spread over A and
-# B) with its own address, A's outbound connection arriving from the IP, DEL
-# A (the IP stays), DEL B (the IP goes), and the same IP held as an address
-# (`"hold": "address"`) refused on this node. It exits non-zero as soon as a
-# step does not show what it should, and removes everything it made.
+# CAP_ARGS (runtimeConfig.externalIPs), for the external IPs 192.0.2.100
+# and 2001:db8::100 on a bridge + host-local + external-ip network, on a
+# node with IPVS strictARP's sysctls (arp_ignore 1, arp_announce 2). The
+# demo shows, and checks, each step: the IPs held as routes through the
+# holder device eip0 (route mode, the default when traffic is steered)
+# with proxy ARP and NDP entries on the uplink, and their two holders;
+# CHECK; the gratuitous ARP and unsolicited NA the LAN sees; the LAN
+# reaching both IPs (the proxy entry answers whatever arp_ignore says); a
+# LAN client's connections to the IP reaching the containers (spread over
+# A and B) with its own address; A's outbound connection arriving from the
+# IP; DEL A (the IPs stay), DEL B (they go); and the same IP held as an
+# address (`"hold": "address"`) refused on this node. It exits non-zero as
+# soon as a step does not show what it should, and removes everything it
+# made.
 #
 # Needs root, iproute2, iputils-ping, jq, netcat-openbsd and nft (tcpdump
 # optional): `make demo`
@@ -25,6 +27,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${BIN_DIR:-$ROOT/bin}
 
 EIP=192.0.2.100
+EIP6=2001:db8::100
 NET=eip-demo
 NODE=eipdemo-node
 LAN=eipdemo-lan
@@ -32,6 +35,10 @@ CTRA=eipdemo-ctra
 CTRB=eipdemo-ctrb
 NODE_IP=192.0.2.1
 LAN_IP=192.0.2.2
+# What cnitool passes as runtimeConfig: both IPs, one of each family.
+CAPS="{\"externalIPs\":[\"$EIP\",\"$EIP6\"]}"
+NODE_IP6=2001:db8::1
+LAN_IP6=2001:db8::2
 
 if [[ -t 1 ]]; then B=$'\e[1m' G=$'\e[32m' R=$'\e[31m' N=$'\e[0m'; else B='' G='' R='' N=''; fi
 heading() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
@@ -98,14 +105,19 @@ done
 ip -n "$NODE" link add uplink0 type veth peer name lan0 netns "$LAN"
 ip -n "$NODE" addr add "$NODE_IP/24" dev uplink0
 ip -n "$LAN" addr add "$LAN_IP/24" dev lan0
+ip -n "$NODE" addr add "$NODE_IP6/64" dev uplink0 nodad
+ip -n "$LAN" addr add "$LAN_IP6/64" dev lan0 nodad
 ip -n "$NODE" link set uplink0 up
 ip -n "$LAN" link set lan0 up
 NODE_MAC=$(ip -n "$NODE" -j link show uplink0 | jq -r '.[0].address')
 # What kube-proxy in IPVS mode with strictARP sets: the node answers ARP
 # only for addresses of the receiving interface, and announces only them.
 ip netns exec "$NODE" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
-say "node   $NODE: uplink0 $NODE_IP/24 (MAC $NODE_MAC), arp_ignore 1 and arp_announce 2 (IPVS strictARP)"
-say "LAN    $LAN: lan0 $LAN_IP/24, plays the other hosts on the segment"
+# Proxy NDP answers only on a router: a node that routes to its pods has
+# IPv6 forwarding on (the plugin reports it off, never turns it on).
+ip netns exec "$NODE" sysctl -qw net.ipv6.conf.all.forwarding=1
+say "node   $NODE: uplink0 $NODE_IP/24 and $NODE_IP6/64 (MAC $NODE_MAC), arp_ignore 1 and arp_announce 2 (IPVS strictARP)"
+say "LAN    $LAN: lan0 $LAN_IP/24 and $LAN_IP6/64, plays the other hosts on the segment"
 say "containers: $CTRA (A), $CTRB (B)"
 
 # ---------------------------------------------------------------------------
@@ -116,9 +128,10 @@ jq -n --arg net "$NET" --arg ipam "$WORK/ipam" --arg data "$DATA" --arg log "$WO
   plugins: [
     {type: "bridge", bridge: "cni-demo", isGateway: true, ipMasq: true, hairpinMode: true,
      ipam: {type: "host-local", dataDir: $ipam,
-            ranges: [[{subnet: "10.88.0.0/24"}]], routes: [{dst: "0.0.0.0/0"}]}},
+            ranges: [[{subnet: "10.88.0.0/24"}], [{subnet: "fd00:88::/64"}]],
+            routes: [{dst: "0.0.0.0/0"}, {dst: "::/0"}]}},
     {type: "external-ip",
-     allowedRanges: ["192.0.2.0/24"],
+     allowedRanges: ["192.0.2.0/24", "2001:db8::/64"],
      announce: {count: 3, interval: "1.1s"},
      dataDir: $data, logFile: $log,
      capabilities: {externalIPs: true}}
@@ -145,18 +158,22 @@ holders() {
 # on_eip0 IP: IP is held as a route through eip0 (protocol 200, the default
 # routeProtocol) with its proxy ARP entry on uplink0, and is no address.
 on_eip0() {
-  ip -n "$NODE" route show table main dev eip0 proto 200 2>/dev/null | grep -q "^$1 " &&
-    ip -n "$NODE" neigh show proxy dev uplink0 | grep -q "^$1 " &&
+  local f=-4
+  [[ $1 == *:* ]] && f=-6
+  ip "$f" -n "$NODE" route show table main dev eip0 proto 200 2>/dev/null | grep -q "^$1 " &&
+    ip "$f" -n "$NODE" neigh show proxy dev uplink0 | grep -q "^$1 " &&
     ! ip -n "$NODE" -o addr show 2>/dev/null | grep -q " $1/"
 }
 # gone IP: neither the route nor the proxy entry is there.
 gone() {
-  ! ip -n "$NODE" route show table main dev eip0 2>/dev/null | grep -q "^$1 " &&
-    ! ip -n "$NODE" neigh show proxy dev uplink0 | grep -q "^$1 "
+  local f=-4
+  [[ $1 == *:* ]] && f=-6
+  ! ip "$f" -n "$NODE" route show table main dev eip0 2>/dev/null | grep -q "^$1 " &&
+    ! ip "$f" -n "$NODE" neigh show proxy dev uplink0 | grep -q "^$1 "
 }
 show_route() {
-  cmd "ip -n $NODE route show dev eip0; ip -n $NODE neigh show proxy"
-  { ip -n "$NODE" route show dev eip0; ip -n "$NODE" neigh show proxy; } | indent
+  cmd "ip -n $NODE route show dev eip0; ip -n $NODE -6 route show dev eip0; ip -n $NODE neigh show proxy"
+  { ip -n "$NODE" route show dev eip0; ip -n "$NODE" -6 route show dev eip0; ip -n "$NODE" neigh show proxy; } | indent
 }
 
 show_holders() {
@@ -175,8 +192,8 @@ show_holders() {
 # add NAME NETNS: cnitool add, as a runtime on the node would run it.
 add() {
   local name=$1 ctr=$2 out
-  cmd "CAP_ARGS='{\"externalIPs\":[\"$EIP\"]}' ip netns exec $NODE cnitool add $NET /var/run/netns/$ctr"
-  out=$(CAP_ARGS="{\"externalIPs\":[\"$EIP\"]}" ip netns exec "$NODE" "$BIN/cnitool" add "$NET" "/var/run/netns/$ctr" 2>&1) ||
+  cmd "CAP_ARGS='$CAPS' ip netns exec $NODE cnitool add $NET /var/run/netns/$ctr"
+  out=$(CAP_ARGS="$CAPS" ip netns exec "$NODE" "$BIN/cnitool" add "$NET" "/var/run/netns/$ctr" 2>&1) ||
     fail "cnitool add for container $name: $out"
   added+=("$ctr")
   local addr
@@ -202,11 +219,12 @@ count_garp() {
   tcpdump -r "$WORK/lan.pcap" -n -e -ttttt 2>/dev/null >"$WORK/lan.txt" || true
   requests=$(grep -c "$NODE_MAC > ff:ff:ff:ff:ff:ff.*Request who-has $EIP tell $EIP," "$WORK/lan.txt" || true)
   replies=$(grep -c "$NODE_MAC > ff:ff:ff:ff:ff:ff.*Reply $EIP is-at $NODE_MAC" "$WORK/lan.txt" || true)
+  nas=$(grep -c "$NODE_MAC > 33:33:00:00:00:01.* > ff02::1: ICMP6, neighbor advertisement, tgt is $EIP6," "$WORK/lan.txt" || true)
 }
 
 capture=0
 if command -v tcpdump >/dev/null; then
-  ip netns exec "$LAN" tcpdump -i lan0 -n -U --immediate-mode -w "$WORK/lan.pcap" arp >/dev/null 2>"$WORK/tcpdump.err" &
+  ip netns exec "$LAN" tcpdump -i lan0 -n -U --immediate-mode -w "$WORK/lan.pcap" 'arp or icmp6' >/dev/null 2>"$WORK/tcpdump.err" &
   capture_pid=$!
   for _ in $(seq 50); do
     grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null && break
@@ -216,14 +234,16 @@ if command -v tcpdump >/dev/null; then
   capture=1
 fi
 
-heading "4. ADD container A, asking for $EIP"
+heading "4. ADD container A, asking for $EIP and $EIP6"
 add A "$CTRA"
-on_eip0 "$EIP" || fail "$EIP is not routed to eip0 with a proxy entry on uplink0 after ADD A"
+for ip in "$EIP" "$EIP6"; do
+  on_eip0 "$ip" || fail "$ip is not routed to eip0 with a proxy entry on uplink0 after ADD A"
+done
 n=$(holders "$EIP")
 [[ $n -eq 1 ]] || fail "$EIP has $n holders after ADD A, want 1"
-ok "$EIP is routed to eip0 (proto 200) and proxied on uplink0, held by 1 attachment"
+ok "$EIP and $EIP6 are routed to eip0 (proto 200) and proxied on uplink0 (ARP, NDP), held by 1 attachment"
 
-heading "5. ADD container B, asking for the same $EIP"
+heading "5. ADD container B, asking for the same $EIP and $EIP6"
 add B "$CTRB"
 added_b=$(date +%s.%N)
 on_eip0 "$EIP" || fail "$EIP is not routed to eip0 after ADD B"
@@ -236,21 +256,21 @@ ok "$EIP is routed to eip0 once, held by 2 attachments (A and B)"
 heading "6. CHECK both attachments"
 for pair in "A $CTRA" "B $CTRB"; do
   read -r name ctr <<<"$pair"
-  cmd "CAP_ARGS='{\"externalIPs\":[\"$EIP\"]}' ip netns exec $NODE cnitool check $NET /var/run/netns/$ctr"
-  out=$(CAP_ARGS="{\"externalIPs\":[\"$EIP\"]}" ip netns exec "$NODE" "$BIN/cnitool" check "$NET" "/var/run/netns/$ctr" 2>&1) ||
+  cmd "CAP_ARGS='$CAPS' ip netns exec $NODE cnitool check $NET /var/run/netns/$ctr"
+  out=$(CAP_ARGS="$CAPS" ip netns exec "$NODE" "$BIN/cnitool" check "$NET" "/var/run/netns/$ctr" 2>&1) ||
     fail "cnitool check for container $name: $out"
   ok "CHECK of container $name passed"
 done
 
 if ((capture)); then
-  heading "7. Gratuitous ARP the LAN saw during the ADDs (tcpdump on $LAN lan0)"
+  heading "7. Gratuitous ARP and unsolicited NA the LAN saw during the ADDs (tcpdump on $LAN lan0)"
   # The later rounds (3 rounds per ADD, 1.1 s apart) reach the wire after
   # ADD has returned: wait for them, at most 4 s after ADD B.
   want=6
   deadline=$(awk -v t="$added_b" 'BEGIN { printf "%.3f", t + 4 }')
   while :; do
     count_garp
-    ((requests >= want && replies >= want)) && break
+    ((requests >= want && replies >= want && nas >= want)) && break
     awk -v d="$deadline" -v now="$(date +%s.%N)" 'BEGIN { exit !(now > d) }' && break
     sleep 0.2
   done
@@ -258,20 +278,24 @@ if ((capture)); then
   wait "$capture_pid" 2>/dev/null || true
   capture_pid=
   count_garp
-  cmd "ip netns exec $LAN tcpdump -i lan0 -n -e arp   (time since the first frame)"
-  grep -E "who-has $EIP tell|Reply $EIP is-at" "$WORK/lan.txt" |
-    sed -E 's/^ +//; s/ethertype ARP \(0x0806\), length [0-9]+: //; s/, length [0-9]+$//' | indent
+  cmd "ip netns exec $LAN tcpdump -i lan0 -n -e 'arp or icmp6'   (time since the first frame)"
+  grep -E "who-has $EIP tell|Reply $EIP is-at|advertisement, tgt is $EIP6,|solicitation, who has $EIP6," "$WORK/lan.txt" |
+    sed -E 's/^ +//; s/ethertype (ARP|IPv6) \(0x[0-9a-f]+\), length [0-9]+: //; s/, length [0-9]+$//' | indent
   if grep -q "Request who-has $EIP tell 0.0.0.0" "$WORK/lan.txt"; then
-    say "(the frame from 0.0.0.0 is the conflict probe, RFC 5227: sent once, before $EIP is first taken)"
+    say "(the conflict probe, RFC 5227, sent once before $EIP is first taken: the question from 0.0.0.0, then"
+    say " the same from the node's own $NODE_IP, which a proxy ARP entry answers where a probe from 0.0.0.0 is not;"
+    say " for $EIP6, the neighbour solicitation from :: is its duplicate address detection)"
   fi
   ((requests >= want && replies >= want)) ||
     fail "the LAN saw $requests gratuitous ARP requests and $replies replies for $EIP from $NODE_MAC, want $want of each (3 rounds for each ADD)"
-  ok "$requests gratuitous requests and $replies replies, broadcast from the node's uplink0 $NODE_MAC: 3 rounds per ADD, 1.1 s apart, the first before ADD returned"
+  ((nas >= want)) ||
+    fail "the LAN saw $nas unsolicited neighbour advertisements for $EIP6 from $NODE_MAC, want $want (3 rounds for each ADD)"
+  ok "$requests gratuitous ARP requests and $replies replies, and $nas unsolicited NAs to ff02::1, from the node's uplink0 $NODE_MAC: 3 rounds per ADD, 1.1 s apart, the first before ADD returned"
 else
   heading "7. Gratuitous ARP (skipped: tcpdump is not installed; make deps installs it)"
 fi
 
-heading "8. The LAN reaches $EIP at the node's MAC"
+heading "8. The LAN reaches $EIP and $EIP6 at the node's MAC"
 cmd "ip netns exec $LAN ping -c1 -W2 $EIP"
 ip netns exec "$LAN" ping -c1 -W2 "$EIP" | indent || fail "the LAN cannot ping $EIP"
 cmd "ip -n $LAN neigh show $EIP"
@@ -279,6 +303,13 @@ ip -n "$LAN" neigh show "$EIP" | indent
 ip -n "$LAN" neigh show "$EIP" | grep -q "lladdr $NODE_MAC" ||
   fail "the LAN's neighbour cache does not map $EIP to the node's uplink MAC $NODE_MAC"
 ok "the LAN maps $EIP to $NODE_MAC (the node's uplink0): its proxy entry answered, although arp_ignore is 1"
+cmd "ip netns exec $LAN ping -6 -c1 -W2 $EIP6"
+ip netns exec "$LAN" ping -6 -c1 -W2 "$EIP6" | indent || fail "the LAN cannot ping $EIP6"
+cmd "ip -n $LAN neigh show $EIP6"
+ip -n "$LAN" neigh show "$EIP6" | indent
+ip -n "$LAN" neigh show "$EIP6" | grep -q "lladdr $NODE_MAC" ||
+  fail "the LAN's neighbour cache does not map $EIP6 to the node's uplink MAC $NODE_MAC"
+ok "the LAN maps $EIP6 to $NODE_MAC: the proxy NDP entry answered its neighbour solicitation"
 
 # listen NS PORT: one TCP connection's peer address, printed by nc -v, into
 # $WORK/seen.NS; the line "Connection received on ADDR PORT" names it.
@@ -299,8 +330,12 @@ seen() { # seen NS: the peer address nc reported, waiting up to 5 s
 }
 
 heading "9. Traffic: the LAN reaches the containers at $EIP, and A leaves from it"
-cmd "ip netns exec $NODE nft list table inet external-ip"
-ip netns exec "$NODE" nft list table inet external-ip | indent
+say "table inet external-ip, the parts that steer $EIP (the whole table: nft list table inet external-ip):"
+for part in "chain inet external-ip to-$EIP" "map inet external-ip sp-$EIP" "map inet external-ip snat4"; do
+  cmd "ip netns exec $NODE nft list $part"
+  ip netns exec "$NODE" nft list $part | grep -v -E '^(table|\}|\s*\}$)' | indent
+done
+say "(new flows to $EIP take turns over A and B; A's and B's flows out of uplink0 leave from $EIP)"
 say "servers: nc -l 8080 in A and in B; two connections from the LAN host to $EIP:8080"
 listen "$CTRA" 8080
 listen "$CTRB" 8080
@@ -332,11 +367,13 @@ ok "$EIP is still routed to eip0, held by 1 attachment"
 
 heading "11. DEL container B: nobody holds $EIP"
 del B "$CTRB"
-gone "$EIP" || fail "$EIP is still routed to eip0 or proxied after the last holder's DEL"
+for ip in "$EIP" "$EIP6"; do
+  gone "$ip" || fail "$ip is still routed to eip0 or proxied after the last holder's DEL"
+done
 n=$(holders "$EIP")
 [[ $n -eq 0 ]] || fail "$EIP has $n holders after DEL B, want 0"
 show_route
-ok "$EIP's route and proxy entry are gone"
+ok "the routes and proxy entries of $EIP and $EIP6 are gone"
 if ip netns exec "$NODE" nft list table inet external-ip | grep -q "$EIP"; then
   fail "table inet external-ip still steers $EIP after the last DEL"
 fi
