@@ -6,9 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-
-	"golang.org/x/net/bpf"
-	"golang.org/x/sys/unix"
 )
 
 // LookUplink is the uplink named name as it is now, for the node process,
@@ -29,31 +26,3 @@ func LookUplink(name string) (Uplink, error) {
 // conflict probe's second question, and a standby's checks), the zero
 // Addr when it has none.
 func AskFrom(up Uplink, ip netip.Addr) (netip.Addr, error) { return uplinkIPv4(up, ip) }
-
-// Incoming is a socket filter for the node process's listeners: it drops
-// the frames this node sends (PACKET_OUTGOING), then runs rest (nil:
-// pass).
-func Incoming(rest []bpf.Instruction) []bpf.Instruction {
-	if rest == nil {
-		rest = []bpf.Instruction{bpf.RetConstant{Val: 0xffff}}
-	}
-	return append([]bpf.Instruction{
-		bpf.LoadExtension{Num: bpf.ExtType},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: packetOutgoing, SkipTrue: 1},
-		bpf.RetConstant{Val: 0},
-	}, rest...)
-}
-
-// ICMPv6Types passes IPv6 frames carrying ICMPv6 (no extension header,
-// as neighbour discovery never has) of a type from lo to hi.
-func ICMPv6Types(lo, hi uint32) []bpf.Instruction {
-	return []bpf.Instruction{
-		bpf.LoadAbsolute{Off: ip6NextOff, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_ICMPV6, SkipTrue: 4},
-		bpf.LoadAbsolute{Off: icmpOff, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpLessThan, Val: lo, SkipTrue: 2},
-		bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: hi, SkipTrue: 1},
-		bpf.RetConstant{Val: 0xffff},
-		bpf.RetConstant{Val: 0},
-	}
-}

@@ -21,16 +21,15 @@ import (
 // ICMPv6. The filters and parsers see untagged frames: AF_PACKET hands VLAN
 // tags over out of band.
 const (
-	ethLen         = 14
-	arpLen         = 28
-	arpOpOff       = ethLen + 6
-	arpSPAOff      = ethLen + 14
-	arpTPAOff      = ethLen + 24
-	ip6Len         = 40
-	ip6NextOff     = ethLen + 6
-	icmpOff        = ethLen + ip6Len
-	ndTargetOff    = icmpOff + 8 // type, code, checksum, then 4 bytes of flags or reserved
-	packetOutgoing = unix.PACKET_OUTGOING
+	ethLen      = 14
+	arpLen      = 28
+	arpOpOff    = ethLen + 6
+	arpSPAOff   = ethLen + 14
+	arpTPAOff   = ethLen + 24
+	ip6Len      = 40
+	ip6NextOff  = ethLen + 6
+	icmpOff     = ethLen + ip6Len
+	ndTargetOff = icmpOff + 8 // type, code, checksum, then 4 bytes of flags or reserved
 )
 
 // probe asks the uplink's LAN whether another host already uses ip, waiting
@@ -59,8 +58,9 @@ const (
 // running external-ip (the plugin sets it) and 0.8 s by the kernel's
 // default: wait must exceed the delay of the proxies it is to see.
 //
-// A BPF filter on the socket passes only frames about ip, so a busy LAN
-// costs the wait nothing.
+// A BPF filter on the socket passes only frames about ip that the uplink's
+// own LAN sent to this node (see Incoming), so a busy LAN costs the wait
+// nothing and a host of another VLAN is no conflict.
 func probe(open Sockets, up Uplink, ip, from netip.Addr, wait time.Duration) (net.HardwareAddr, Conn, error) {
 	q, err := newQuestion(up, ip, from)
 	if err != nil {
@@ -94,11 +94,11 @@ func newQuestion(up Uplink, ip, from netip.Addr) (question, error) {
 	var err error
 	switch {
 	case ip.Is4():
-		q.proto, q.filter = unix.ETH_P_ARP, arpFilter(ip)
+		q.proto, q.filter = unix.ETH_P_ARP, Incoming(up, arpAbout(ip))
 		q.frames, err = arpQuestions(up.MAC, ip, from)
 		q.claim = func(f []byte) net.HardwareAddr { return arpClaim(f, up.MAC, ip) }
 	case ip.Is6() && !ip.Is4In6() && ip.Zone() == "":
-		q.proto, q.filter = unix.ETH_P_IPV6, ndFilter(ip)
+		q.proto, q.filter = unix.ETH_P_IPV6, Incoming(up, ndAbout(ip))
 		var f []byte
 		f, err = dadSolicitation(up.MAC, ip)
 		q.frames = [][]byte{f}
@@ -244,47 +244,6 @@ func dadSolicitation(mac net.HardwareAddr, ip netip.Addr) ([]byte, error) {
 	b = append(b, src.AsSlice()...)
 	b = append(b, g[:]...)
 	return append(b, icmp...), nil
-}
-
-// arpFilter passes received ARP frames whose sender IP or target IP is ip:
-// answers and others' probes. arpClaim decides.
-func arpFilter(ip netip.Addr) []bpf.Instruction {
-	v := binary.BigEndian.Uint32(ip.AsSlice())
-	return []bpf.Instruction{
-		bpf.LoadExtension{Num: bpf.ExtType},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: packetOutgoing, SkipTrue: 4},
-		bpf.LoadAbsolute{Off: arpSPAOff, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: 3},
-		bpf.LoadAbsolute{Off: arpTPAOff, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: 1},
-		bpf.RetConstant{Val: 0},
-		bpf.RetConstant{Val: 0xffff},
-	}
-}
-
-// ndFilter passes received ICMPv6 neighbour solicitations and advertisements
-// (with no extension headers: neighbour discovery never uses them) whose
-// target is ip. ndClaim decides.
-func ndFilter(ip netip.Addr) []bpf.Instruction {
-	// Every failed test jumps to the last instruction, the drop.
-	const size = 17
-	var prog []bpf.Instruction
-	dropIf := func(cond bpf.JumpTest, val uint32) {
-		prog = append(prog, bpf.JumpIf{Cond: cond, Val: val, SkipTrue: uint8(size - 2 - len(prog))})
-	}
-	prog = append(prog, bpf.LoadExtension{Num: bpf.ExtType})
-	dropIf(bpf.JumpEqual, packetOutgoing)
-	prog = append(prog, bpf.LoadAbsolute{Off: ip6NextOff, Size: 1})
-	dropIf(bpf.JumpNotEqual, unix.IPPROTO_ICMPV6)
-	prog = append(prog, bpf.LoadAbsolute{Off: icmpOff, Size: 1})
-	dropIf(bpf.JumpLessThan, ipv6TypeNS)
-	dropIf(bpf.JumpGreaterThan, ipv6TypeNA)
-	t := ip.As16()
-	for i := 0; i < 16; i += 4 {
-		prog = append(prog, bpf.LoadAbsolute{Off: uint32(ndTargetOff + i), Size: 4})
-		dropIf(bpf.JumpNotEqual, binary.BigEndian.Uint32(t[i:]))
-	}
-	return append(prog, bpf.RetConstant{Val: 0xffff}, bpf.RetConstant{Val: 0})
 }
 
 // ICMPv6 types of neighbour solicitation and advertisement (RFC 4861).

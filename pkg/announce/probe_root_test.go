@@ -276,6 +276,53 @@ func lanProbe(t *testing.T, mac net.HardwareAddr, addr netip.Addr) ([]byte, int)
 	return f, unix.ETH_P_IPV6
 }
 
+// TestProbeIgnoresAClaimOnAnotherVLAN: a host on VLAN 200 of a trunk
+// uplink (no VLAN device for 200 on the node, so the kernel delivers the
+// frame untagged as PACKET_OTHERHOST) uses the same IP in another L2
+// domain. The node's untagged LAN has nobody on it: the probe must not
+// refuse the IP.
+func TestProbeIgnoresAClaimOnAnotherVLAN(t *testing.T) {
+	for _, addr := range probeIPs {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := newLink(t)
+			frame, proto := lanClaim(t, l.lanMAC(t), addr)
+			frame = tagged(frame, 200)
+			c := l.lanSender(t, proto)
+			got := l.probeWhileSending(t, addr, probeWait, func() {
+				if _, err := c.WriteTo(frame, &packet.Addr{HardwareAddr: frame[:6]}); err != nil {
+					t.Errorf("sending: %v", err)
+				}
+			})
+			if got != nil {
+				t.Errorf("probe(%s) = %s: it took a frame of VLAN 200, another LAN, for a conflict on the untagged uplink", addr, got)
+			}
+		})
+	}
+}
+
+// lanClaim is the frame in which the LAN host claims addr, and its
+// protocol: its gratuitous ARP reply, or an unsolicited NA to all nodes.
+func lanClaim(t *testing.T, mac net.HardwareAddr, addr netip.Addr) ([]byte, int) {
+	t.Helper()
+	if addr.Is4() {
+		fs, err := GratuitousARP(mac, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs[1], unix.ETH_P_ARP
+	}
+	na, err := UnsolicitedNA(mac, addr, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The checksum is left zero: ndp.ParseMessage does not check it.
+	f := append([]byte{0x33, 0x33, 0, 0, 0, 1}, mac...)
+	f = append(f, 0x86, 0xdd, 0x60, 0, 0, 0, 0, byte(len(na)), unix.IPPROTO_ICMPV6, 255)
+	f = append(f, netip.MustParseAddr("fe80::99").AsSlice()...)
+	f = append(f, netip.IPv6LinkLocalAllNodes().AsSlice()...)
+	return append(f, na...), unix.ETH_P_IPV6
+}
+
 // TestProbeHearsAnAnswerThatCameInTimeButWasReadLate stands for a probe
 // descheduled past its window on a loaded node: the LAN host's answer is
 // queued in time, but Go fails a read whose deadline has passed without

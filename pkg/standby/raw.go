@@ -31,8 +31,10 @@ func (RawPorts) Up(uplink string) bool {
 }
 
 // Open opens two packet sockets on the uplink, one for ARP and one for
-// ICMPv6 neighbour discovery, each filtered in the kernel to incoming
-// frames of its kind, and reads what the checks ask from.
+// ICMPv6 neighbour discovery, each filtered in the kernel to frames of its
+// kind that the uplink's own LAN sent to this node (announce.Incoming: a
+// host of another VLAN answering for the IP must not look like the
+// active), and reads what the checks ask from.
 func (RawPorts) Open(uplink string) (Conn, From, error) {
 	up, f, err := from(uplink)
 	if err != nil {
@@ -43,7 +45,7 @@ func (RawPorts) Open(uplink string) (Conn, From, error) {
 	for _, s := range []struct {
 		proto  int
 		filter []bpf.Instruction
-	}{{unix.ETH_P_ARP, announce.Incoming(nil)}, {unix.ETH_P_IPV6, announce.Incoming(announce.ICMPv6Types(135, 136))}} {
+	}{{unix.ETH_P_ARP, announce.Incoming(up, nil)}, {unix.ETH_P_IPV6, announce.Incoming(up, announce.ICMPv6Types(135, 136))}} {
 		raw, err := bpf.Assemble(s.filter)
 		if err != nil {
 			c.Close()

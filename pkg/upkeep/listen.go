@@ -29,16 +29,17 @@ type frame struct {
 }
 
 // listenRaw opens two packet sockets on the uplink: one for ARP and one
-// for ICMPv6 neighbour advertisements, each with a filter that drops the
-// node's own outgoing frames (and, for IPv6, everything that is not an
-// NA), so that the kernel hands us only what may be a claim.
+// for ICMPv6 neighbour advertisements, each with a filter that passes
+// only what the uplink's own LAN sent to this node (announce.Incoming: not
+// the node's own frames, nor another VLAN's) and, for IPv6, only NAs, so
+// that the kernel hands us only what may be a claim.
 func listenRaw(up announce.Uplink) ([]FrameConn, error) {
 	ifi := &net.Interface{Index: up.Index, Name: up.Name, HardwareAddr: up.MAC}
 	var conns []FrameConn
 	for _, s := range []struct {
 		proto  int
 		filter []bpf.Instruction
-	}{{unix.ETH_P_ARP, announce.Incoming(nil)}, {unix.ETH_P_IPV6, announce.Incoming(announce.ICMPv6Types(136, 136))}} {
+	}{{unix.ETH_P_ARP, announce.Incoming(up, nil)}, {unix.ETH_P_IPV6, announce.Incoming(up, announce.ICMPv6Types(136, 136))}} {
 		raw, err := bpf.Assemble(s.filter)
 		if err != nil {
 			closeAll(conns)
