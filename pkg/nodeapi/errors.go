@@ -20,6 +20,9 @@ var (
 	// ErrFiles: a file under dataDir/claims could not be read or written
 	// (CNI code 5).
 	ErrFiles = errors.New("claims state error")
+	// ErrNotAccepting: the node socket can no longer accept (Serve's
+	// error); the node process must be started anew to listen again.
+	ErrNotAccepting = errors.New("node socket not accepting")
 )
 
 func errorf(kind error, format string, args ...any) error {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -48,21 +49,58 @@ func Listen(dataDir string) (net.Listener, error) {
 }
 
 // Serve answers each connection's one request with h until ctx ends, and
-// waits for the calls under way.
-func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) {
+// waits for the calls under way. It returns nil once ctx has ended, or the
+// error that left the listener unable to accept: the caller must make that
+// seen (the node process exits, to be started anew), since a listener
+// left open but never accepting makes every plugin that asks wait out its
+// timeout.
+func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) error {
 	context.AfterFunc(ctx, func() { l.Close() })
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var pause time.Duration
 	for {
 		conn, err := l.Accept()
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				log.Error("node socket: accept", "error", err)
-			}
-			return
+		if err == nil {
+			pause = 0
+			wg.Go(func() { serveOne(ctx, conn, h, log) })
+			continue
 		}
-		wg.Go(func() { serveOne(ctx, conn, h, log) })
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !shortOfResources(err) {
+			return fmt.Errorf("%w: accept: %w", ErrNotAccepting, err)
+		}
+		pause = nextPause(pause)
+		log.Warn("node socket: accept failed; retrying", "error", err, "in", pause.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
 	}
+}
+
+// shortOfResources tells the accept errors that last only while the
+// process or the kernel is short of file descriptors or memory (a burst of
+// ADDs, each holding its connection until it is over): net/http's Server
+// retries them after a pause, and so does Serve. Go's accept already
+// retries an interrupted call and a connection aborted in the backlog.
+func shortOfResources(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextPause doubles the pause after each failed accept in a row, from 5 ms
+// up to a second, as net/http's Server does: soon enough once a
+// descriptor is free, and no busy loop while none is.
+func nextPause(p time.Duration) time.Duration {
+	return min(max(2*p, 5*time.Millisecond), time.Second)
 }
 
 func serveOne(ctx context.Context, conn net.Conn, h Handler, log *slog.Logger) {

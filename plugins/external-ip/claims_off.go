@@ -16,7 +16,7 @@ import (
 // own build, which every CNI call starts, must not link client-go).
 const claimsBuilt = false
 
-func startClaims(_ context.Context, _ *sync.WaitGroup, f *claimFlags, _ string, _ upkeep.Recorder, _ *slog.Logger) (standby.Claims, error) {
+func startClaims(_ context.Context, _ context.CancelCauseFunc, _ *sync.WaitGroup, f *claimFlags, _ string, _ upkeep.Recorder, _ *slog.Logger) (standby.Claims, error) {
 	if f.nodeName == "" {
 		return nil, nil
 	}

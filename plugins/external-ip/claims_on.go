@@ -27,8 +27,9 @@ const claimsBuilt = true
 // startClaims serves the plugin's claims on dataDir's socket until ctx
 // ends, with the API server of kubeconfig ("": the pod's own account),
 // and returns them as the standby watch's Claims (nil when it serves
-// none).
-func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir string, rec upkeep.Recorder, log *slog.Logger) (standby.Claims, error) {
+// none). A socket that can no longer accept goes to fail, which ends the
+// process: a new one listens anew.
+func startClaims(ctx context.Context, fail context.CancelCauseFunc, wg *sync.WaitGroup, f *claimFlags, dataDir string, rec upkeep.Recorder, log *slog.Logger) (standby.Claims, error) {
 	if f.nodeName == "" {
 		return nil, nil
 	}
@@ -60,7 +61,12 @@ func startClaims(ctx context.Context, wg *sync.WaitGroup, f *claimFlags, dataDir
 			log.Error("claims stopped", "error", err)
 		}
 	})
-	wg.Go(func() { nodeapi.Serve(ctx, l, claims.Answering(node), log) })
+	wg.Go(func() {
+		if err := nodeapi.Serve(ctx, l, claims.Answering(node), log); err != nil {
+			log.Error("the node socket stopped accepting; the node process restarts to serve it anew", "error", err)
+			fail(err)
+		}
+	})
 	log.Info("serving claims", "node", f.nodeName, "socket", l.Addr().String(), "namespace", f.namespace)
 	return claims.NewStandby(ctx, node), nil
 }

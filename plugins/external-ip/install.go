@@ -17,6 +17,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/install"
+	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/standby"
 	"github.com/external-ip/external-ip/pkg/upkeep"
 )
@@ -229,7 +230,7 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	claimed, err := startClaims(ctx, &wg, &f.claims, f.dataDir, rec, log)
+	claimed, err := startClaims(ctx, restart, &wg, &f.claims, f.dataDir, rec, log)
 	if err != nil {
 		stop()
 		wg.Wait()
@@ -261,7 +262,7 @@ func (f *installFlags) runWatch(in *install.Installer, log *slog.Logger) error {
 	stop()
 	wg.Wait()
 	log.Info("stopping; external-ip stays installed (external-ip uninstall removes it)")
-	if cause := context.Cause(ctx); errors.Is(cause, errDataDirMoved) {
+	if cause := context.Cause(ctx); errors.Is(cause, errDataDirMoved) || errors.Is(cause, nodeapi.ErrNotAccepting) {
 		return cause // exit non-zero: the DaemonSet starts the process again
 	}
 	return err
