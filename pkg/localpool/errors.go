@@ -18,6 +18,10 @@ var (
 	// one's lock; the plugin chooses again, and past its tries says try
 	// again later (CNI code 11).
 	ErrTaken = errors.New("taken meanwhile")
+	// ErrInUse: another host on the LAN answered the conflict probe for an
+	// IP given from the pool; the plugin passes over it and chooses again,
+	// and past its tries refuses as for any conflict (its code 103).
+	ErrInUse = errors.New("in use on the LAN")
 )
 
 func errorf(kind error, format string, args ...any) error {

@@ -70,26 +70,40 @@ func TestPickGivesTheFirstFreeIPOfEachFamilyAndKeepsARecordsOwn(t *testing.T) {
 	both := []iprange.Family{iprange.IPv4, iprange.IPv6}
 	st := state{}
 	got, err := Pick(st, "a", p, both, nil)
-	if err != nil || !slices.Equal(got, addrs("192.0.2.1", "2001:db8::1")) {
-		t.Fatalf("empty pool: %v %v; want the first IP of each family (a /30 gives neither its network nor its broadcast)", got, err)
+	if err != nil || !slices.Equal(got.IPs, addrs("192.0.2.1", "2001:db8::1")) || !slices.Equal(got.Given, got.IPs) {
+		t.Fatalf("empty pool: %+v %v; want the first IP of each family given (a /30 gives neither its network nor its broadcast)", got, err)
 	}
 	st.hold("a", "network n", "192.0.2.1", "2001:db8::1")
 	got, err = Pick(st, "b", p, both, func(ip netip.Addr) bool { return ip == netip.MustParseAddr("2001:db8::2") })
 	if !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "pool web has no free IPv6 address (1 of 2 held)") {
-		t.Fatalf("second ADD with ::2 skipped: %v %v; want IPv6 exhausted, one line naming the pool and the count", got, err)
+		t.Fatalf("second ADD with ::2 skipped: %+v %v; want IPv6 exhausted, one line naming the pool and the count", got, err)
 	}
 	got, err = Pick(st, "b", p, []iprange.Family{iprange.IPv4}, nil)
-	if err != nil || !slices.Equal(got, addrs("192.0.2.2")) {
-		t.Fatalf("second ADD, IPv4 only: %v %v; want 192.0.2.2", got, err)
+	if err != nil || !slices.Equal(got.IPs, addrs("192.0.2.2")) {
+		t.Fatalf("second ADD, IPv4 only: %+v %v; want 192.0.2.2", got, err)
 	}
 	got, err = Pick(st, "a", p, both, nil)
-	if err != nil || !slices.Equal(got, addrs("192.0.2.1", "2001:db8::1")) {
-		t.Fatalf("re-ADD: %v %v; want what the record owns", got, err)
+	if err != nil || !slices.Equal(got.IPs, addrs("192.0.2.1", "2001:db8::1")) || got.Given != nil {
+		t.Fatalf("re-ADD: %+v %v; want what the record owns, kept, none given", got, err)
 	}
-	st.hold("c", "network n", "192.0.2.1") // now shared within the owner
-	got, err = Pick(st, "a", p, []iprange.Family{iprange.IPv4}, nil)
-	if err != nil || !slices.Equal(got, addrs("192.0.2.2")) {
-		t.Fatalf("re-ADD of an IP now shared: %v %v; want a free one, a pool IP is held alone", got, err)
+}
+
+// TestAReADDKeepsAPoolIPASiblingShares: another attachment of the owner
+// named the IP and shares it, as the rules allow; the attachment the pool
+// gave it to keeps it on a re-ADD, and it is no fresh gift, so that Check
+// lets the sibling go on sharing it.
+func TestAReADDKeepsAPoolIPASiblingShares(t *testing.T) {
+	p := pool(t, "192.0.2.0/30")
+	st := state{}
+	st.hold("a", "network n", "192.0.2.1")
+	st.hold("c", "network n", "192.0.2.1")
+	got, err := Pick(st, "a", p, []iprange.Family{iprange.IPv4}, nil)
+	if err != nil || !slices.Equal(got.IPs, addrs("192.0.2.1")) || got.Given != nil {
+		t.Fatalf("re-ADD of an IP a sibling shares: %+v %v; want 192.0.2.1 kept, none given", got, err)
+	}
+	r := Rules{Owner: "network n", InPool: func(netip.Addr) string { return "web" }, Given: got.Given}
+	if err := r.Check(st, "a", got.IPs); err != nil {
+		t.Errorf("Check of the kept IP: %v", err)
 	}
 }
 
@@ -98,7 +112,7 @@ func TestAHugePoolIsPickedFromWithoutWalkingIt(t *testing.T) {
 	st := state{}
 	st.hold("x", "network n", "2001:db8::1", "2001:db8::2")
 	got, err := Pick(st, "a", p, []iprange.Family{iprange.IPv6}, nil)
-	if err != nil || !slices.Equal(got, addrs("2001:db8::3")) {
+	if err != nil || !slices.Equal(got.IPs, addrs("2001:db8::3")) {
 		t.Fatalf("%v %v; want 2001:db8::3", got, err)
 	}
 }

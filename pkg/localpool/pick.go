@@ -14,42 +14,52 @@ type Pool struct {
 	Ranges iprange.Ranges
 }
 
+// Picked is what Pick chose: one IP of each family asked, in their order,
+// and which of them are given afresh, which no other attachment may hold
+// (Rules.Given); the others the attachment's record already owned (a
+// re-ADD keeps what it was given).
+type Picked struct {
+	IPs, Given []netip.Addr
+}
+
 // Pick chooses one IP of each family in fams for the attachment with key:
-// the one its record already owns in the pool and holds alone (a re-ADD
-// keeps what it was given), else the first IP of the pool that nobody
-// holds and skip (the container's own addresses) does not refuse. It
-// reads the state once and changes nothing: the ADD's Check, under its
-// own lock, finds out whether another ADD took the IP meanwhile.
-func Pick(st store.Reader, key string, p Pool, fams []iprange.Family, skip func(netip.Addr) bool) ([]netip.Addr, error) {
+// the one its record already owns in the pool and holds, shared or not
+// (a sibling of its owner may name it, and the attachment keeps it),
+// else the first IP of the pool that nobody holds and skip (the
+// container's own addresses, IPs other hosts answered for) does not
+// refuse. It reads the state once and changes nothing: the ADD's Check,
+// under its own lock, finds out whether another ADD took the IP meanwhile.
+func Pick(st store.Reader, key string, p Pool, fams []iprange.Family, skip func(netip.Addr) bool) (Picked, error) {
 	kept, err := keptIPs(st, key, p)
 	if err != nil {
-		return nil, err
+		return Picked{}, err
 	}
 	indexed, err := st.Indexed()
 	if err != nil {
-		return nil, err
+		return Picked{}, err
 	}
 	held := make(map[netip.Addr]bool, len(indexed))
 	for _, ip := range indexed {
 		held[ip] = true
 	}
-	out := make([]netip.Addr, 0, len(fams))
+	var out Picked
 	for _, f := range fams {
 		if i := slices.IndexFunc(kept, func(ip netip.Addr) bool { return iprange.FamilyOf(ip) == f }); i >= 0 {
-			out = append(out, kept[i])
+			out.IPs = append(out.IPs, kept[i])
 			continue
 		}
 		ip, ok := firstFree(p.Ranges, f, held, skip)
 		if !ok {
-			return nil, exhausted(p, f, held)
+			return Picked{}, exhausted(p, f, held)
 		}
-		out = append(out, ip)
+		out.IPs, out.Given = append(out.IPs, ip), append(out.Given, ip)
 	}
 	return out, nil
 }
 
 // keptIPs are the IPs of the pool that the attachment's record owns and
-// that no other attachment holds.
+// that it holds: others holding them too are siblings of its owner, which
+// Rules.Check saw when they joined.
 func keptIPs(st store.Reader, key string, p Pool) ([]netip.Addr, error) {
 	rec, err := st.ReadRecord(key)
 	if err != nil || rec == nil {
@@ -64,7 +74,7 @@ func keptIPs(st store.Reader, key string, p Pool) ([]netip.Addr, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(e.Holders) == 1 && e.Holders[0] == key {
+		if slices.Contains(e.Holders, key) {
 			out = append(out, ip)
 		}
 	}

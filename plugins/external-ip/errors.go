@@ -46,6 +46,7 @@ var codes = []struct {
 	{localpool.ErrExhausted, codeExhausted},
 	{localpool.ErrOwned, types.ErrInvalidNetworkConfig},
 	{localpool.ErrTaken, types.ErrTryAgainLater},
+	{localpool.ErrInUse, codeConflict},
 }
 
 // cniError turns err into the CNI error the runtime prints. An error about

@@ -2,12 +2,16 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 
+	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/errkind"
@@ -98,11 +102,17 @@ func (inv *invocation) ownerRules(args *skel.CmdArgs) error {
 	return nil
 }
 
+// conflictTries bounds how many IPs of a pool an ADD passes over because
+// other hosts on the LAN answered the conflict probe for them: each costs
+// a probe window, and a pool with more such IPs is a LAN to fix, not one
+// to search.
+const conflictTries = 8
+
 // add holds reqs and, when the ADD asks a pool of the config, a free IP of
 // each family the pool gives: chosen from the state, then checked and held
 // under the assigner's lock in one journaled change, and chosen again when
-// another ADD took it meanwhile. It returns everything the ADD asked to
-// hold, for the messages.
+// another ADD took it meanwhile or another host on the LAN uses it. It
+// returns everything the ADD asked to hold, for the messages.
 func (inv *invocation) add(reqs []config.IP, ask *poolAsk, ann assigner.Announcer) ([]config.IP, error) {
 	if ask == nil {
 		_, err := inv.as.Add(inv.att, addrs(reqs), ann)
@@ -112,17 +122,94 @@ func (inv *invocation) add(reqs []config.IP, ask *poolAsk, ann assigner.Announce
 	if err != nil {
 		return reqs, err
 	}
+	lan := &lanUsed{Announcer: ann, rules: inv.rules, pool: ask.Name}
 	for try := 1; ; try++ {
-		all, err := ask.pick(inv, reqs, fams)
+		all, err := ask.pick(inv, reqs, fams, lan.answered)
 		if err == nil {
-			_, err = inv.as.Add(inv.att, addrs(all), ann)
+			_, err = inv.as.Add(inv.att, addrs(all), lan)
 		}
-		if !errors.Is(err, localpool.ErrTaken) || try == pickTries {
-			return all, err
+		switch {
+		case try == pickTries:
+			return all, lan.explain(err)
+		case errors.Is(err, localpool.ErrInUse) && lan.count() < conflictTries:
+			inv.log.Warn("another host on the LAN uses a pool IP; passing over it", "pool", ask.Name, "error", err)
+		case errors.Is(err, localpool.ErrTaken):
+			inv.log.Info("pool IP taken meanwhile; choosing again", "pool", ask.Name, "error", err)
+		default:
+			return all, lan.explain(err)
 		}
-		inv.log.Info("pool IP taken meanwhile; choosing again", "pool", ask.Name, "error", err)
 	}
 }
+
+// lanUsed is an ADD's Announcer while it draws from a pool: a probe
+// answered for an IP the pool gave afresh refuses the ADD with
+// localpool.ErrInUse, for add to pass over that IP, and never with the
+// conflict that a network that stands by holds in standby: a pool gives an
+// IP to one attachment, and a host answering for it holds it for no
+// sibling of this one. The IPs passed over are remembered for this ADD's
+// choices only: the next ADD probes them again, so an IP comes back as
+// soon as the host that used it lets it go.
+type lanUsed struct {
+	assigner.Announcer
+	rules *localpool.Rules
+	pool  string
+	// Probes run concurrently.
+	mu  sync.Mutex
+	ips []netip.Addr
+	who []string
+}
+
+func (l *lanUsed) Probe(t announce.Target, wait time.Duration) error {
+	err := l.Announcer.Probe(t, wait)
+	var answered *announce.Answered
+	if !slices.Contains(l.rules.Given, t.Addr) || !errors.As(err, &answered) {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ips = append(l.ips, t.Addr)
+	l.who = append(l.who, fmt.Sprintf("%s (by %s)", t.Addr, answered.MAC))
+	// Not wrapping err: its conflict would hold the IP in standby.
+	return errkind.Errorf(localpool.ErrInUse, "%s: given from pool %s, but another host (%s) answered the conflict probe for it on %s",
+		t.Addr, l.pool, answered.MAC, t.Uplink.Name)
+}
+
+// count is how many IPs this ADD passed over.
+func (l *lanUsed) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ips)
+}
+
+// answered says whether another host answered for ip during this ADD.
+func (l *lanUsed) answered(ip netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.ips, ip)
+}
+
+// explain is the ADD's last error, saying which IPs it passed over and
+// why, when it passed over any: the user must free them or leave them out.
+func (l *lanUsed) explain(err error) error {
+	if err == nil || len(l.who) == 0 {
+		return err
+	}
+	used := strings.Join(l.who, ", ")
+	if errors.Is(err, localpool.ErrInUse) {
+		return errkind.Errorf(localpool.ErrInUse, "pool %s: other hosts on the LAN answered the conflict probe for every IP tried: %s; free them on those hosts, or take them out of the pool",
+			l.pool, used)
+	}
+	return noted{err, "passed over, as other hosts on the LAN use them: " + used}
+}
+
+// noted is an error with a note after its message, of the error's kinds.
+type noted struct {
+	error
+	note string
+}
+
+func (n noted) Error() string { return n.error.Error() + "; " + n.note }
+func (n noted) Unwrap() error { return n.error }
 
 // families are those the pool gives; when the ADD steers, only those of
 // which the container has an address, so that a dual-stack pool serves an
@@ -144,17 +231,18 @@ func (ask *poolAsk) families(c *config.Config) ([]iprange.Family, error) {
 }
 
 // pick chooses the pool's IPs for the ADD (localpool.Pick), passing over
-// the container's own addresses and the IPs the request names, and tells
-// the rules which IPs were given, which no one else may hold.
-func (ask *poolAsk) pick(inv *invocation, reqs []config.IP, fams []iprange.Family) ([]config.IP, error) {
+// the container's own addresses, the IPs the request names and those
+// other hosts answered for (answered), and tells the rules which IPs were
+// given afresh, which no one else may hold.
+func (ask *poolAsk) pick(inv *invocation, reqs []config.IP, fams []iprange.Family, answered func(netip.Addr) bool) ([]config.IP, error) {
 	container := inv.conf.ContainerAddrs()
 	skip := func(ip netip.Addr) bool {
-		return slices.ContainsFunc(container, func(p netip.Prefix) bool { return p.Addr() == ip }) || containsAddr(reqs, ip)
+		return slices.ContainsFunc(container, func(p netip.Prefix) bool { return p.Addr() == ip }) || containsAddr(reqs, ip) || answered(ip)
 	}
-	var given []netip.Addr
+	var picked localpool.Picked
 	err := inv.as.ReadState(func(st assigner.StateReader) error {
 		var err error
-		given, err = localpool.Pick(st, inv.att.Key(), localpool.Pool{Name: ask.Name, Ranges: ask.pool.Ranges}, fams, skip)
+		picked, err = localpool.Pick(st, inv.att.Key(), localpool.Pool{Name: ask.Name, Ranges: ask.pool.Ranges}, fams, skip)
 		return err
 	})
 	if err != nil {
@@ -163,9 +251,9 @@ func (ask *poolAsk) pick(inv *invocation, reqs []config.IP, fams []iprange.Famil
 		}
 		return reqs, err
 	}
-	inv.rules.Given = given
-	out := make([]config.IP, 0, len(given)+len(reqs))
-	for _, ip := range given {
+	inv.rules.Given = picked.Given
+	out := make([]config.IP, 0, len(picked.IPs)+len(reqs))
+	for _, ip := range picked.IPs {
 		out = append(out, config.IP{Addr: ip, Source: "pool " + ask.Name})
 	}
 	return append(out, reqs...), nil

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -147,6 +148,93 @@ func TestAPoolIPIsSharedWithinItsOwnerAndRefusedToAnotherNamingIt(t *testing.T) 
 	}
 	h.run(podmanPool("DEL", "a2", "", "", conf)).mustOK(t, "DEL a2")
 	h.run(named("b1", "team-b", conf)).mustOK(t, "team-b naming .100 after its last holder left")
+}
+
+// TestAPoolReADDKeepsItsIPWhileASiblingSharesIt: a1 is given .100 from
+// the pool; a2 of the same owner names .100 and shares it, as the docs
+// allow. A re-ADD of a1 (same container, same request) must keep .100 and
+// not move a1 to another IP of the pool.
+func TestAPoolReADDKeepsItsIPWhileASiblingSharesIt(t *testing.T) {
+	h := newHost(t)
+	conf := h.poolConf("1.0.0", []string{"192.0.2.100-192.0.2.101"}, nil)
+	h.run(podmanPool("ADD", "a1", "web", "team-a", conf)).mustOK(t, "pool ADD of a1")
+	a2 := attach("ADD", "a2", conf)
+	a2.cniArgs = "EXTERNAL_IPS=192.0.2.100;K8S_POD_NAMESPACE=team-a"
+	h.run(a2).mustOK(t, "a2 naming a1's pool IP")
+	r := h.run(podmanPool("ADD", "a1", "web", "team-a", conf))
+	r.mustOK(t, "re-ADD of a1")
+	held := h.holdersByIP("after the re-ADD")
+	if got := ipsOf(held, "a1"); !slices.Equal(got, []string{"192.0.2.100"}) {
+		t.Errorf("after its re-ADD a1 holds %v, want 192.0.2.100, what it was given (holders: %v)", got, held)
+	}
+}
+
+// TestAPoolPassesOverAnIPAnotherLANHostUses: one stray host on the LAN
+// uses the lowest IP of a pool. The pool still has two free IPs; every
+// ADD must not be given (and refused for) that one IP forever. On a
+// network that stands by, the IP must not be held in standby either: the
+// host answering for it holds it for no sibling of the pod.
+func TestAPoolPassesOverAnIPAnotherLANHostUses(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run(fmt.Sprintf("standby=%v", standby), func(t *testing.T) {
+			h := newHost(t)
+			h.waitLAN()
+			h.lanTakes("192.0.2.100")
+			conf := h.poolConf("1.0.0", []string{"192.0.2.100-192.0.2.102"}, map[string]any{"conflictProbe": "200ms", "standby": standby})
+			for _, id := range []string{"c1", "c2"} {
+				h.run(podmanPool("ADD", id, "web", "", conf)).mustOK(t, "pool ADD "+id+" while 192.0.2.101 and .102 are free")
+			}
+			for _, r := range h.status() {
+				for _, ip := range r.IPs {
+					if ip.IP == "192.0.2.100" {
+						t.Errorf("the node holds the IP the LAN host uses: %+v", ip)
+					}
+				}
+			}
+			held := h.holdersByIP("after two pool ADDs")
+			if got, want := [][]string{ipsOf(held, "c1"), ipsOf(held, "c2")}, [][]string{{"192.0.2.101"}, {"192.0.2.102"}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("c1 and c2 hold %v, want %v: the IPs nobody on the LAN uses (holders: %v)", got, want, held)
+			}
+		})
+	}
+}
+
+// TestAPoolWhoseFreeIPsOtherLANHostsUseSaysSo: when every free IP of a
+// pool is answered for on the LAN, the ADD is refused as exhausted, and
+// the message names what it passed over and who answered, so that the
+// user can tell a full pool from a LAN to fix.
+func TestAPoolWhoseFreeIPsOtherLANHostsUseSaysSo(t *testing.T) {
+	h := newHost(t)
+	h.waitLAN()
+	h.lanTakes("192.0.2.100")
+	h.lanTakes("192.0.2.101")
+	conf := h.poolConf("1.0.0", []string{"192.0.2.100-192.0.2.101"}, map[string]any{"conflictProbe": "200ms"})
+	before := h.view()
+	lanMAC := h.linkMAC(h.lan, "lan0")
+	h.run(podmanPool("ADD", "c1", "web", "", conf)).mustFail(t, "pool ADD with both IPs used on the LAN", 105,
+		"pool web has no free IPv4 address (0 of 2 held)",
+		"passed over, as other hosts on the LAN use them: 192.0.2.100 (by "+lanMAC+"), 192.0.2.101 (by "+lanMAC+")")
+	h.mustBeUnchanged(t, "the refused ADD", before)
+}
+
+// TestAPoolADDStopsPassingOverIPsAfterItsTries: each IP passed over costs
+// a probe window, so an ADD tries a bounded number (8) and is then
+// refused as a conflict, naming the pool and every IP it tried, although
+// the pool still has a free IP beyond them.
+func TestAPoolADDStopsPassingOverIPsAfterItsTries(t *testing.T) {
+	h := newHost(t)
+	h.waitLAN()
+	var tried []string
+	for i := 100; i < 108; i++ {
+		ip := fmt.Sprintf("192.0.2.%d", i)
+		h.lanTakes(ip)
+		tried = append(tried, ip+" (by ")
+	}
+	conf := h.poolConf("1.0.0", []string{"192.0.2.100-192.0.2.109"}, map[string]any{"conflictProbe": "100ms"})
+	before := h.view()
+	h.run(podmanPool("ADD", "c1", "web", "", conf)).mustFail(t, "pool ADD past its tries", 103,
+		append([]string{"pool web: other hosts on the LAN answered the conflict probe for every IP tried: "}, tried...)...)
+	h.mustBeUnchanged(t, "the refused ADD", before)
 }
 
 func TestARequestForAPoolNeitherTheConfigNorTheClusterHasIsRefused(t *testing.T) {
