@@ -61,7 +61,12 @@ const (
 // A BPF filter on the socket passes only frames about ip that the uplink's
 // own LAN sent to this node (see Incoming), so a busy LAN costs the wait
 // nothing and a host of another VLAN is no conflict.
-func probe(open Sockets, up Uplink, ip, from netip.Addr, wait time.Duration) (net.HardwareAddr, Conn, error) {
+//
+// Another host's probe for ip does not end the wait: an answer may still
+// come, and says who holds ip, where a probe only says that another host
+// is about to take it or, a node's goodbye, has just let it go. The
+// result says Probing when a probe was all it heard.
+func probe(open Sockets, up Uplink, ip, from netip.Addr, wait time.Duration) (*Answered, Conn, error) {
 	q, err := newQuestion(up, ip, from)
 	if err != nil {
 		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
@@ -70,12 +75,12 @@ func probe(open Sockets, up Uplink, ip, from netip.Addr, wait time.Duration) (ne
 	if err != nil {
 		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
 	}
-	mac, err := q.ask(c, wait)
+	got, err := q.ask(c, wait)
 	if err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("probing for %s on %s: %w", ip, up.Name, err)
 	}
-	return mac, c, nil
+	return got, c, nil
 }
 
 // question is one probe: what to send, which frames to let through, and
@@ -124,8 +129,9 @@ func arpQuestions(mac net.HardwareAddr, ip, from netip.Addr) ([][]byte, error) {
 }
 
 // ask sends the probe on c, which already listens, then reads until a frame
-// is a claim or wait has passed, and then what is still queued (see late).
-func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
+// is an answer or wait has passed, and then what is still queued (see
+// late).
+func (q question) ask(c Conn, wait time.Duration) (*Answered, error) {
 	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
 		return nil, err
 	}
@@ -135,18 +141,46 @@ func (q question) ask(c Conn, wait time.Duration) (net.HardwareAddr, error) {
 		}
 	}
 	buf := make([]byte, 9216) // a jumbo frame: a truncated NA would not parse
+	var got *Answered
 	for {
 		n, err := c.ReadFrame(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return q.late(c, buf)
+			return q.late(c, buf, got)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading answers: %w", err)
 		}
-		if mac := q.claim(buf[:n]); mac != nil {
-			return mac, nil
+		if q.hear(&got, buf[:n]) {
+			return got, nil
 		}
 	}
+}
+
+// hear notes in got what frame f claims, and says whether it is an
+// answer, which ends the probe; another host's probe is kept only until
+// an answer comes.
+func (q question) hear(got **Answered, f []byte) bool {
+	mac := q.claim(f)
+	if mac == nil {
+		return false
+	}
+	if !isProbe(f) {
+		*got = &Answered{MAC: mac}
+		return true
+	}
+	if *got == nil {
+		*got = &Answered{MAC: mac, Probing: true}
+	}
+	return false
+}
+
+// isProbe says whether a claiming frame is another host's probe (an ARP
+// request from 0.0.0.0, a DAD solicitation) rather than an answer.
+func isProbe(f []byte) bool {
+	if binary.BigEndian.Uint16(f[12:14]) == unix.ETH_P_ARP {
+		return bytes.Equal(f[arpSPAOff:arpSPAOff+4], []byte{0, 0, 0, 0})
+	}
+	return f[icmpOff] == ipv6TypeNS
 }
 
 // queuer is a Conn that can tell whether a received frame waits in its
@@ -159,30 +193,30 @@ type queuer interface {
 // fails a read once its deadline has passed without looking at the socket,
 // so a probe descheduled past its window (a loaded node) would miss an
 // answer that came in time, and take an address another host holds. The
-// queue is asked first, so that no read blocks.
-func (q question) late(c Conn, buf []byte) (net.HardwareAddr, error) {
+// queue is asked first, so that no read blocks. got is what ask heard.
+func (q question) late(c Conn, buf []byte, got *Answered) (*Answered, error) {
 	qc, ok := c.(queuer)
 	if !ok {
-		return nil, nil
+		return got, nil
 	}
 	// The filter passes only frames about the IP, but a host repeating
 	// them must not keep the probe reading.
 	for range lateFrames {
 		if waiting, err := qc.Queued(); err != nil || !waiting {
-			return nil, err
+			return got, err
 		}
 		if err := c.SetReadDeadline(time.Time{}); err != nil {
-			return nil, err
+			return got, err
 		}
 		n, err := c.ReadFrame(buf)
 		if err != nil {
-			return nil, fmt.Errorf("reading queued answers: %w", err)
+			return got, fmt.Errorf("reading queued answers: %w", err)
 		}
-		if mac := q.claim(buf[:n]); mac != nil {
-			return mac, nil
+		if q.hear(&got, buf[:n]) {
+			return got, nil
 		}
 	}
-	return nil, nil
+	return got, nil
 }
 
 // lateFrames bounds what late reads.

@@ -86,11 +86,11 @@ func probeOnce(open Sockets, up Uplink, ip netip.Addr, wait time.Duration) (net.
 			return nil, err
 		}
 	}
-	mac, c, err := probe(open, up, ip, from, wait)
+	got, c, err := probe(open, up, ip, from, wait)
 	if c != nil {
 		c.Close()
 	}
-	return mac, err
+	return got.hardware(), err
 }
 
 // probeFromNode probes in the node namespace and times it.
@@ -360,7 +360,8 @@ func TestProbeHearsAnAnswerThatCameInTimeButWasReadLate(t *testing.T) {
 				if _, err := c.ReadFrame(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 					return fmt.Errorf("a read past the deadline = %v; want the timeout this test is about", err)
 				}
-				got, err = q.late(c, buf)
+				a, err := q.late(c, buf, nil)
+				got = a.hardware()
 				return err
 			})
 			if !bytes.Equal(got, want) {

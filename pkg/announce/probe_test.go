@@ -100,8 +100,8 @@ func TestProbeRefusesBadInputBeforeOpeningASocket(t *testing.T) {
 				t.Errorf("a socket was opened for %s", tc.ip)
 				return nil, errors.New("no socket")
 			}}
-			if mac, _, err := probe(opened, tc.up, tc.ip, netip.Addr{}, time.Millisecond); err == nil {
-				t.Errorf("probe(%q, %s) = %v, nil; want an error", tc.up.MAC, tc.ip, mac)
+			if got, _, err := probe(opened, tc.up, tc.ip, netip.Addr{}, time.Millisecond); err == nil {
+				t.Errorf("probe(%q, %s) = %v, nil; want an error", tc.up.MAC, tc.ip, got.hardware())
 			}
 		})
 	}
@@ -118,10 +118,11 @@ func TestProbeSendsItsFrameThenTakesTheFirstClaimAmongWhatItReads(t *testing.T) 
 	}
 	const wait = time.Hour
 	before := time.Now()
-	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, netip.Addr{}, wait)
+	got, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP4, netip.Addr{}, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
+	mac := got.hardware()
 	if !bytes.Equal(mac, otherMAC) {
 		t.Errorf("probe = %v, want the claiming host %s", mac, otherMAC)
 	}
@@ -138,13 +139,55 @@ func TestProbeSendsItsFrameThenTakesTheFirstClaimAmongWhatItReads(t *testing.T) 
 	}
 }
 
+// hardware is the MAC of who answered, nil when nobody did.
+func (a *Answered) hardware() net.HardwareAddr {
+	if a == nil {
+		return nil
+	}
+	return a.MAC
+}
+
+// TestAnAnswerOutweighsAProbeHeardBeforeIt: another host's probe heard
+// first does not end the probe, since the holder's answer may still come
+// and says who to stand by for; a probe heard alone is reported as such,
+// for each family.
+func TestAnAnswerOutweighsAProbeHeardBeforeIt(t *testing.T) {
+	zero := make(net.HardwareAddr, 6)
+	any4, any6 := netip.IPv4Unspecified(), netip.IPv6Unspecified()
+	all := netip.IPv6LinkLocalAllNodes()
+	holder := net.HardwareAddr{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
+	lla := []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: holder}}
+	probe4 := arpFrameOf(t, arp.OperationRequest, otherMAC, any4, zero, testIP4)
+	probe6 := ndFrameOf(t, otherMAC, any6, all, 255, &ndp.NeighborSolicitation{TargetAddress: testIP6})
+	for _, tc := range []struct {
+		name   string
+		ip     netip.Addr
+		frames [][]byte
+		want   Answered
+	}{
+		{"IPv4 probe, then answer", testIP4, [][]byte{probe4, arpFrameOf(t, arp.OperationReply, holder, testIP4, testMAC, any4)}, Answered{MAC: holder}},
+		{"IPv4 probe alone", testIP4, [][]byte{probe4}, Answered{MAC: otherMAC, Probing: true}},
+		{"IPv6 DAD, then advertisement", testIP6, [][]byte{probe6, ndFrameOf(t, holder, testIP6, all, 255, &ndp.NeighborAdvertisement{TargetAddress: testIP6, Options: lla})}, Answered{MAC: holder}},
+		{"IPv6 DAD alone", testIP6, [][]byte{probe6}, Answered{MAC: otherMAC, Probing: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFakeNet(t)
+			n.answers = tc.frames
+			got, _, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, tc.ip, netip.Addr{}, time.Millisecond)
+			if err != nil || got == nil || !bytes.Equal(got.MAC, tc.want.MAC) || got.Probing != tc.want.Probing {
+				t.Errorf("probe = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestProbeHearingNoClaimReturnsNilAtTheDeadlineAndKeepsTheSocket(t *testing.T) {
 	n := newFakeNet(t)
 	n.answers = [][]byte{ndFrameOf(t, otherMAC, netip.MustParseAddr("fe80::aa"), netip.IPv6LinkLocalAllNodes(), 64,
 		&ndp.NeighborAdvertisement{TargetAddress: testIP6})} // routed: not a claim
-	mac, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP6, netip.Addr{}, time.Millisecond)
-	if err != nil || mac != nil || c == nil {
-		t.Fatalf("probe = %v, %v, %v; want no claim, the socket, no error", mac, c, err)
+	got, c, err := probe(n.sockets(), Uplink{Name: "up0", Index: 1, MAC: testMAC}, testIP6, netip.Addr{}, time.Millisecond)
+	if err != nil || got != nil || c == nil {
+		t.Fatalf("probe = %v, %v, %v; want no claim, the socket, no error", got, c, err)
 	}
 	if got := n.of("probe")[0].written; len(got) != 1 || got[0][12] != 0x86 {
 		t.Errorf("probe wrote % x, want one IPv6 DAD solicitation", got)
@@ -341,8 +384,8 @@ func TestProbeReadsAnAnswerQueuedInTimeThoughItsDeadlinePassedBeforeItRead(t *te
 	// A wait of 0: the deadline has passed before the first read, as when
 	// the process was descheduled past its window.
 	c := &lateConn{fakeConn{toRead: [][]byte{notAClaim, claim}}}
-	if mac, err := q.ask(c, 0); err != nil || !bytes.Equal(mac, otherMAC) {
-		t.Errorf("ask = %v, %v; want the claim queued before the deadline (%s)", mac, err, otherMAC)
+	if got, err := q.ask(c, 0); err != nil || !bytes.Equal(got.hardware(), otherMAC) {
+		t.Errorf("ask = %v, %v; want the claim queued before the deadline (%s)", got, err, otherMAC)
 	}
 	quiet := &lateConn{fakeConn{toRead: [][]byte{notAClaim, notAClaim}}}
 	if mac, err := q.ask(quiet, 0); err != nil || mac != nil || len(quiet.toRead) != 0 {

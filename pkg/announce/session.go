@@ -47,6 +47,13 @@ type SessionOptions struct {
 	// state records a holder of the address (known false: it could not
 	// tell), so that the refusal can say the node does not hold it.
 	HeldHere func(netip.Addr) (held, known bool)
+	// StandsBy: the network stands by, and an IP another host answers for
+	// is held in standby. Another host's probe heard alone then refuses
+	// nothing: it holds no IP to stand by for (a node saying goodbye, or
+	// one taking the IP at the same moment, which the node processes'
+	// tie-break then settles), and standing by for it would leave the IP
+	// dark until the watch's checks go unanswered.
+	StandsBy bool
 }
 
 // Session is one ADD's announcing: its conflict probes, its first round on
@@ -99,19 +106,22 @@ func (s *Session) Probe(t Target, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	mac, c, err := probe(s.o.Sockets, t.Uplink, t.Addr, from, wait)
+	got, c, err := probe(s.o.Sockets, t.Uplink, t.Addr, from, wait)
 	if c != nil {
 		s.mu.Lock()
 		s.probed = append(s.probed, c)
 		s.mu.Unlock()
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return errkind.Errorf(ErrAnnounce, "%s: %w", t.Addr, err)
+	case got == nil:
+		return nil
+	case got.Probing && s.o.StandsBy:
+		s.o.Logger.Info("another host probed for the IP, and none answered: taking it", "ip", t.Addr, "prober", got.MAC.String())
+		return nil
 	}
-	if mac != nil {
-		return s.conflict(t, mac)
-	}
-	return nil
+	return s.conflict(t, got)
 }
 
 // askFrom is the uplink's own address t's IPv4 probe asks from (see
@@ -136,21 +146,30 @@ func (s *Session) askFrom(t Target) (netip.Addr, error) {
 // conflict is the refusal of t.Addr that mac answered for: one line, the
 // one a person reads in kubelet's event, naming the address, who answered,
 // whether this node holds it, and what to do.
-func (s *Session) conflict(t Target, mac net.HardwareAddr) error {
+func (s *Session) conflict(t Target, who *Answered) error {
 	here := ""
 	if s.o.HeldHere != nil {
 		if held, known := s.o.HeldHere(t.Addr); known && !held {
 			here = ", and this node does not hold it"
 		}
 	}
+	if who.Probing {
+		return errkind.Errorf(ErrConflict, "%s: another host (%w) probed for it on %s while this node did%s: retry once it has taken or left it",
+			t.Addr, who, t.Uplink.Name, here)
+	}
 	return errkind.Errorf(ErrConflict, "%s: another host (%w) answered the conflict probe on %s%s: release it on that host, then retry",
-		t.Addr, &Answered{MAC: mac}, t.Uplink.Name, here)
+		t.Addr, who, t.Uplink.Name, here)
 }
 
 // Answered is the host that answered a conflict probe, in the chain of an
 // ErrConflict error (errors.As): a node whose network stands by holds the
-// IP in standby instead of failing.
-type Answered struct{ MAC net.HardwareAddr }
+// IP in standby instead of failing. Probing: it did not answer, but
+// probed for the IP itself (RFC 5227 section 2.1.1, RFC 4862 section
+// 5.4.3), as two hosts taking an IP at once do, or a node's goodbye.
+type Answered struct {
+	MAC     net.HardwareAddr
+	Probing bool
+}
 
 func (a *Answered) Error() string { return a.MAC.String() }
 

@@ -218,6 +218,28 @@ func TestSessionNamesAConflictAndAFailedProbeByKind(t *testing.T) {
 	}
 }
 
+// TestAProbeHeardAloneRefusesOnlyWhereTheNetworkDoesNotStandBy: another
+// host probing for the IP while this node does is an RFC 5227 conflict,
+// refused, saying so; on a network that stands by there is no holder to
+// stand by for (a moved pod's old node saying goodbye, say), and the IP
+// is taken at once.
+func TestAProbeHeardAloneRefusesOnlyWhereTheNetworkDoesNotStandBy(t *testing.T) {
+	for _, standsBy := range []bool{false, true} {
+		s, n, _ := newTestSession(t, 1)
+		s.o.StandsBy = standsBy
+		n.answers = [][]byte{arpFrameOf(t, arp.OperationRequest, otherMAC, netip.IPv4Unspecified(), make(net.HardwareAddr, 6), testIP4)}
+		err := s.Probe(Target{testIP4, eth0}, time.Millisecond)
+		var who *Answered
+		switch {
+		case standsBy && err != nil:
+			t.Errorf("standing by: probe that heard only another's probe = %v, want nil", err)
+		case !standsBy && (!errors.Is(err, ErrConflict) || !errors.As(err, &who) || !who.Probing ||
+			!strings.Contains(err.Error(), "another host ("+otherMAC.String()+") probed for it on eth0 while this node did")):
+			t.Errorf("probe that heard only another's probe = %v, want ErrConflict saying that host probed too", err)
+		}
+	}
+}
+
 func TestConflictRefusalSaysWhetherThisNodeHoldsTheAddressAndWhatToDo(t *testing.T) {
 	for _, c := range []struct {
 		name        string

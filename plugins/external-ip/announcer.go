@@ -16,7 +16,7 @@ import (
 func session(inv *invocation) *announce.Session {
 	return announce.NewSession(announce.SessionOptions{
 		Rounds: inv.conf.Announce.Count, Interval: inv.conf.Announce.Interval,
-		Log: inv.logTo, Logger: inv.log, Keeper: inv.keep, HeldHere: heldHere(inv.conf),
+		Log: inv.logTo, Logger: inv.log, Keeper: inv.keep, HeldHere: heldHere(inv.conf), StandsBy: inv.conf.Standby,
 		Owner: &announce.Owner{
 			DataDir: inv.conf.DataDir, Device: inv.conf.Device,
 			Network: inv.att.Network, ContainerID: inv.att.ContainerID, IfName: inv.att.IfName,

@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -9,6 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+	"golang.org/x/sys/unix"
 
 	"github.com/external-ip/external-ip/test/bench/standbyrows"
 )
@@ -323,4 +330,92 @@ func TestATakeoverHoldsAndSteersTheIPAsTheNetworkSays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAStandbyAddHearingOnlyAnotherHostsProbeHoldsTheIPActively: a pod
+// moves; the old node's goodbye (an RFC 5227 probe) lands in the new
+// node's probe window, and nobody answers. There is no active to stand by
+// for: the ADD must hold the IP actively at once, not in standby until
+// three checks go unanswered.
+func TestAStandbyAddHearingOnlyAnotherHostsProbeHoldsTheIPActively(t *testing.T) {
+	h := newHost(t)
+	h.waitLAN()
+	ip := netip.MustParseAddr("192.0.2.82")
+	stop := h.lanProbesFor(t, ip, 10*time.Millisecond)
+	conf := h.netConf("1.0.0", map[string]any{"runtimeConfig": runtimeIPs(ip.String()), "standby": true, "conflictProbe": "300ms"})
+	r := h.run(attach("ADD", "c1", conf))
+	sent := stop()
+	r.mustOK(t, "standby ADD while another host probes for the IP")
+	if sent < 2 {
+		t.Fatalf("the LAN host sent %d probes during the ADD: the test proves nothing", sent)
+	}
+	if st := h.inNode("%s status --data-dir %s", pluginBin, h.dataDir); strings.Contains(st, "STANDBY") {
+		t.Errorf("the ADD holds %s in standby, standing by for a host that only probed:\n%s", ip, st)
+	}
+	h.mustHold(t, "after the ADD", "eip0", ip.String()+"/32")
+}
+
+// lanProbesFor has the LAN host send an RFC 5227 probe for ip every
+// period, as a node saying goodbye does, until the returned stop, which
+// says how many it sent.
+func (h *host) lanProbesFor(t *testing.T, ip netip.Addr, period time.Duration) (stop func() int) {
+	t.Helper()
+	mac, err := net.ParseMAC(h.linkMAC(h.lan, "lan0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := arp.NewPacket(arp.OperationRequest, mac, netip.IPv4Unspecified(), make(net.HardwareAddr, 6), ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := p.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := (&ethernet.Frame{Destination: ethernet.Broadcast, Source: mac, EtherType: ethernet.EtherTypeARP, Payload: payload}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.lanPacketConn(t, unix.ETH_P_ARP)
+	done, count := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			if _, err := c.WriteTo(f, &packet.Addr{HardwareAddr: ethernet.Broadcast}); err == nil {
+				n++
+			}
+			select {
+			case <-done:
+				count <- n
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int { close(done); return <-count }
+}
+
+// lanPacketConn is a packet socket on the LAN host's lan0, closed when t
+// ends.
+func (h *host) lanPacketConn(t *testing.T, proto int) *packet.Conn {
+	t.Helper()
+	n, err := ns.GetNS(filepath.Join("/var/run/netns", h.lan))
+	if err != nil {
+		t.Fatalf("opening namespace %s: %v", h.lan, err)
+	}
+	defer n.Close()
+	var c *packet.Conn
+	if err := n.Do(func(ns.NetNS) error {
+		ifi, err := net.InterfaceByName("lan0")
+		if err == nil {
+			c, err = packet.Listen(ifi, packet.Raw, proto, nil)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("opening a packet socket on lan0 in %s: %v", h.lan, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
