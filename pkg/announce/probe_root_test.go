@@ -236,18 +236,7 @@ func TestProbeTreatsAnotherHostsProbeAsAConflict(t *testing.T) {
 			l := newLink(t)
 			lanMAC := l.lanMAC(t)
 			frame, proto := lanProbe(t, lanMAC, addr)
-			var c *packet.Conn
-			err := l.lan.Do(func(ns.NetNS) error {
-				ifi, err := net.InterfaceByName(lanIf)
-				if err == nil {
-					c, err = packet.Listen(ifi, packet.Raw, proto, nil)
-				}
-				return err
-			})
-			if err != nil {
-				t.Fatalf("opening a packet socket on %s: %v", lanIf, err)
-			}
-			defer c.Close()
+			c := l.lanSender(t, proto)
 			got := l.probeWhileSending(t, addr, listenWait, func() {
 				if _, err := c.WriteTo(frame, &packet.Addr{HardwareAddr: frame[:6]}); err != nil {
 					t.Errorf("sending the LAN host's probe: %v", err)
