@@ -143,9 +143,9 @@ func (s *Session) askFrom(t Target) (netip.Addr, error) {
 	return from, nil
 }
 
-// conflict is the refusal of t.Addr that mac answered for: one line, the
-// one a person reads in kubelet's event, naming the address, who answered,
-// whether this node holds it, and what to do.
+// conflict is the refusal of t.Addr that who answered or probed for: one
+// line, the one a person reads in kubelet's event, naming the address, who
+// answered, whether this node holds it, and what to do.
 func (s *Session) conflict(t Target, who *Answered) error {
 	here := ""
 	if s.o.HeldHere != nil {
