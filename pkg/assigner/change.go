@@ -51,6 +51,9 @@ type change struct {
 	// quiet lists the IPs with only standby holders here, before and
 	// after: nothing of theirs is on the kernel or in the table.
 	quiet map[netip.Addr]bool
+	// goodbye says that a release of a record that stands by is run for
+	// the first time: each IP it takes off the holder is said goodbye.
+	goodbye bool
 }
 
 // newChange is j, to be carried out in mode.
@@ -196,7 +199,7 @@ func (c *change) release(dev int, ip netip.Addr, e ipEntry, waiting []string, st
 	if err := c.holder.Unhold(dev, ip, e); err != nil {
 		return err
 	}
-	if up, err := c.ups.ByName(e.Uplink); err == nil && c.opts.Goodbye != nil && c.j.Record == nil && c.mode == firstRun {
+	if up, err := c.ups.ByName(e.Uplink); err == nil && c.opts.Goodbye != nil && c.goodbye {
 		c.opts.Goodbye(Placed{Addr: ip, Uplink: up}.target())
 	}
 	return c.st.WriteIP(ip, left)

@@ -52,7 +52,7 @@ func (a *Assigner) collect(network string, keep []Attachment) error {
 		if r.Network != network || kept[key] {
 			continue
 		}
-		if err := a.commit(store.Releasing(key, r)); err != nil {
+		if err := a.commit(key, r); err != nil {
 			errs = append(errs, fmt.Errorf("collecting %s: %w", r.Attachment, err))
 			if pending, err := a.st.Has(store.JournalFile); pending || err != nil {
 				return errors.Join(append(errs, err)...)

@@ -18,7 +18,7 @@ func (a *Assigner) Del(att Attachment) error {
 		if err != nil || rec == nil {
 			return err
 		}
-		if err := a.commit(store.Releasing(key, rec)); err != nil {
+		if err := a.commit(key, rec); err != nil {
 			return err
 		}
 		a.log.Info("deleted", "attachment", att.String(), "ips", rec.IPs)
@@ -26,13 +26,19 @@ func (a *Assigner) Del(att Attachment) error {
 	})
 }
 
-// commit carries out a release, run for the first time: begun, applied,
-// its journal dropped.
-func (a *Assigner) commit(j *journal) error {
+// commit carries out the release of rec, run for the first time: begun,
+// applied, its journal dropped. It says goodbye for the IPs it takes off
+// the holder when rec stands by: the ADD chose standby, and the release
+// follows the ADD, not the config of the DEL or GC, which may differ (a
+// DEL reads the keys it does not need leniently).
+func (a *Assigner) commit(key string, rec *record) error {
+	j := store.Releasing(key, rec)
 	if err := a.begin(j); err != nil {
 		return err
 	}
-	if err := a.newChange(j, firstRun).apply(); err != nil {
+	c := a.newChange(j, firstRun)
+	c.goodbye = rec.Standby
+	if err := c.apply(); err != nil {
 		return err
 	}
 	a.step("done")

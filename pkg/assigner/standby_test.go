@@ -260,3 +260,31 @@ func TestAStandbyIsNotSteeredUntilItTakesOverAndNotAfterItYields(t *testing.T) {
 		t.Errorf("after the yield: ingress %v egress %v, want none", n.st.Ingress, n.st.Egress)
 	}
 }
+
+// A release says goodbye as the released record stands by, which its ADD
+// wrote, whatever the releasing call's options say: a DEL reads the
+// standby key leniently and may take it as false.
+func TestAReleaseSaysGoodbyeAsItsRecordStandsByNotAsTheCallSays(t *testing.T) {
+	f := newFixture(t)
+	f.probing()
+	f.opts.Standby = true
+	if _, err := f.addWith(attA, hooks{}, v4a); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.Standby = false
+	if _, err := f.addWith(attB, hooks{}, v4b); err != nil {
+		t.Fatal(err)
+	}
+	var said []netip.Addr
+	f.opts.Goodbye = func(t announce.Target) { said = append(said, t.Addr) }
+	f.del(attA)
+	if !slices.Equal(said, []netip.Addr{v4a}) {
+		t.Errorf("the DEL of a record that stands by, called without standby, said goodbye for %v; want %s", said, v4a)
+	}
+	said = nil
+	f.opts.Standby = true
+	f.del(attB)
+	if len(said) != 0 {
+		t.Errorf("the DEL of a record that does not stand by, called with standby, said goodbye for %v; want none", said)
+	}
+}

@@ -62,7 +62,7 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 		Owner:         inv.rules,
 		Standby:       c.Standby,
 		Netns:         inv.netns,
-		Goodbye:       goodbye(c, inv.keep, inv.log),
+		Goodbye:       goodbye(inv.keep, inv.log),
 	})
 }
 
@@ -126,14 +126,13 @@ func (inv *invocation) lingerNAT() {
 	}
 }
 
-// goodbye is how a release of a network that stands by tells a standby
-// node to take over at once (announce.Goodbye); nil for other networks.
+// goodbye is how a release of a record that stands by tells a standby
+// node to take over at once (announce.Goodbye). It is there whatever the
+// config says: the assigner sends it as the released record says, which
+// the ADD wrote (a DEL's standby key may be wrong and taken as false).
 // A goodbye that cannot be sent is logged: the standby takes over anyway
 // once its checks go unanswered.
-func goodbye(conf *config.Config, keep *linger.Keeper, log *slog.Logger) func(announce.Target) {
-	if !conf.Standby {
-		return nil
-	}
+func goodbye(keep *linger.Keeper, log *slog.Logger) func(announce.Target) {
 	return func(t announce.Target) {
 		if err := announce.Goodbye(t, keep); err != nil {
 			log.Warn("goodbye not sent; a standby takes over when its checks go unanswered", "error", err)

@@ -419,3 +419,19 @@ func (h *host) lanPacketConn(t *testing.T, proto int) *packet.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// A DEL whose standby key is wrong (a DEL takes it as false) still says
+// goodbye as the ADD's record stands by: node 2 takes over on the
+// goodbye, not once its checks go unanswered.
+func TestADelWithAnInvalidStandbyKeyStillSaysGoodbye(t *testing.T) {
+	p := newStandbyPair(t, standbyIPs[0], 1)
+	del := p.attach("DEL", 0)
+	del.conf["standby"] = "yes"
+	start := time.Now()
+	p.nodes[0].run(del).mustOK(t, "DEL on node1 with standby \"yes\"")
+	p.failover(t, "node1's DEL with an invalid standby key", start, 300*time.Millisecond)
+	b, _ := os.ReadFile(p.logs[1])
+	if !strings.Contains(string(b), `"reason":"goodbye"`) {
+		t.Errorf("node2 did not take over on node1's goodbye:\n%s", b)
+	}
+}
