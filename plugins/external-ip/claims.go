@@ -10,6 +10,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
+	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
@@ -215,19 +216,50 @@ func (inv *invocation) holdAs(hold string) {
 	inv.as = inv.newAssigner()
 }
 
-// gcClaims releases the claims of this network's attachments that GC
-// does not keep, as their DEL would have.
+// gcClaims gives back the claims of this network's attachments that GC
+// does not keep, as their DEL would have, once no record holds anything
+// for them: a GC that could not release some stale records (it goes on
+// past them) gives back the claims of those it collected at once, and the
+// others keep theirs until a GC releases them. A record that cannot be
+// read counts as holding.
 func gcClaims(inv *invocation, keep []store.Attachment) {
 	intents, err := nodeapi.Intents(inv.conf.DataDir)
 	if err != nil {
 		inv.log.Warn("claims: reading intents for GC", "error", err)
 		return
 	}
+	var stale []store.Attachment
 	for _, m := range intents {
 		if m.Attachment.Network == inv.conf.Name && !slices.Contains(keep, m.Attachment) {
-			gone := *inv
-			gone.att = m.Attachment
-			releaseClaims(&gone)
+			stale = append(stale, m.Attachment)
 		}
 	}
+	gone, err := unrecorded(inv, stale)
+	if err != nil {
+		inv.log.Warn("claims: reading the records for GC", "error", err)
+		return
+	}
+	for _, a := range gone {
+		g := *inv
+		g.att = a
+		releaseClaims(&g)
+	}
+}
+
+// unrecorded is those of atts that have no record, read under the lock.
+func unrecorded(inv *invocation, atts []store.Attachment) ([]store.Attachment, error) {
+	if len(atts) == 0 {
+		return nil, nil
+	}
+	var out []store.Attachment
+	err := inv.as.ReadState(func(st assigner.StateReader) error {
+		out = out[:0]
+		for _, a := range atts {
+			if rec, err := st.ReadRecord(a.Key()); rec == nil && err == nil {
+				out = append(out, a)
+			}
+		}
+		return nil
+	})
+	return out, err
 }

@@ -330,9 +330,8 @@ func cmdGC(args *skel.CmdArgs) error {
 		keep = append(keep, assigner.Attachment{Network: inv.conf.Name, ContainerID: v.ContainerID, IfName: v.IfName})
 	}
 	err = inv.as.GC(inv.conf.Name, keep)
-	if err == nil {
-		gcClaims(inv, keep)
-	}
+	// Also after a partial GC: the claims of what it did collect go now.
+	gcClaims(inv, keep)
 	return cniError(err, nil)
 }
 
