@@ -299,6 +299,12 @@ func nodeProcessUser(t *testing.T) string {
 	return "system:serviceaccount:" + sa.Namespace + ":" + sa.Name
 }
 
+// inNamespace is the username of user's ServiceAccount in namespace ns.
+func inNamespace(user, ns string) string {
+	parts := strings.Split(user, ":")
+	return strings.Join([]string{parts[0], parts[1], ns, parts[3]}, ":")
+}
+
 // nodePodRequest is a pod UPDATE by user, its token bound to node (none:
 // no extra at all), on subresource sub.
 func nodePodRequest(user, node, sub string) map[string]any {
@@ -384,6 +390,21 @@ func TestTheNodePodPolicyLetsTheNodeProcessWriteOnlyItsAnnotationAndLabelOnPodsO
 		{name: "the ephemeral containers", node: "n1", sub: "ephemeralcontainers", edit: ours, want: "pods/ephemeralcontainers:"},
 		{name: "another user's write", user: "system:serviceaccount:kube-system:replicaset-controller", edit: func(o map[string]any) {
 			set(o, []any{map[string]any{"name": "web", "image": "registry.example/web:2"}}, "spec", "containers")
+		}, notMatched: true},
+		// Applied in another namespace, our account is bounded all the same.
+		{name: "its write, applied in another namespace", node: "n1", user: inNamespace(user, "infra"), edit: ours},
+		{name: "the image, applied in another namespace", node: "n1", user: inNamespace(user, "infra"), edit: func(o map[string]any) {
+			set(o, []any{map[string]any{"name": "web", "image": "evil.example/web:1"}}, "spec", "containers")
+		}, want: "may change only"},
+		{name: "a pod of another node, applied in another namespace", node: "n2", user: inNamespace(user, "infra"), edit: ours, want: "may change only the pods of its node"},
+		{name: "another account of its namespace", user: strings.TrimSuffix(user, ":external-ip") + ":default", edit: func(o map[string]any) {
+			set(o, "x", "metadata", "labels", "other")
+		}, notMatched: true},
+		{name: "an account whose name ends in its", user: inNamespace(user, "a") + "-2", edit: func(o map[string]any) {
+			set(o, "x", "metadata", "labels", "other")
+		}, notMatched: true},
+		{name: "an account named like its namespace", user: "system:serviceaccount:external-ip:x", edit: func(o map[string]any) {
+			set(o, "x", "metadata", "labels", "other")
 		}, notMatched: true},
 	} {
 		old := runningPod(t)
