@@ -99,7 +99,7 @@ func (ad *adding) add() ([]Placed, error) {
 	}
 	rec := &record{Attachment: ad.att, Route: ad.how}
 	rec.Owner, rec.Owned = ad.owns()
-	rec.Netns = standing.Container(ad.opts.Standby, ad.opts.Netns)
+	rec.Netns = ad.opts.Netns
 	if ad.opts.Move && !standing.Moves(old, rec, ad.ips) {
 		return nil, nil
 	}

@@ -54,8 +54,8 @@ type Options struct {
 	// node process's yield, which sends nothing on it (the health gate
 	// yields exactly then). A takeover must not: it announces.
 	UplinkDownOK bool
-	// Netns is the container's namespace, which a record of a network
-	// that stands by keeps (store.Record.Netns).
+	// Netns is the container's namespace, which the ADD's record keeps
+	// (store.Record.Netns).
 	Netns *store.Netns
 	// Goodbye, when set, is told of each IP a release of a record that
 	// stands by (its ADD's standby, whatever Standby says now) takes off

@@ -14,17 +14,34 @@ import (
 // went missing come back, addresses nobody holds go.
 func (a *Assigner) GC(network string, keep []Attachment) error {
 	a.startCall()
+	kept := map[string]bool{}
+	for _, att := range keep {
+		kept[att.Key()] = true
+	}
+	_, err := a.Collect(func(key string, r *store.Record) bool { return r.Network == network && !kept[key] })
+	return err
+}
+
+// Collect is GC of the records that stale picks, of any network: each is
+// released as its DEL would release it, then the holder is reconciled with
+// the records. It returns the records it released, also beside an error.
+func (a *Assigner) Collect(stale func(key string, r *store.Record) bool) ([]*store.Record, error) {
+	a.startCall()
 	lost, err := a.lostState()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = a.underLock(lost, func() error { return a.collect(network, keep) })
+	var collected []*store.Record
+	err = a.underLock(lost, func() (err error) {
+		collected, err = a.collect(stale)
+		return err
+	})
 	// Best effort, for what GC did collect: a failure stays queued, for
 	// status and the next GC.
 	if err := a.queue.Run(); err != nil {
 		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", errkind.OneLine(err))
 	}
-	return err
+	return collected, err
 }
 
 // lostState says whether the state directory is gone while the holder of
@@ -36,36 +53,34 @@ func (a *Assigner) lostState() (bool, error) {
 	return a.holder.CarriesLost(a.st.Dir())
 }
 
-// collect releases network's records that keep does not list, each on
-// its own: one it cannot release is reported, and the others go all the
-// same. The reconcile follows unless a record could not be read (it
-// rebuilds the index, holder and table from the records, so it would take
-// away what that one holds) or a failed release left its change pending.
-func (a *Assigner) collect(network string, keep []Attachment) error {
+// collect releases the records stale picks, each on its own: one it
+// cannot release is reported, and the others go all the same. The
+// reconcile follows unless a record could not be read (it rebuilds the
+// index, holder and table from the records, so it would take away what
+// that one holds) or a failed release left its change pending.
+func (a *Assigner) collect(stale func(key string, r *store.Record) bool) ([]*store.Record, error) {
 	recs, unread := a.st.Records()
-	kept := map[string]bool{}
-	for _, att := range keep {
-		kept[att.Key()] = true
-	}
 	errs := []error{unread}
+	var collected []*store.Record
 	for key, r := range recs {
-		if r.Network != network || kept[key] {
+		if !stale(key, r) {
 			continue
 		}
 		if err := a.commit(key, r); err != nil {
 			errs = append(errs, fmt.Errorf("collecting %s: %w", r.Attachment, err))
 			if pending, err := a.st.Has(store.JournalFile); pending || err != nil {
-				return errors.Join(append(errs, err)...)
+				return collected, errors.Join(append(errs, err)...)
 			}
 			continue
 		}
 		a.log.Info("collected", "attachment", r.Attachment.String(), "ips", r.IPs)
+		collected = append(collected, r)
 		delete(recs, key)
 	}
 	if unread != nil {
-		return errors.Join(append(errs, a.st.SweepTmp())...)
+		return collected, errors.Join(append(errs, a.st.SweepTmp())...)
 	}
-	return errors.Join(append(errs, a.reconcile(recs))...)
+	return collected, errors.Join(append(errs, a.reconcile(recs))...)
 }
 
 // agreedHold is how ip is to be held: as its holders' records all ask, or

@@ -13,10 +13,12 @@
 //	CONF/.external-ip/watching      the file each running watcher holds a shared flock on
 //
 // and, on uninstall only, removes the holder devices of the plugin's
-// dataDir and table inet external-ip when they are ours and empty. It reads
-// the dataDir's state, never writing it: while pods hold external IPs
-// there, uninstall changes nothing, since on containerd their DELs reach
-// the plugin only through the entry chained now.
+// dataDir and table inet external-ip when they are ours and empty. It
+// writes the dataDir's state only through the assigner, as GC does, to
+// release the records of pods whose network namespace is gone without
+// their DEL: while other pods hold external IPs there, uninstall changes
+// nothing else (unless forced), since on containerd their DELs reach the
+// plugin only through the entry chained now.
 //
 // The primary is the file libcni loads first, by libcni's own code (its
 // verbatim copy in internal/cniconf, since the plugin binary must not link

@@ -1,7 +1,9 @@
 package install
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/store"
+	"golang.org/x/sys/unix"
 )
 
 // inState runs f on device's state under dataDir, under its lock, as a
@@ -99,4 +102,80 @@ func TestUninstallRefusesWhileAnInterruptedChangeIsPending(t *testing.T) {
 		t.Fatalf("uninstall with a journal pending: %v; want ErrHeld naming the interrupted change and external-ip repair", err)
 	}
 	sameContent(t, "conf dir after the refused uninstall", chained, snapshot(t, n.conf))
+}
+
+// netnsAt is a record's namespace at path, as an ADD records it: the
+// device and inode of its directory (and of the path, when it exists).
+func netnsAt(t *testing.T, path string) *store.Netns {
+	t.Helper()
+	var dir, st unix.Stat_t
+	if err := unix.Stat(filepath.Dir(path), &dir); err != nil {
+		t.Fatal(err)
+	}
+	ns := &store.Netns{Path: path, DirDev: dir.Dev, DirIno: dir.Ino}
+	if unix.Stat(path, &st) == nil {
+		ns.Dev, ns.Ino = st.Dev, st.Ino
+	}
+	return ns
+}
+
+// Only a namespace provably gone lets uninstall release a record: one the
+// ADD did not record, one whose path is there but no namespace this
+// process can see, and one in a directory that is not the ADD's count as
+// a live pod's.
+func TestOnlyARecordWhoseNamespaceIsProvablyGoneIsTakenForAGonePod(t *testing.T) {
+	dir := t.TempDir()
+	there := filepath.Join(dir, "bind-mount-not-seen")
+	writeFile(t, there, "", 0o644)
+	gone := netnsAt(t, filepath.Join(dir, "deleted"))
+	otherDir := *gone
+	otherDir.DirIno++
+	for name, tc := range map[string]struct {
+		ns   *store.Netns
+		gone bool
+	}{
+		"none recorded":            {nil, false},
+		"its path gone":            {gone, true},
+		"a file that is no netns":  {netnsAt(t, there), false},
+		"another directory's path": {&otherDir, false},
+	} {
+		if got := containerGone("", &store.Record{Netns: tc.ns}); got != tc.gone {
+			t.Errorf("%s: taken for gone: %v, want %v", name, got, tc.gone)
+		}
+	}
+}
+
+// A pod whose namespace is still there holds uninstall up; --force
+// restores all the same, and says for the IP it leaves held how to release
+// it: uninstall again once the pod is gone, or a DEL by hand.
+func TestUninstallForceRestoresWhileAPodHoldsAnIPAndSaysHowToReleaseIt(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-pods.conflist", bridgeList, 0o644)
+	before := snapshot(t, n.conf)
+	in := n.installer(t)
+	in.DataDir = filepath.Join(t.TempDir(), "state")
+	mustInstall(t, in)
+	ns := filepath.Join(t.TempDir(), "pod-a")
+	writeFile(t, ns, "", 0o644)
+	a := store.Attachment{Network: "pods", ContainerID: "pod-a", IfName: "eth0"}
+	inState(t, in.DataDir, "eip0", func(s *store.Store) error {
+		return s.WriteRecord(a.Key(), &store.Record{Attachment: a, IPs: []netip.Addr{netip.MustParseAddr("192.0.2.7")}, Netns: netnsAt(t, ns)})
+	})
+	if err := in.Uninstall(); !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "with --force") {
+		t.Fatalf("uninstall while a pod's namespace is there: %v; want ErrHeld mentioning --force", err)
+	}
+
+	var logged bytes.Buffer
+	in.Log, in.Force = slog.New(slog.NewTextHandler(&logged, nil)), true
+	if err := in.Uninstall(); err != nil {
+		t.Fatalf("uninstall --force: %v", err)
+	}
+	sameContent(t, "conf dir after uninstall --force", before, snapshot(t, n.conf))
+	out := logged.String()
+	for _, want := range []string{"left held", "pods/pod-a/eth0", "192.0.2.7", "once the pod is deleted (" + ns + " gone)",
+		`CNI_COMMAND=DEL CNI_CONTAINERID=pod-a CNI_IFNAME=eth0 CNI_PATH=` + n.bin} {
+		if !strings.Contains(out, want) {
+			t.Errorf("uninstall --force logged %q; want it to say %q", out, want)
+		}
+	}
 }

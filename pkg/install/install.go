@@ -32,7 +32,10 @@ type Installer struct {
 	// host is left alone (tests on temp dirs).
 	Retire  bool
 	DataDir string
-	Log     *slog.Logger
+	// Force lets Uninstall go on while pods hold external IPs; it says
+	// what it leaves held and how to release it (leaveHeld).
+	Force bool
+	Log   *slog.Logger
 
 	fault faultFunc // tests only: kill points
 }

@@ -2,9 +2,7 @@ package install
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,15 +10,12 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
-	"github.com/external-ip/external-ip/pkg/store"
 )
-
-// ErrHeld: pods still hold external IPs; Uninstall changed nothing.
-var ErrHeld = errors.New("pods still hold external IPs")
 
 // Uninstall restores every conf dir file we changed, then removes the
 // binary we installed and the undo file. While pods hold external IPs it
-// changes nothing and fails (ErrHeld, see refuseWhileHeld). Otherwise it
+// changes nothing and fails (ErrHeld, see refuseWhileHeld), unless Force;
+// it first releases the IPs of pods whose network namespace is gone. It
 // finishes, unless something is left for a later run: an install --watch
 // still running (it obeys the mark, see mark.go), or, with Retire, a
 // holder or table kept (no CAP_NET_ADMIN, addresses no record holds).
@@ -69,76 +64,6 @@ func (i *Installer) Uninstall() error {
 		err = fmt.Errorf("no undo file %s, so left: %s", st.path(), strings.Join(left, "; "))
 	}
 	return err
-}
-
-// refuseWhileHeld fails with ErrHeld, naming each holder, while pods hold
-// external IPs of the dataDir. containerd runs a pod's DEL with the
-// networks it has loaded now (go-cni's Remove), not with those the pod was
-// created with: once the configs are restored, those pods' DELs would
-// never call the plugin and their IPs would stay held for good. So our
-// entry and the binary stay until the DELs have run. (CRI-O's ocicni runs
-// DEL with the config libcni cached at ADD; there this is only caution.)
-// Without Retire or DataDir (tests on temp dirs) no dataDir is looked at.
-//
-// What remains: an ADD that read our entry before the restore and records
-// its IP after this check; pods still being created are not drained.
-func (i *Installer) refuseWhileHeld(u *undo) error {
-	if !i.Retire && i.DataDir == "" {
-		return nil
-	}
-	dataDir := i.retireDataDir(u)
-	devs, err := store.Devices(dataDir)
-	if err != nil {
-		return err
-	}
-	var held []string
-	for _, d := range devs {
-		line, err := stillHeld(dataDir, d)
-		if err != nil {
-			return err
-		}
-		if line != "" {
-			held = append(held, line)
-		}
-	}
-	if len(held) == 0 {
-		return nil
-	}
-	run, err := i.rerunPath()
-	if err != nil {
-		return err
-	}
-	run = fmt.Sprintf("%s uninstall --bin-dir %s --conf-dir %s", run, i.BinDir, i.ConfDir)
-	if i.DataDir != "" {
-		run += " --data-dir " + i.DataDir
-	}
-	return fmt.Errorf("%w: %s; nothing changed, and external-ip stays chained so that their DELs release them: drain the node or delete those pods, then run %s again",
-		ErrHeld, strings.Join(held, "; "), run)
-}
-
-// stillHeld says what device's state holds: its attachments and their
-// IPs, or an interrupted change (which may be an ADD); "" when nothing.
-func stillHeld(dataDir, device string) (string, error) {
-	s := store.New(dataDir, device)
-	l, err := s.Lock(store.ReadOnly, 10*time.Second)
-	if err != nil || l == nil {
-		return "", err
-	}
-	defer l.Unlock()
-	if pending, err := s.Has(store.JournalFile); err != nil || pending {
-		return fmt.Sprintf("holder %s: an interrupted change is pending in %s, which external-ip repair settles", device, s.Path(store.JournalFile)), err
-	}
-	recs, err := s.Records()
-	if err != nil || len(recs) == 0 {
-		return "", err
-	}
-	ips := map[netip.Addr]bool{}
-	for _, r := range recs {
-		for _, ip := range r.Held() {
-			ips[ip] = true
-		}
-	}
-	return fmt.Sprintf("holder %s: %d attachments hold %d external IPs (external-ip status --data-dir %s lists them)", device, len(recs), len(ips), dataDir), nil
 }
 
 // pending says what a later uninstall is left to do: the holders and table

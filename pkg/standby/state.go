@@ -284,20 +284,20 @@ func (s *StateMoves) Gone(h Held) bool {
 		return false
 	}
 	for _, ns := range h.Containers {
-		if !nsGone(ns) {
+		if !NetnsGone(ns) {
 			return false
 		}
 	}
 	return true
 }
 
-// nsGone judges ns only where this process sees the very directory the
+// NetnsGone judges ns only where this process sees the very directory the
 // ADD saw (a node process in a container without the host's netns
 // directory sees none, or another): gone when its path is no more there,
 // or leads to another namespace. A file there that is no namespace is a
 // bind mount this process does not see (one made after its container
 // started, without mount propagation): not gone.
-func nsGone(ns store.Netns) bool {
+func NetnsGone(ns store.Netns) bool {
 	var dir, st unix.Stat_t
 	if ns.Path == "" || unix.Stat(filepath.Dir(ns.Path), &dir) != nil || dir.Dev != ns.DirDev || dir.Ino != ns.DirIno {
 		return false

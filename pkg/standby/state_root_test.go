@@ -26,7 +26,7 @@ func privateMounts(t *testing.T) func(store.Netns) bool {
 		}
 		ready <- err
 		for ns := range asks {
-			answers <- nsGone(ns)
+			answers <- NetnsGone(ns)
 		}
 	}()
 	if err := <-ready; err != nil {

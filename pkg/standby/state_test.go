@@ -62,7 +62,7 @@ func TestTheStateIsReadAgainWhenAStampIsTooCloseToTheLastRead(t *testing.T) {
 
 func TestANamespaceIsGoneOnlyWhereItsDirectoryIsTheOneTheADDSaw(t *testing.T) {
 	own := recorded(t, "/proc/thread-self/ns/net")
-	if nsGone(own) {
+	if NetnsGone(own) {
 		t.Fatalf("this thread's own namespace %+v reads as gone", own)
 	}
 	dir := t.TempDir()
@@ -71,26 +71,26 @@ func TestANamespaceIsGoneOnlyWhereItsDirectoryIsTheOneTheADDSaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := recorded(t, path)
-	if nsGone(ns) {
+	if NetnsGone(ns) {
 		t.Errorf("a file still there reads as gone")
 	}
 	other := ns
 	other.Ino++
-	if nsGone(other) {
+	if NetnsGone(other) {
 		t.Errorf("a file there that is no namespace (a bind mount this process does not see) reads as gone")
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if !nsGone(ns) {
+	if !NetnsGone(ns) {
 		t.Errorf("a path no more there reads as alive")
 	}
 	elsewhere := ns
 	elsewhere.DirIno++
-	if nsGone(elsewhere) {
+	if NetnsGone(elsewhere) {
 		t.Errorf("a path gone from a directory other than the one the ADD saw reads as gone")
 	}
-	if nsGone(store.Netns{}) {
+	if NetnsGone(store.Netns{}) {
 		t.Errorf("a record naming no namespace reads as gone")
 	}
 	m := &StateMoves{}

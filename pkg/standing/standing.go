@@ -64,16 +64,6 @@ func Moves(old, rec *store.Record, ips []netip.Addr) bool {
 	return true
 }
 
-// Container is the namespace a record of an ADD keeps (store.Netns): the
-// ADD's own for a network that stands by, none for another, whose IPs no
-// node process gives up.
-func Container(on bool, ns *store.Netns) *store.Netns {
-	if !on {
-		return nil
-	}
-	return ns
-}
-
 // Roles is, for a change writing rec, which IPs it holds actively and
 // which in standby only.
 func Roles(rec *store.Record) (hold, standby map[netip.Addr]bool) {

@@ -49,10 +49,12 @@ type Record struct {
 	// another node, so not on the holder, not announced and not steered
 	// here. IPs lists only the IPs held actively.
 	StandbyIPs []netip.Addr `json:"standbyIPs,omitempty"`
-	// Netns is the container's network namespace as the ADD found it,
-	// kept for a network that stands by only: the node process gives the
-	// IP up to a standby node once every container holding it here is
-	// gone, without waiting for the runtime's DEL.
+	// Netns is the container's network namespace as the ADD found it
+	// (nil in a record of an older release, or where the ADD could not
+	// look at it): for a network that stands by, the node process gives
+	// the IP up to a standby node once every container holding it here is
+	// gone, without waiting for the runtime's DEL; uninstall releases the
+	// IPs of a container gone without its DEL.
 	Netns *Netns `json:"netns,omitempty"`
 }
 

@@ -40,8 +40,7 @@ type invocation struct {
 	keep *linger.Keeper
 	// routing routes the IPs of uplinks other than the default route's.
 	routing *uplinkroute.HostRouting
-	// netns is the container's namespace, which a record of a network
-	// that stands by keeps; nil for other networks.
+	// netns is the container's namespace, which the ADD's record keeps.
 	netns *store.Netns
 	// rules are the node-local pools' rules, which an ADD fills in
 	// (localpool.go) and the assigner asks under its lock.
@@ -103,7 +102,7 @@ func start(args *skel.CmdArgs, as startAs) (*invocation, error) {
 	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing, rules: &localpool.Rules{},
-		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log}), netns: containerNetns(conf, args.Netns)}
+		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log}), netns: containerNetns(args.Netns)}
 	inv.as = inv.newAssigner()
 	inv.done = func() {
 		routing.Close()
@@ -140,12 +139,14 @@ func goodbye(keep *linger.Keeper, log *slog.Logger) func(announce.Target) {
 	}
 }
 
-// containerNetns is path's namespace as it is now, for a network that
-// stands by (nil for others, and when it cannot be looked at: the node
-// process then never takes the container for gone).
-func containerNetns(conf *config.Config, path string) *store.Netns {
+// containerNetns is path's namespace as it is now, which the ADD's record
+// keeps: the node process gives up a standby network's IP once its
+// containers are gone, and uninstall releases the IPs of containers gone
+// without their DEL. nil when it cannot be looked at: the container is
+// then never taken for gone.
+func containerNetns(path string) *store.Netns {
 	var st, dir unix.Stat_t
-	if !conf.Standby || path == "" || unix.Stat(path, &st) != nil || unix.Stat(filepath.Dir(path), &dir) != nil {
+	if path == "" || unix.Stat(path, &st) != nil || unix.Stat(filepath.Dir(path), &dir) != nil {
 		return nil
 	}
 	return &store.Netns{Path: path, Dev: st.Dev, Ino: st.Ino, DirDev: dir.Dev, DirIno: dir.Ino}

@@ -28,7 +28,7 @@ const nodeCommands = `       external-ip install --plugin-config FILE [--bin-dir
                            [--watch [--reannounce-every D] [--repair-every D] [--data-dir DIR]
                                     [--standby-every D] [--metrics-address HOST:PORT]
                                     [--node-name NAME [--kubeconfig FILE] [--namespace NS]]] | [--check]
-       external-ip uninstall [--bin-dir DIR] [--conf-dir DIR] [--data-dir DIR]
+       external-ip uninstall [--bin-dir DIR] [--conf-dir DIR] [--data-dir DIR] [--force]
        external-ip version
 `
 
@@ -48,7 +48,10 @@ docs/pools.md).
 uninstall changes nothing and exits 1, naming the holders, while pods hold
 external IPs of DIR (default: the dataDir of the entry install chained):
 their DELs need the chained entry (containerd runs DEL with the networks it
-loads now); drain or delete those pods, then run it again. Then it restores
+loads now); drain or delete those pods, then run it again. It first
+releases, as GC does, the IPs of pods whose network namespace is gone
+without their DEL, and says which. --force goes on while pods hold IPs,
+and says for each IP it leaves held how to release it later. Then it restores
 every config file install changed, byte for byte, and removes the binary it
 installed; a running install --watch then chains nothing more. It also
 removes the holder device of DIR and table inet external-ip, when they are
@@ -285,6 +288,7 @@ func runUninstall(args []string, stderr io.Writer) int {
 	f := newNodeFlags("uninstall", stderr)
 	var dataDir string
 	f.fs.StringVar(&dataDir, "data-dir", "", "the plugin's dataDir, whose empty holder device uninstall removes (default: the one install recorded, else "+config.DefaultDataDir+")")
+	force := f.fs.Bool("force", false, "uninstall while pods hold external IPs, saying how to release each later")
 	if err := f.fs.Parse(args); err != nil {
 		return 2
 	}
@@ -292,7 +296,7 @@ func runUninstall(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "uninstall: unexpected argument %q\n", f.fs.Arg(0))
 		return 2
 	}
-	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Retire: true, DataDir: dataDir, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
+	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Retire: true, DataDir: dataDir, Force: *force, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
 	if err := in.Uninstall(); err != nil {
 		fmt.Fprintf(stderr, "external-ip uninstall: %v\n", err)
 		return 1

@@ -11,14 +11,14 @@ import (
 )
 
 // uninstallIn runs `external-ip uninstall` in the node, on temp CNI dirs,
-// for the host's dataDir: exit code and stderr.
-func (h *host) uninstallIn(t *testing.T) (int, string) {
+// for the host's dataDir, with flags: exit code and stderr.
+func (h *host) uninstallIn(t *testing.T, flags ...string) (int, string) {
 	t.Helper()
 	root := t.TempDir()
 	bin, conf := filepath.Join(root, "bin"), filepath.Join(root, "net.d")
 	os.Mkdir(bin, 0o755)
 	os.Mkdir(conf, 0o755)
-	cmd := exec.Command("ip", "netns", "exec", h.name, pluginBin, "uninstall", "--bin-dir", bin, "--conf-dir", conf, "--data-dir", h.dataDir)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", h.name, pluginBin, "uninstall", "--bin-dir", bin, "--conf-dir", conf, "--data-dir", h.dataDir}, flags...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
