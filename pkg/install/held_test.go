@@ -44,18 +44,27 @@ func holds(t *testing.T, dataDir, device, pod string, ip netip.Addr) (del func()
 	}
 }
 
+// installedWithState is a node with our entry chained into its primary,
+// and a state dir for uninstall to look at; before is the conf dir as it
+// was before the install.
+func installedWithState(t *testing.T) (n *node, in *Installer, before map[string]fileState) {
+	t.Helper()
+	n = newNode(t)
+	n.put(t, "10-pods.conflist", bridgeList, 0o644)
+	before = snapshot(t, n.conf)
+	in = n.installer(t)
+	in.DataDir = filepath.Join(t.TempDir(), "state")
+	mustInstall(t, in)
+	return n, in, before
+}
+
 // On containerd a pod's DEL runs the networks loaded now, not those the
 // pod was created with: uninstall keeps our entry chained while pods hold
 // external IPs (else their DELs never reach us and the IPs leak), changes
 // nothing, says what is held and what to do, and fails. Once the DELs
 // have run, it restores the conf dir and finishes.
 func TestUninstallKeepsOurEntryChainedWhilePodsHoldExternalIPs(t *testing.T) {
-	n := newNode(t)
-	n.put(t, "10-pods.conflist", bridgeList, 0o644)
-	before := snapshot(t, n.conf)
-	in := n.installer(t)
-	in.DataDir = filepath.Join(t.TempDir(), "state")
-	mustInstall(t, in)
+	n, in, before := installedWithState(t)
 	chained := snapshot(t, n.conf)
 	del := holds(t, in.DataDir, "eip0", "pod-a", netip.MustParseAddr("192.0.2.7"))
 
@@ -149,12 +158,7 @@ func TestOnlyARecordWhoseNamespaceIsProvablyGoneIsTakenForAGonePod(t *testing.T)
 // restores all the same, and says for the IP it leaves held how to release
 // it: uninstall again once the pod is gone, or a DEL by hand.
 func TestUninstallForceRestoresWhileAPodHoldsAnIPAndSaysHowToReleaseIt(t *testing.T) {
-	n := newNode(t)
-	n.put(t, "10-pods.conflist", bridgeList, 0o644)
-	before := snapshot(t, n.conf)
-	in := n.installer(t)
-	in.DataDir = filepath.Join(t.TempDir(), "state")
-	mustInstall(t, in)
+	n, in, before := installedWithState(t)
 	ns := filepath.Join(t.TempDir(), "pod-a")
 	writeFile(t, ns, "", 0o644)
 	a := store.Attachment{Network: "pods", ContainerID: "pod-a", IfName: "eth0"}
