@@ -53,7 +53,10 @@ func (h holding) held() bool { return h.pending != "" || len(h.live) > 0 }
 // wait for the lock and record its IP all the same, after the restore.
 // Closing it needs the ADD itself to refuse, under that lock, once an
 // uninstall has begun, which it cannot see: the mark is in the conf dir,
-// which a CNI call is not told of.
+// which a CNI call is not told of. A second mark in the dataDir, read by
+// every ADD and cleared by install, would do it; it is not built, since a
+// mark left behind (an uninstall followed by a hand-made install) would
+// fail every ADD of the node until a reboot.
 func (i *Installer) refuseWhileHeld(u *undo) error {
 	if !i.Retire && i.DataDir == "" {
 		return nil
