@@ -57,9 +57,8 @@ type Options struct {
 	// Netns is the container's namespace, which the ADD's record keeps
 	// (store.Record.Netns).
 	Netns *store.Netns
-	// Goodbye, when set, is told of each IP a release of a record that
-	// stands by (its ADD's standby, whatever Standby says now) takes off
-	// the holder, so that a standby node takes it over at once.
+	// Goodbye, when set, is told of each IP the release of a record that
+	// stands by takes off the holder: a standby node takes it over at once.
 	Goodbye func(announce.Target)
 }
 

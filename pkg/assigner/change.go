@@ -51,8 +51,7 @@ type change struct {
 	// quiet lists the IPs with only standby holders here, before and
 	// after: nothing of theirs is on the kernel or in the table.
 	quiet map[netip.Addr]bool
-	// goodbye says that a release of a record that stands by is run for
-	// the first time: each IP it takes off the holder is said goodbye.
+	// goodbye: a first run's release of a record that stands by.
 	goodbye bool
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/host"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -18,39 +19,32 @@ func (a *Assigner) GC(network string, keep []Attachment) error {
 	for _, att := range keep {
 		kept[att.Key()] = true
 	}
-	_, err := a.Collect(func(key string, r *store.Record) bool { return r.Network == network && !kept[key] })
-	return err
+	return a.Collect(func(key string, r *store.Record) bool { return r.Network == network && !kept[key] })
 }
 
-// Collect is GC of the records that stale picks, of any network: each is
-// released as its DEL would release it, then the holder is reconciled with
-// the records. It returns the records it released, also beside an error.
-func (a *Assigner) Collect(stale func(key string, r *store.Record) bool) ([]*store.Record, error) {
+// Collect is GC of the records that stale picks, of any network.
+func (a *Assigner) Collect(stale func(key string, r *store.Record) bool) error {
 	a.startCall()
-	lost, err := a.lostState()
+	lost, err := lostState(a.st, a.holder)
 	if err != nil {
-		return nil, err
-	}
-	var collected []*store.Record
-	err = a.underLock(lost, func() (err error) {
-		collected, err = a.collect(stale)
 		return err
-	})
+	}
+	err = a.underLock(lost, func() error { return a.collect(stale) })
 	// Best effort, for what GC did collect: a failure stays queued, for
 	// status and the next GC.
 	if err := a.queue.Run(); err != nil {
 		a.log.Warn("conntrack clean-up failed; the next GC or repair retries it", "error", errkind.OneLine(err))
 	}
-	return collected, err
+	return err
 }
 
 // lostState says whether the state directory is gone while the holder of
 // this dataDir still carries addresses (host.Holder.CarriesLost).
-func (a *Assigner) lostState() (bool, error) {
-	if a.st.Exists() {
+func lostState(st *store.Store, holder *host.Holder) (bool, error) {
+	if st.Exists() {
 		return false, nil
 	}
-	return a.holder.CarriesLost(a.st.Dir())
+	return holder.CarriesLost(st.Dir())
 }
 
 // collect releases the records stale picks, each on its own: one it
@@ -58,10 +52,9 @@ func (a *Assigner) lostState() (bool, error) {
 // reconcile follows unless a record could not be read (it rebuilds the
 // index, holder and table from the records, so it would take away what
 // that one holds) or a failed release left its change pending.
-func (a *Assigner) collect(stale func(key string, r *store.Record) bool) ([]*store.Record, error) {
+func (a *Assigner) collect(stale func(key string, r *store.Record) bool) error {
 	recs, unread := a.st.Records()
 	errs := []error{unread}
-	var collected []*store.Record
 	for key, r := range recs {
 		if !stale(key, r) {
 			continue
@@ -69,18 +62,17 @@ func (a *Assigner) collect(stale func(key string, r *store.Record) bool) ([]*sto
 		if err := a.commit(key, r); err != nil {
 			errs = append(errs, fmt.Errorf("collecting %s: %w", r.Attachment, err))
 			if pending, err := a.st.Has(store.JournalFile); pending || err != nil {
-				return collected, errors.Join(append(errs, err)...)
+				return errors.Join(append(errs, err)...)
 			}
 			continue
 		}
 		a.log.Info("collected", "attachment", r.Attachment.String(), "ips", r.IPs)
-		collected = append(collected, r)
 		delete(recs, key)
 	}
 	if unread != nil {
-		return collected, errors.Join(append(errs, a.st.SweepTmp())...)
+		return errors.Join(append(errs, a.st.SweepTmp())...)
 	}
-	return collected, errors.Join(append(errs, a.reconcile(recs))...)
+	return errors.Join(append(errs, a.reconcile(recs))...)
 }
 
 // agreedHold is how ip is to be held: as its holders' records all ask, or
@@ -115,7 +107,7 @@ func keys[V any](m map[netip.Addr]V) []netip.Addr {
 // ADD, a DEL or another repair.
 func (a *Assigner) Repair() ([]string, error) {
 	a.startCall()
-	lost, err := a.lostState()
+	lost, err := lostState(a.st, a.holder)
 	if err != nil {
 		return nil, err
 	}

@@ -27,10 +27,8 @@ func (a *Assigner) Del(att Attachment) error {
 }
 
 // commit carries out the release of rec, run for the first time: begun,
-// applied, its journal dropped. It says goodbye for the IPs it takes off
-// the holder when rec stands by: the ADD chose standby, and the release
-// follows the ADD, not the config of the DEL or GC, which may differ (a
-// DEL reads the keys it does not need leniently).
+// applied, its journal dropped. It says goodbye as rec stands by, as its
+// ADD chose: a DEL's config may say otherwise (read leniently).
 func (a *Assigner) commit(key string, rec *record) error {
 	j := store.Releasing(key, rec)
 	if err := a.begin(j); err != nil {

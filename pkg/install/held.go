@@ -26,10 +26,9 @@ type holding struct {
 	// pending is the journal of an interrupted change (which may be an
 	// ADD), "" when none.
 	pending string
-	// live are the records whose container may still be there; gone
-	// counts those whose container is provably gone.
-	live []*store.Record
-	gone int
+	// live are the records whose container may still be there, gone
+	// those whose container is provably gone.
+	live, gone []*store.Record
 }
 
 func (h holding) held() bool { return h.pending != "" || len(h.live) > 0 }
@@ -129,19 +128,34 @@ func (i *Installer) uninstallCommand() (string, error) {
 // holdingAfterGone is what device's state holds once the records of
 // containers that are gone are released, as GC releases stale records.
 func (i *Installer) holdingAfterGone(dataDir, device string) (holding, error) {
-	h, err := readHolding(dataDir, device)
-	if err != nil || h.gone == 0 {
-		return h, err
+	before, err := readHolding(dataDir, device)
+	if err != nil || len(before.gone) == 0 {
+		return before, err
 	}
-	released, err := assigner.ForOperator(dataDir, device, i.log()).Collect(containerGone)
-	for _, r := range released {
-		i.log().Warn("released the IPs of a pod whose network namespace is gone without its DEL",
-			"holder", device, "attachment", r.Attachment.String(), "ips", fmt.Sprint(r.Held()), "netns", r.Netns.Path)
+	err = i.operator(dataDir, device).Collect(containerGone)
+	after, rerr := readHolding(dataDir, device)
+	if err = errors.Join(err, rerr); err != nil {
+		return after, fmt.Errorf("holder %s: releasing the IPs of pods whose network namespace is gone: %w", device, err)
 	}
-	if err != nil {
-		return h, fmt.Errorf("holder %s: releasing the IPs of pods whose network namespace is gone: %w", device, err)
+	left := map[store.Attachment]bool{}
+	for _, r := range append(after.live, after.gone...) {
+		left[r.Attachment] = true
 	}
-	return readHolding(dataDir, device)
+	for _, r := range before.gone {
+		if !left[r.Attachment] {
+			i.log().Warn("released the IPs of a pod whose network namespace is gone without its DEL",
+				"holder", device, "attachment", r.Attachment.String(), "ips", fmt.Sprint(r.Held()), "netns", r.Netns.Path)
+		}
+	}
+	return after, nil
+}
+
+// operator is the assigner that releases records at uninstall.
+func (i *Installer) operator(dataDir, device string) *assigner.Assigner {
+	if i.Assigner != nil {
+		return i.Assigner(dataDir, device, i.log())
+	}
+	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: stateLockWait, Log: i.log()})
 }
 
 // containerGone says whether r's container is provably gone: the network
@@ -173,7 +187,7 @@ func readHolding(dataDir, device string) (holding, error) {
 	}
 	for _, key := range slices.Sorted(maps.Keys(recs)) {
 		if containerGone(key, recs[key]) {
-			h.gone++
+			h.gone = append(h.gone, recs[key])
 		} else {
 			h.live = append(h.live, recs[key])
 		}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
 )
 
 // BinaryName is the plugin's file in the bin dir: the CNI type.
@@ -35,7 +37,11 @@ type Installer struct {
 	// Force lets Uninstall go on while pods hold external IPs; it says
 	// what it leaves held and how to release it (leaveHeld).
 	Force bool
-	Log   *slog.Logger
+	// Assigner is what Uninstall releases the records of pods gone without
+	// their DEL with: the plugin's repair assigner, which steers and
+	// routes; nil is one that does neither (tests on temp dirs).
+	Assigner func(dataDir, device string, log *slog.Logger) *assigner.Assigner
+	Log      *slog.Logger
 
 	fault faultFunc // tests only: kill points
 }

@@ -5,12 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
 	"github.com/external-ip/external-ip/pkg/host"
+	"github.com/external-ip/external-ip/pkg/steer"
 	"github.com/external-ip/external-ip/pkg/uplinkroute"
+	"github.com/external-ip/external-ip/pkg/uplinkroute/slots"
 )
 
 const usage = `usage: external-ip status [--json] [--data-dir DIR] [--device NAME]
@@ -82,6 +86,16 @@ func devices(dataDir, device string) ([]string, error) {
 	return host.StateDevices(dataDir)
 }
 
+// cliAssigner works without a network's config: the uplink routing is
+// read and repaired with the default mark, tables and priorities, and
+// each routed uplink keeps the gateway its table has where the main
+// table names none.
+func cliAssigner(dataDir, device string, log *slog.Logger) *assigner.Assigner {
+	nat := steer.HostNAT()
+	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: nat, Log: log,
+		Routing: uplinkroute.NewHostRouting(nat, slots.Default(), nil, false)})
+}
+
 func repair(dataDir, device string, stdout, stderr io.Writer) int {
 	devs, err := devices(dataDir, device)
 	if err != nil {
@@ -89,7 +103,7 @@ func repair(dataDir, device string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	for _, d := range devs {
-		fixed, err := assigner.ForOperator(dataDir, d, nil).Repair()
+		fixed, err := cliAssigner(dataDir, d, nil).Repair()
 		if err != nil {
 			fmt.Fprintf(stderr, "external-ip repair: %s: %v\n", d, err)
 			return 1
@@ -110,7 +124,7 @@ func collect(dataDir, device string) ([]*assigner.Report, error) {
 	}
 	reports := []*assigner.Report{}
 	for _, d := range devs {
-		r, err := assigner.ForOperator(dataDir, d, nil).Report()
+		r, err := cliAssigner(dataDir, d, nil).Report()
 		if err != nil {
 			return nil, err
 		}

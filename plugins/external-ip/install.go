@@ -296,7 +296,7 @@ func runUninstall(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "uninstall: unexpected argument %q\n", f.fs.Arg(0))
 		return 2
 	}
-	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Retire: true, DataDir: dataDir, Force: *force, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
+	in := &install.Installer{BinDir: f.binDir, ConfDir: f.confDir, Retire: true, DataDir: dataDir, Force: *force, Assigner: cliAssigner, Log: slog.New(slog.NewJSONHandler(stderr, nil))}
 	if err := in.Uninstall(); err != nil {
 		fmt.Fprintf(stderr, "external-ip uninstall: %v\n", err)
 		return 1
