@@ -134,20 +134,27 @@ func (i *Installer) holdingAfterGone(dataDir, device string) (holding, error) {
 	}
 	err = i.operator(dataDir, device).Collect(containerGone)
 	after, rerr := readHolding(dataDir, device)
+	if rerr == nil {
+		i.logReleased(device, before.gone, after) // also when others failed
+	}
 	if err = errors.Join(err, rerr); err != nil {
 		return after, fmt.Errorf("holder %s: releasing the IPs of pods whose network namespace is gone: %w", device, err)
 	}
+	return after, nil
+}
+
+// logReleased names each of gone that after no longer holds.
+func (i *Installer) logReleased(device string, gone []*store.Record, after holding) {
 	left := map[store.Attachment]bool{}
 	for _, r := range append(after.live, after.gone...) {
 		left[r.Attachment] = true
 	}
-	for _, r := range before.gone {
+	for _, r := range gone {
 		if !left[r.Attachment] {
 			i.log().Warn("released the IPs of a pod whose network namespace is gone without its DEL",
 				"holder", device, "attachment", r.Attachment.String(), "ips", fmt.Sprint(r.Held()), "netns", r.Netns.Path)
 		}
 	}
-	return after, nil
 }
 
 // operator is the assigner that releases records at uninstall.
