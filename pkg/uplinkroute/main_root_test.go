@@ -3,10 +3,12 @@ package uplinkroute
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,6 +242,48 @@ func TestRulesOfBothFamiliesAreOneDump(t *testing.T) {
 		}
 		if d := r.dumps - before; d != 2 {
 			t.Errorf("Collides asked for %d dumps; want 2", d)
+		}
+	})
+}
+
+// A mark of 16 bits allows 65,535 slots: Read makes two dumps (rules,
+// and every table at once), not one per slot, and still sees our slots'
+// routes and another program's route in one of our tables, and nothing
+// of the tables that are not ours.
+func TestReadOfAWideMarkIsTwoDumpsWhateverItsWidth(t *testing.T) {
+	n := newMainNode(t)
+	gw := [2]netip.Addr{netip.MustParseAddr("198.51.100.254"), netip.MustParseAddr("2001:db8:2::fe")}
+	wide := slots.Config{Mask: 0xffff0000, Table: 100000, Priority: 4240}
+	if err := wide.Validate(); err != nil {
+		t.Fatalf("the config refuses a 16-bit mark: %v", err)
+	}
+	n.sh("ip netns exec " + n.name + " ip route add 203.0.113.0/24 via 198.51.100.254 dev up1 table " + itoa(wide.TableOf(7)))
+	n.in(func(_ *Routes, up0, up1 int) {
+		r := Open(wide)
+		defer r.Close()
+		for _, s := range []int{1, 300} {
+			if err := r.Ensure(s, "up1", up1, gw, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := r.dumps
+		st, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := r.dumps - before; d != 2 {
+			t.Errorf("Read with %d slots asked for %d dumps; want 2", wide.Slots(), d)
+		}
+		for _, s := range []int{1, 300} {
+			if sl := st.Slots[s]; sl == nil || sl.Gateway != gw || sl.Uplink != "up1" || sl.Rule != [2]bool{true, true} {
+				t.Errorf("Read: slot %d = %+v; want its routes of both families through up1 and its rules", s, sl)
+			}
+		}
+		if len(st.Slots) != 2 {
+			t.Errorf("Read found slots %v; want 1 and 300 only", slices.Collect(maps.Keys(st.Slots)))
+		}
+		if len(st.Foreign) != 1 || !strings.Contains(st.Foreign[0], "203.0.113.0/24") {
+			t.Errorf("foreign = %q; want the other program's route in slot 7's table only", st.Foreign)
 		}
 	})
 }

@@ -137,12 +137,43 @@ func (r *Routes) Read() (*State, error) {
 	if err := r.readRules(h, st); err != nil {
 		return nil, err
 	}
+	if r.c.Slots() > perTableMost {
+		return st, r.readAllTables(h, st)
+	}
 	for s := 1; s <= r.c.Slots(); s++ {
 		if err := r.readTable(h, st, s); err != nil {
 			return nil, err
 		}
 	}
 	return st, nil
+}
+
+// perTableMost is the most slots Read dumps one table at a time. A dump
+// of an empty table costs little, but a mark of 16 bits allows 65,535
+// slots (over a second of dumps, under the dataDir lock); past it, one
+// dump of every table, filtered here, costs what the node's routes cost
+// whatever the mark's width.
+const perTableMost = 16
+
+// readAllTables reads every slot's table of both families from one dump
+// of all tables: our routes and other programs' in our tables, also
+// where no rule looks the table up (a change killed between its route
+// and its rule).
+func (r *Routes) readAllTables(h *netlinksafe.Handle, st *State) error {
+	var routes []netlink.Route
+	err := r.retryDump(func() (err error) {
+		routes, err = h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{}, netlink.RT_FILTER_TABLE)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("listing routes: %w", err)
+	}
+	for _, rt := range routes {
+		if s := rt.Table - r.c.Table; s >= 1 && s <= r.c.Slots() {
+			r.readRoute(h, st, s, rt)
+		}
+	}
+	return nil
 }
 
 // readRules reads the rules of both families from one dump (family
@@ -209,20 +240,25 @@ func (r *Routes) readTable(h *netlinksafe.Handle, st *State, s int) error {
 		return err
 	}
 	for _, rt := range routes {
-		if rt.Table != table {
-			continue // a kernel that sent other tables too
-		}
-		if int(rt.Protocol) != Protocol || rt.Dst != nil && !isDefault(rt.Dst) {
-			st.Foreign = append(st.Foreign, fmt.Sprintf("table %d holds route %s (proto %d)", table, rt.Dst, rt.Protocol))
-			continue
-		}
-		sl := st.slot(s)
-		sl.Uplink = linkName(h, rt.LinkIndex)
-		if gw, ok := netip.AddrFromSlice(rt.Gw); ok {
-			sl.Gateway[fam(rt.Family == netlink.FAMILY_V6)] = gw.Unmap()
+		if rt.Table == table { // else a kernel that sent other tables too
+			r.readRoute(h, st, s, rt)
 		}
 	}
 	return nil
+}
+
+// readRoute notes rt, a route of slot s's table: ours, or another
+// program's.
+func (r *Routes) readRoute(h *netlinksafe.Handle, st *State, s int, rt netlink.Route) {
+	if int(rt.Protocol) != Protocol || rt.Dst != nil && !isDefault(rt.Dst) {
+		st.Foreign = append(st.Foreign, fmt.Sprintf("table %d holds route %s (proto %d)", rt.Table, rt.Dst, rt.Protocol))
+		return
+	}
+	sl := st.slot(s)
+	sl.Uplink = linkName(h, rt.LinkIndex)
+	if gw, ok := netip.AddrFromSlice(rt.Gw); ok {
+		sl.Gateway[fam(rt.Family == netlink.FAMILY_V6)] = gw.Unmap()
+	}
 }
 
 func isDefault(n *net.IPNet) bool { ones, _ := n.Mask.Size(); return ones == 0 }
