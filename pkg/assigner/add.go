@@ -234,18 +234,19 @@ func (ad *adding) probe() error {
 }
 
 // remember keeps in a re-ADD's journal what undoing it restores: the
-// earlier record, with the uplinks its IPs have now (an IP the new record
-// drops is released, and its index forgets the uplink, before an undo
-// re-holds it).
+// earlier record, with its IPs' index entries as they are now (an IP the
+// new record drops is released, and its index forgotten, before an undo
+// re-holds it: its uplink, and whether its proxy entry is another
+// program's, come back from the journal).
 func (ad *adding) remember(j *journal, old *record) error {
 	j.Touch = union(old.Held(), j.Touch)
-	j.Old, j.OldUplinks = old, map[netip.Addr]string{}
+	j.Old, j.OldUplinks, j.OldIPs = old, map[netip.Addr]string{}, map[netip.Addr]ipEntry{}
 	for _, ip := range old.Held() {
 		e, err := ad.st.ReadIP(ip)
 		if err != nil {
 			return err
 		}
-		j.OldUplinks[ip] = e.Uplink
+		j.OldUplinks[ip], j.OldIPs[ip] = e.Uplink, e
 	}
 	return nil
 }

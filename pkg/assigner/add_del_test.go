@@ -2,6 +2,7 @@ package assigner
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -415,6 +416,77 @@ func TestAnnounceErrorRollsTheAddBack(t *testing.T) {
 			}
 			assertState(t, f, tt.want)
 		})
+	}
+}
+
+// A re-ADD that drops an IP whose proxy entry another program made, and
+// fails (its announcement), gives the attachment its IP back: the index
+// must still say the entry is another program's, so that the DEL that
+// follows keeps it.
+func TestAFailedReAddThatDroppedAnIPKeepsTheOtherProgramsProxyEntry(t *testing.T) {
+	for _, reAdd := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control", true: "failed re-ADD"}[reAdd], func(t *testing.T) { failedReAddDroppingAProxiedIP(t, reAdd) })
+	}
+}
+
+func failedReAddDroppingAProxiedIP(t *testing.T, reAdd bool) {
+	f := newFixture(t)
+	f.k.inspect(func(h *fakeHost) error {
+		h.Proxies["eth0"] = map[netip.Addr]bool{v6a: true}
+		return nil
+	})
+	f.add(attA, v6a)
+	if !reAdd {
+		f.del(attA)
+		f.k.inspect(func(h *fakeHost) error {
+			if !h.Proxies["eth0"][v6a] {
+				t.Errorf("control: the other program's proxy entry for %s is gone after DEL", v6a)
+			}
+			return nil
+		})
+		return
+	}
+	_, err := f.assigner().Add(attA, []netip.Addr{v6b}, hooks{announce: func([]announce.Target) error { return errors.New("announce refused") }})
+	if err == nil {
+		t.Fatal("the re-ADD whose announcement fails succeeded")
+	}
+	f.del(attA)
+	f.k.inspect(func(h *fakeHost) error {
+		if !h.Proxies["eth0"][v6a] {
+			t.Errorf("the other program's proxy entry for %s is gone after a failed re-ADD and DEL", v6a)
+		}
+		return nil
+	})
+}
+
+// A re-ADD's journal that a binary from before the journal kept the old
+// IPs' index entries (oldUplinks alone) left, killed after its change was
+// done, is still rolled back by this one: the attachment holds its IP
+// again, on its uplink, and the IP the re-ADD took is let go.
+func TestAnEarlierBinarysJournalOfAKilledReAddIsRolledBack(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a)
+	key := attA.Key()
+	old, err := os.ReadFile(filepath.Join(f.stateDir(), "att", key+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(attA, v4b)
+	rec, err := os.ReadFile(filepath.Join(f.stateDir(), "att", key+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := fmt.Sprintf(`{"op":"add","key":%q,"record":%s,"touch":["%s","%s"],"uplinks":{"%s":"eth0"},"old":%s,"oldUplinks":{"%s":"eth0"}}`,
+		key, rec, v4a, v4b, v4b, old, v4a)
+	if err := os.WriteFile(filepath.Join(f.stateDir(), "journal"), []byte(j), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.add(attB, v4c) // any invocation rolls back what it finds
+	assertState(t, f, holdings{attA: {v4a}, attB: {v4c}})
+	var e ipEntry
+	decodeFile(t, filepath.Join(f.stateDir(), "ip", v4a.String()+".json"), &e)
+	if e.Uplink != "eth0" {
+		t.Errorf("after the roll-back %s is on uplink %q; want eth0", v4a, e.Uplink)
 	}
 }
 

@@ -109,10 +109,13 @@ func (c *change) applyIP(dev int, ip netip.Addr, hold, standby bool, w *written)
 	holders, changed := withHolder(e.Holders, j.Key, hold)
 	waiting, moved := withHolder(e.Standby, j.Key, standby)
 	changed = changed || moved
-	// A new uplink for an IP that had none, or whose uplink vanished; an
-	// ADD run first says whose proxy entry it finds there.
-	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
-		e.Uplink, e.KeepProxy, changed = up, false, true
+	// An ADD run first says whose proxy entry it finds on a new uplink.
+	e, moved, made := j.Rehome(ip, e)
+	changed = changed || moved
+	if made != "" {
+		if err := c.holder.Unhold(0, ip, ipEntry{Uplink: made, Route: e.Route}); err != nil {
+			return err
+		}
 	}
 	if hold && c.mode == firstRun && !e.KeepProxy && slices.Contains(j.Proxied, ip) {
 		e.KeepProxy, changed = true, true

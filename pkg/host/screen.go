@@ -14,6 +14,17 @@ import (
 // LAN could not reach held the way how says. It returns each IP's route,
 // looked up before the IP is assigned, because afterwards the kernel
 // answers "local".
+//
+// It runs before the dataDir's lock, and an ADD of another dataDir (its
+// own holder device and lock) may put an IP on its holder between this
+// look and Hold: held as a route, the kernel's EEXIST and a lookup catch
+// it (addRoute); held as an address, the kernel takes the same address on
+// a second device without a word, and both ADDs succeed. Closing that
+// would take a second lookup of each new IP under a lock every dataDir
+// shares (the node lock), from that look to the address being put: a
+// netlink round trip and a lock on every ADD of a new IP, for two
+// networks on one node handing out one IP, which their configs should
+// never do (docs/reliability.md, "What is not held").
 func (h *Holder) Screen(ups *Uplinks, how store.HeldAs, ips []netip.Addr) (map[netip.Addr]Route, error) {
 	dev, err := h.Find()
 	if err != nil {

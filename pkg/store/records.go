@@ -141,6 +141,11 @@ type Journal struct {
 	// restores with its IPs' uplinks OldUplinks.
 	Old        *Record               `json:"old,omitempty"`
 	OldUplinks map[netip.Addr]string `json:"oldUplinks,omitempty"`
+	// OldIPs are the index entries of Old's IPs before the ADD, whose
+	// uplink and proxy entry's owner undoing it gives back (Journal.Rehome).
+	// A journal of a binary from before them has OldUplinks alone, which
+	// this one still writes for a binary from before them.
+	OldIPs map[netip.Addr]IPEntry `json:"oldIPs,omitempty"`
 	// Proxied lists the IPs whose proxy neighbour entry on their uplink
 	// was there before this ADD, another program's: kept by the release
 	// that undoes the ADD, also when a crash came before the index said so.
@@ -149,6 +154,8 @@ type Journal struct {
 	// each named by its kind; a kind this binary does not know is refused
 	// by name rather than skipped.
 	Steps []Step `json:"steps,omitempty"`
+	// undoes is the ADD's journal a Reverse undoes, never written.
+	undoes *Journal
 }
 
 // Step is one further change of a journal, of a named kind.

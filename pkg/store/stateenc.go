@@ -56,7 +56,7 @@ func (j *Journal) appendJSON(b []byte) []byte {
 	b = appendAddrs(b, j.Touch)
 	if len(j.Uplinks) > 0 {
 		b = appendKey(b, ',', "uplinks")
-		b = appendUplinks(b, j.Uplinks)
+		b = appendByAddr(b, j.Uplinks, appendString)
 	}
 	if j.Old != nil {
 		b = appendKey(b, ',', "old")
@@ -64,7 +64,10 @@ func (j *Journal) appendJSON(b []byte) []byte {
 	}
 	if len(j.OldUplinks) > 0 {
 		b = appendKey(b, ',', "oldUplinks")
-		b = appendUplinks(b, j.OldUplinks)
+		b = appendByAddr(b, j.OldUplinks, appendString)
+	}
+	if len(j.OldIPs) > 0 {
+		b = appendByAddr(appendKey(b, ',', "oldIPs"), j.OldIPs, func(b []byte, e IPEntry) []byte { return e.appendJSON(b) })
 	}
 	if len(j.Proxied) > 0 {
 		b = appendAddrs(appendKey(b, ',', "proxied"), j.Proxied)
@@ -202,20 +205,20 @@ func appendList[T any](b []byte, xs []T, f func([]byte, T) []byte) []byte {
 	return append(b, ']')
 }
 
-// appendUplinks is a map keyed by address, keys in the order of their
-// text, as encoding/json sorts them.
-func appendUplinks(b []byte, m map[netip.Addr]string) []byte {
+// appendByAddr is a map keyed by address, its keys sorted as
+// encoding/json sorts them, each value written by f.
+func appendByAddr[V any](b []byte, m map[netip.Addr]V, f func([]byte, V) []byte) []byte {
 	keys := make([]string, 0, len(m))
-	by := make(map[string]string, len(m))
-	for a, up := range m {
+	by := make(map[string]V, len(m))
+	for a, v := range m {
 		k, _ := a.MarshalText()
 		keys = append(keys, string(k))
-		by[string(k)] = up
+		by[string(k)] = v
 	}
 	slices.Sort(keys)
 	sep := byte('{')
 	for _, k := range keys {
-		b = appendString(appendKey(b, sep, k), by[k])
+		b = f(appendKey(b, sep, k), by[k])
 		sep = ','
 	}
 	if sep == '{' {

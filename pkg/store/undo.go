@@ -2,6 +2,8 @@ package store
 
 import (
 	"encoding/json"
+	"net/netip"
+	"slices"
 )
 
 // The journals a change is made of, built from the records alone: the
@@ -19,10 +21,47 @@ func Releasing(key string, rec *Record) *Journal {
 // or the attachment released when it had none. It is carried out in place,
 // never journaled: the ADD's journal stands for it until it is done.
 func (j *Journal) Reverse() *Journal {
-	if j.Old == nil {
-		return &Journal{Op: OpRelease, Key: j.Key, Touch: j.Touch, Steps: j.natUndone(), Proxied: j.Proxied}
+	r := &Journal{Op: OpRelease, Key: j.Key, Touch: j.Touch, Steps: j.natUndone(), Proxied: j.Proxied, undoes: j}
+	if j.Old != nil {
+		r.Op, r.Record, r.Uplinks = OpAdd, j.Old, j.OldUplinks
 	}
-	return &Journal{Op: OpAdd, Key: j.Key, Record: j.Old, Touch: j.Touch, Uplinks: j.OldUplinks, Steps: j.natUndone(), Proxied: j.Proxied}
+	return r
+}
+
+// Rehome is ip's index entry e with the uplink j gives it, and whether
+// that changed e: a new uplink for an IP that had none or whose uplink
+// vanished (the proxy entry there ours, until an ADD run first says
+// otherwise); undoing an ADD, the uplink the IP had before it and whether
+// the proxy entry there is another program's (the ADD may have released
+// the IP, its index with it, or re-homed it). Undoing a re-homing also
+// names the uplink where the ADD made a proxy entry of ours ("": none),
+// to be taken away: no index names it once the old uplink is back.
+func (j *Journal) Rehome(ip netip.Addr, e IPEntry) (IPEntry, bool, string) {
+	was := e
+	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
+		e.Uplink, e.KeepProxy = up, false
+	}
+	if j.undoes != nil {
+		if old, ok := j.undoes.OldIPs[ip]; ok && old.Uplink != "" {
+			e.Uplink, e.KeepProxy = old.Uplink, old.KeepProxy
+		}
+	}
+	return e, e.Uplink != was.Uplink || e.KeepProxy != was.KeepProxy, j.madeProxy(ip, was, e.Uplink)
+}
+
+// madeProxy names the uplink where the ADD that j undoes made ip's proxy
+// entry (now being ip's index entry), when undoing moves ip off it to
+// next: the uplink that ADD chose anew, unless the entry it found there
+// was another program's.
+func (j *Journal) madeProxy(ip netip.Addr, now IPEntry, next string) string {
+	u := j.undoes
+	if u == nil || now.Uplink == next || now.KeepProxy || slices.Contains(u.Proxied, ip) {
+		return ""
+	}
+	if up := u.Uplinks[ip]; up == now.Uplink {
+		return up
+	}
+	return ""
 }
 
 // Steerings lists every steering the change knows of for its attachment:

@@ -152,6 +152,35 @@ func TestAnotherProgramsProxyEntriesSurviveOurDelAndAKilledAdd(t *testing.T) {
 	}
 }
 
+// A re-ADD that drops an IP whose proxy entry another program made, and
+// that is then rolled back (killed, then undone by the next invocation),
+// must leave the index saying the entry is another program's: the DEL
+// that follows must keep it.
+func TestAnotherProgramsProxyEntrySurvivesARolledBackReAddThatDroppedItsIP(t *testing.T) {
+	for _, tt := range []struct{ hold, theirs, next string }{
+		{"route", "192.0.2.40", "192.0.2.42"},
+		{"address", "2001:db8:1::40", "2001:db8:1::42"},
+	} {
+		for _, step := range []string{"index", "done"} {
+			t.Run(tt.hold+"/"+step, func(t *testing.T) {
+				h := newHost(t)
+				h.forwardIPv4()
+				h.inNode("ip neigh add proxy %s dev uplink0", tt.theirs)
+				first := h.netConf("1.0.0", map[string]any{"hold": tt.hold, "runtimeConfig": runtimeIPs(tt.theirs)})
+				h.run(attach("ADD", "a", first)).mustOK(t, "ADD a")
+				again := h.netConf("1.0.0", map[string]any{"hold": tt.hold, "runtimeConfig": runtimeIPs(tt.next)})
+				if r := h.runWith(faultBinary(t), attach("ADD", "a", again), assigner.CrashEnv+"="+step); r.err == nil {
+					t.Fatalf("the re-ADD to be killed at %s succeeded", step)
+				}
+				h.run(attach("DEL", "a", first)).mustOK(t, "DEL a after the killed re-ADD")
+				if !h.proxyEntry(tt.theirs) {
+					t.Errorf("the other program's proxy entry for %s is gone after a rolled-back re-ADD and DEL", tt.theirs)
+				}
+			})
+		}
+	}
+}
+
 // theirsKeptOursGone fails unless every IP of theirs still has its proxy
 // entry on uplink0 and no IP of ours has one that we would have made.
 func (h *host) theirsKeptOursGone(t *testing.T, when string, theirs, ours []string, hold string) {

@@ -1,6 +1,11 @@
 package netns
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/external-ip/external-ip/pkg/assigner"
+)
 
 // An uplink renamed under a held IP (taken down, renamed, up again with
 // its default route): the next ADD of the IP re-homes it to the new name,
@@ -28,5 +33,37 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersUplinkMarksWithTheirSNAT(t *tes
 	}
 	if drift := u.h.drift(); len(drift) != 0 {
 		t.Errorf("status after the re-homing ADD names drift %q", drift)
+	}
+}
+
+// A re-ADD that re-homes an IP whose uplink was renamed, killed and then
+// rolled back, and the DEL after it, must leave no proxy entry of ours on
+// the new uplink: the node would answer the LAN for an IP nobody holds.
+func TestARolledBackReHomingReAddLeavesNoProxyEntryOnTheNewUplink(t *testing.T) {
+	const ip = "192.0.2.40"
+	for _, step := range []string{"control", "index", "done"} {
+		t.Run(step, func(t *testing.T) {
+			h := newHost(t)
+			h.forwardIPv4()
+			conf := h.netConf("1.0.0", map[string]any{"hold": "route", "runtimeConfig": runtimeIPs(ip)})
+			h.run(attach("ADD", "a", conf)).mustOK(t, "ADD a")
+			h.inNode("ip link set uplink0 down")
+			h.inNode("ip link set uplink0 name uplink9")
+			h.inNode("ip link set uplink9 up")
+			if step == "control" {
+				h.run(attach("ADD", "a", conf)).mustOK(t, "the re-homing re-ADD, not killed")
+			} else if r := h.runWith(faultBinary(t), attach("ADD", "a", conf), assigner.CrashEnv+"="+step); r.err == nil {
+				t.Fatalf("the re-ADD to be killed at %s succeeded", step)
+			}
+			gc := func(valid []string) {
+				h.run(call{command: "GC", conf: h.gcConf(conf["name"].(string), valid, map[string]any{"hold": "route"})}).mustOK(t, "GC")
+			}
+			gc([]string{"a"}) // a still runs: GC re-homes what the roll-back left
+			h.run(attach("DEL", "a", conf)).mustOK(t, "DEL a after the killed re-ADD")
+			gc(nil)
+			if out := h.stdout("ip -n %s neigh show proxy", h.name); strings.Contains(out, ip) {
+				t.Errorf("after DEL and GC a proxy entry for %s, which nobody holds, is still there:\n%s", ip, out)
+			}
+		})
 	}
 }
