@@ -66,8 +66,8 @@ func stillAt(fd int, path string) (bool, error) {
 		return false, err
 	}
 	err := unix.Stat(path, &now)
-	if errors.Is(err, unix.ENOENT) {
-		return false, nil
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return false, nil // gone, or a directory on the way replaced
 	}
 	return err == nil && sameFile(&held, &now), err
 }

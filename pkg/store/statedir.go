@@ -284,7 +284,13 @@ func (s *Store) tryLock(mode Access, deadline time.Time, timeout time.Duration) 
 	}
 	// Removed or replaced while this invocation waited: whoever comes next
 	// locks the new one, so this one starts over there.
-	if same, err := stillAt(s.fd[data], s.resolved); err != nil || !same {
+	// Any other failure to tell is its own error, not a wait that ends in
+	// a lock timeout.
+	same, err := stillAt(s.fd[data], s.resolved)
+	if err != nil {
+		return nil, false, errorf(ErrState, "checking that dataDir %s is still the one locked: %w", s.dataDir, err)
+	}
+	if !same {
 		return nil, true, nil
 	}
 	if found, err = s.openInside(mode); err != nil || !found {

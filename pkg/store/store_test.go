@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -43,6 +45,40 @@ func TestALockExcludesAnotherAndCanBeTakenAgain(t *testing.T) {
 	l.Unlock()
 	mustLock(t, second, MakeParts).Unlock()
 	mustLock(t, first, ReadOnly).Unlock()
+}
+
+// A waiter that got the lock asks whether its dataDir is still at its
+// path: gone, or a directory on the way replaced by a file, says start
+// over at the path; any other failure is an error of its own, which the
+// lock returns rather than retrying until it times out.
+func TestStillAtTellsAMovedDataDirFromAFailureToLook(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, "data")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path       string
+		same, fail bool
+	}{
+		{d, true, false},
+		{filepath.Join(dir, "gone"), false, false},
+		{filepath.Join(dir, "file", "data"), false, false},
+		{filepath.Join(dir, strings.Repeat("x", 300)), false, true},
+	} {
+		same, err := stillAt(fd, tt.path)
+		if same != tt.same || (err != nil) != tt.fail {
+			t.Errorf("stillAt(%s) = %v, %v; want %v and an error %v", tt.path, same, err, tt.same, tt.fail)
+		}
+	}
 }
 
 // A reader makes nothing: without a state directory there is no state.
