@@ -200,3 +200,29 @@ func TestReAddOfTheOnlyHolderSwitchesTheHoldAndUndoSwitchesBack(t *testing.T) {
 		t.Errorf("switch back to addresses left proxy entries %v, want only the IPv6 one", p)
 	}
 }
+
+// A failed re-ADD that switches an IPv4 address to a route finds another
+// program's proxy entry on the uplink: undoing it takes the route off as
+// the re-ADD held it, keeping that entry, and gives the IP back as an
+// address, which needs no entry.
+func TestAnUndoneSwitchToARouteKeepsTheOtherProgramsProxyEntry(t *testing.T) {
+	f := newFixture(t)
+	f.add(attA, v4a)
+	f.k.inspect(func(h *fakeHost) error {
+		h.Proxies["eth0"] = map[netip.Addr]bool{v4a: true}
+		return nil
+	})
+	f.opts.RouteProtocol = testProto
+	failing := errors.New("announcing failed")
+	if _, err := f.assigner().Add(attA, []netip.Addr{v4a}, hooks{announce: func([]announce.Target) error { return failing }}); !errors.Is(err, failing) {
+		t.Fatalf("Add with a failing announcement = %v", err)
+	}
+	if got := f.holderAddrs(); !slices.Equal(got, []netip.Addr{v4a}) {
+		t.Errorf("after the undone switch the holder has addresses %v; want %s", got, v4a)
+	}
+	f.opts.RouteProtocol = 0
+	f.del(attA)
+	if p := f.k.proxies(t, "eth0"); !slices.Equal(p, []netip.Addr{v4a}) {
+		t.Errorf("after the undone switch and DEL the proxy entries on eth0 are %v; want the other program's for %s", p, v4a)
+	}
+}

@@ -31,9 +31,11 @@ func (j *Journal) Reverse() *Journal {
 // Rehome is ip's index entry e with the uplink j gives it, and whether
 // that changed e: a new uplink for an IP that had none or whose uplink
 // vanished (the proxy entry there ours, until an ADD run first says
-// otherwise); undoing an ADD, the uplink the IP had before it and whether
-// the proxy entry there is another program's (the ADD may have released
-// the IP, its index with it, or re-homed it). Undoing a re-homing also
+// otherwise); undoing an ADD that released the IP (its index forgotten)
+// or re-homed it, the uplink the IP had before and whether the proxy
+// entry there is another program's. Where the ADD left ip on its uplink
+// and held, e stays as it is: undoing a switch of hold takes the ADD's
+// way off with what the ADD knew of the entry. Undoing a re-homing also
 // names the uplink where the ADD made a proxy entry of ours ("": none),
 // to be taken away: no index names it once the old uplink is back.
 func (j *Journal) Rehome(ip netip.Addr, e IPEntry) (IPEntry, bool, string) {
@@ -41,12 +43,20 @@ func (j *Journal) Rehome(ip netip.Addr, e IPEntry) (IPEntry, bool, string) {
 	if up := j.Uplinks[ip]; up != "" && e.Uplink != up {
 		e.Uplink, e.KeepProxy = up, false
 	}
-	if j.undoes != nil {
-		if old, ok := j.undoes.OldIPs[ip]; ok && old.Uplink != "" {
-			e.Uplink, e.KeepProxy = old.Uplink, old.KeepProxy
-		}
+	if old, ok := j.undone(ip); ok && old.Uplink != "" && (len(was.Holders) == 0 || was.Uplink != old.Uplink) {
+		e.Uplink, e.KeepProxy = old.Uplink, old.KeepProxy
 	}
 	return e, e.Uplink != was.Uplink || e.KeepProxy != was.KeepProxy, j.madeProxy(ip, was, e.Uplink)
+}
+
+// undone is ip's index entry before the ADD that j undoes, if that ADD's
+// journal kept it.
+func (j *Journal) undone(ip netip.Addr) (IPEntry, bool) {
+	if j.undoes == nil {
+		return IPEntry{}, false
+	}
+	e, ok := j.undoes.OldIPs[ip]
+	return e, ok
 }
 
 // madeProxy names the uplink where the ADD that j undoes made ip's proxy
