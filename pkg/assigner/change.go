@@ -109,7 +109,8 @@ func (c *change) applyIP(dev int, ip netip.Addr, hold, standby bool, w *written)
 	holders, changed := withHolder(e.Holders, j.Key, hold)
 	waiting, moved := withHolder(e.Standby, j.Key, standby)
 	changed = changed || moved
-	// An ADD run first says whose proxy entry it finds on a new uplink.
+	// Undoing a re-homing takes away the proxy entry the ADD made on the
+	// new uplink; an ADD run first says whose entry it finds on a new one.
 	e, moved, made := j.Rehome(ip, e)
 	changed = changed || moved
 	if made != "" {

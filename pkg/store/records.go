@@ -143,8 +143,8 @@ type Journal struct {
 	OldUplinks map[netip.Addr]string `json:"oldUplinks,omitempty"`
 	// OldIPs are the index entries of Old's IPs before the ADD, whose
 	// uplink and proxy entry's owner undoing it gives back (Journal.Rehome).
-	// A journal of a binary from before them has OldUplinks alone, which
-	// this one still writes for a binary from before them.
+	// A journal of an earlier binary has OldUplinks alone; this one still
+	// writes them, so that an earlier binary can undo its journal too.
 	OldIPs map[netip.Addr]IPEntry `json:"oldIPs,omitempty"`
 	// Proxied lists the IPs whose proxy neighbour entry on their uplink
 	// was there before this ADD, another program's: kept by the release
