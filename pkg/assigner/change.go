@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/standing"
+	"github.com/external-ip/external-ip/pkg/store"
 )
 
 // mode is how a journaled change is carried out. The entry point that
@@ -106,8 +107,8 @@ func (c *change) applyIP(dev int, ip netip.Addr, hold, standby bool, w *written)
 	if err != nil {
 		return err
 	}
-	holders, changed := withHolder(e.Holders, j.Key, hold)
-	waiting, moved := withHolder(e.Standby, j.Key, standby)
+	holders, changed := store.WithHolder(e.Holders, j.Key, hold)
+	waiting, moved := store.WithHolder(e.Standby, j.Key, standby)
 	changed = changed || moved
 	// Undoing a re-homing takes away the proxy entry the ADD made on the
 	// new uplink; an ADD run first says whose entry it finds on a new one.
@@ -215,17 +216,4 @@ func (a *Assigner) release(dev int, ip netip.Addr, e ipEntry) error {
 		return err
 	}
 	return a.st.WriteIP(ip, ipEntry{})
-}
-
-// withHolder returns holders with key added or removed, sorted, and whether
-// it changed.
-func withHolder(holders []string, key string, hold bool) ([]string, bool) {
-	i, found := slices.BinarySearch(holders, key)
-	switch {
-	case hold && !found:
-		return slices.Insert(slices.Clone(holders), i, key), true
-	case !hold && found:
-		return slices.Delete(slices.Clone(holders), i, i+1), true
-	}
-	return holders, false
 }
