@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"slices"
 
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 )
@@ -187,32 +187,7 @@ func (t *Table) DelEgress(k EgressKey) error {
 // kernel's for concatenated intervals) rebuilds the whole set on each
 // change, which per attachment made every ADD and DEL cost O(attachments).
 func hairpinElement(subnet netip.Prefix) []nftables.SetElement {
-	p := subnet.Masked()
-	first, last := p.Addr().AsSlice(), lastAddr(p).AsSlice()
-	return []nftables.SetElement{{
-		Key:    append(slices.Clone(first), first...),
-		KeyEnd: append(slices.Clone(last), last...),
-	}}
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
-// prefixOf is the prefix from first to last, if they span one exactly.
-func prefixOf(first, last netip.Addr) (netip.Prefix, bool) {
-	for bits := first.BitLen(); bits >= 0; bits-- {
-		p := netip.PrefixFrom(first, bits)
-		if p.Masked().Addr() == first && lastAddr(p) == last {
-			return p, true
-		}
-	}
-	return netip.Prefix{}, false
+	return []nftables.SetElement{intervals.Element(intervals.Same(subnet))}
 }
 
 // SetHairpin makes flows within subnet hairpin: it adds subnet's element,

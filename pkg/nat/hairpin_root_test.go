@@ -4,7 +4,17 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 )
+
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
 
 func readHairpin(t *testing.T, tb *Table) string {
 	t.Helper()
@@ -47,7 +57,7 @@ func TestNestedHairpinSubnetsMergeInOneChange(t *testing.T) {
 		must(t, tb.SetHairpin(netip.MustParsePrefix("10.0.0.0/8")))
 		st, err := tb.Read()
 		must(t, err)
-		if got, want := fmt.Sprint(Maximal(st.Hairpin)), "[10.0.0.0/8 fd00::/16]"; got != want {
+		if got, want := fmt.Sprint(intervals.Maximal(st.Hairpin)), "[10.0.0.0/8 fd00::/16]"; got != want {
 			t.Fatalf("after SetHairpin of a /8 around the /16 the sets serve %s, want %s", got, want)
 		}
 	})

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
-
-	"github.com/google/nftables"
 )
 
 func TestIngressChainNamesRoundTripAndRefuseOthers(t *testing.T) {
@@ -32,32 +30,8 @@ func TestElementsLayOutKeysAsTheKernelCompares(t *testing.T) {
 	if !bytes.Equal(el.Key, wantKey) || !bytes.Equal(el.Val, []byte{192, 0, 2, 10}) {
 		t.Errorf("egress element %v : %v, want %v : 192.0.2.10", el.Key, el.Val, wantKey)
 	}
-	hp := hairpinElement(netip.MustParsePrefix("10.88.0.7/24"))[0]
-	if !bytes.Equal(hp.Key, []byte{10, 88, 0, 0, 10, 88, 0, 0}) || !bytes.Equal(hp.KeyEnd, []byte{10, 88, 0, 255, 10, 88, 0, 255}) {
-		t.Errorf("hairpin element %v - %v, want the subnet's first address twice, to its last twice", hp.Key, hp.KeyEnd)
-	}
-	if p, ok := hairpinSubnet(hp, 4); !ok || p != netip.MustParsePrefix("10.88.0.0/24") {
-		t.Errorf("hairpin element read back as %v (ok %v)", p, ok)
-	}
-	odd := nftables.SetElement{Key: []byte{10, 88, 0, 0, 10, 88, 0, 7}, KeyEnd: []byte{10, 88, 0, 255, 10, 88, 0, 7}}
-	if p, ok := hairpinSubnet(odd, 4); ok {
-		t.Errorf("an element whose halves differ read back as subnet %s", p)
-	}
 	sp := spreadElements([]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")})
 	if !bytes.Equal(sp[1].Key, native32(1)) || !bytes.Equal(sp[1].Val, []byte{10, 0, 0, 2}) {
 		t.Errorf("spread element 1 is %v : %v", sp[1].Key, sp[1].Val)
-	}
-}
-
-func TestPrefixOfReadsBackTheSubnetOfAnInterval(t *testing.T) {
-	for _, s := range []string{"10.88.0.0/24", "10.0.0.0/8", "10.88.0.5/32", "fd00:88::/64", "::/0"} {
-		p := netip.MustParsePrefix(s)
-		got, ok := prefixOf(p.Addr(), lastAddr(p))
-		if !ok || got != p {
-			t.Errorf("%s read back as %v (ok %v)", s, got, ok)
-		}
-	}
-	if p, ok := prefixOf(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.6")); ok {
-		t.Errorf("10.0.0.1-10.0.0.6 read back as prefix %s", p)
 	}
 }

@@ -1,12 +1,12 @@
 package nat
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -288,22 +288,10 @@ func (r reading) readHairpins(st *State) error {
 			st.Broken = append(st.Broken, "set "+f.hp+" missing")
 		}
 		for _, el := range els {
-			if p, ok := hairpinSubnet(el, int(f.addrLen)); ok {
+			if p, ok := intervals.ParseSame(el, int(f.addrLen)); ok {
 				st.Hairpin = append(st.Hairpin, p)
 			}
 		}
 	}
 	return nil
-}
-
-// hairpinSubnet reads back hairpinElement's subnet; ok is false for an
-// element it did not make (halves that differ, a range that is no prefix).
-func hairpinSubnet(el nftables.SetElement, n int) (netip.Prefix, bool) {
-	if len(el.Key) != 2*n || len(el.KeyEnd) != 2*n ||
-		!bytes.Equal(el.Key[:n], el.Key[n:]) || !bytes.Equal(el.KeyEnd[:n], el.KeyEnd[n:]) {
-		return netip.Prefix{}, false
-	}
-	first, _ := netip.AddrFromSlice(el.Key[:n])
-	last, _ := netip.AddrFromSlice(el.KeyEnd[:n])
-	return prefixOf(first, last)
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -158,7 +159,7 @@ func hairpinPlan(st *nat.State, w Want, owns func(netip.Addr) bool) nat.Change {
 			keep = append(keep, p)
 		}
 	}
-	want := nat.Maximal(keep)
+	want := intervals.Maximal(keep)
 	var ch nat.Change
 	for _, p := range want {
 		if !slices.Contains(st.Hairpin, p) {
@@ -176,7 +177,7 @@ func hairpinPlan(st *nat.State, w Want, owns func(netip.Addr) bool) nat.Change {
 // hairpinServed tells whether the table's hairpin sets serve subnet p:
 // they hold it or a subnet around it.
 func hairpinServed(st *nat.State, p netip.Prefix) bool {
-	return slices.ContainsFunc(st.Hairpin, func(q netip.Prefix) bool { return nat.Covers(q, p) })
+	return slices.ContainsFunc(st.Hairpin, func(q netip.Prefix) bool { return intervals.Covers(q, p) })
 }
 
 // Drift is d as status words it, one line per difference. With the state
