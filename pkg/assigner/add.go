@@ -331,5 +331,5 @@ func (ad *adding) newSteering() *steering {
 	for _, p := range ad.placed {
 		uplinks[p.Addr] = p.Uplink.Name
 	}
-	return steer.Decide(ad.opts.Traffic, ad.opts.Container, ad.standby.Active(ad.ips), uplinks)
+	return steer.Decide(ad.opts.Traffic, ad.opts.Container, ad.standby.Active(ad.ips), uplinks, ad.opts.Excluded)
 }

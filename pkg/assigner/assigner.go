@@ -28,9 +28,10 @@ type Options struct {
 	// steers nothing and never touches nftables.
 	NAT NAT
 	// Traffic is the ADD's mode; Container the container's own
-	// addresses from prevResult.
-	Traffic   traffic.Mode
-	Container []netip.Prefix
+	// addresses from prevResult; Excluded the destinations its flows are
+	// never SNATed to the external IP for.
+	Traffic             traffic.Mode
+	Container, Excluded []netip.Prefix
 	// Routing sends the flows of external IPs on uplinks other than the
 	// default route's out of their own uplink (package uplinkroute); nil
 	// never does.

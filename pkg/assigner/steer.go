@@ -53,7 +53,7 @@ func (c *change) steer(w *written) error {
 		return err
 	}
 	sc.Fresh = freshChains(j, holderKeys(sc.Holders))
-	if sc.KeepHairpins, err = c.keepSharedHairpins(); err != nil {
+	if sc.KeepShared, err = c.keepSharedHairpins(); err != nil {
 		return err
 	}
 	p := steer.PlanChange(sc)
@@ -94,8 +94,8 @@ func (c *change) routeChange(touch []netip.Addr, was []*steering, want [][]netip
 	return c.router.Change(uplinkroute.Change{Now: now, Leave: leave, AfterFault: c.mode.afterFault()})
 }
 
-// keepSharedHairpins says whether a change keeps the hairpin subnets it
-// would remove. A subnet is shared by every attachment on it, and finding
+// keepSharedHairpins says whether a change keeps the hairpin subnets (and
+// the exclusion elements, keyed by subnet too) it would remove. A subnet is shared by every attachment on it, and finding
 // out whether one still is would read every record; one left behind
 // steers nothing (no flow is DNATed into it), costs nothing to add again
 // (the next ADD on the subnet finds it), and saves that ADD and this DEL a

@@ -69,6 +69,9 @@ type Config struct {
 	// Traffic says which flows of the external IPs are steered (package nat
 	// makes the rules).
 	Traffic traffic.Mode
+	// EgressExcluded are the destinations whose flows from the network's
+	// containers are never SNATed to the external IP (excluded.go).
+	EgressExcluded []netip.Prefix
 	// UplinkRouting routes replies and egress out of an external IP's own
 	// uplink (uplinks.go).
 	UplinkRouting UplinkRouting
@@ -123,6 +126,7 @@ type netConf struct {
 	LogLevel         string               `json:"logLevel"`
 	LockTimeout      json.RawMessage      `json:"lockTimeout"`
 	Traffic          json.RawMessage      `json:"traffic"`
+	EgressExcluded   json.RawMessage      `json:"egressExcludedCIDRs"`
 	UplinkRouting    json.RawMessage      `json:"uplinkRouting"`
 	Hold             json.RawMessage      `json:"hold"`
 	RouteProtocol    json.RawMessage      `json:"routeProtocol"`
@@ -185,7 +189,7 @@ func load(stdin []byte, forDel bool) (*Config, []error, error) {
 	steps := []step{
 		{c.setNames, true}, {c.setUplink, false}, {c.setRanges, false}, {c.setAnnounce, false}, {c.setDirs, true},
 		{c.setLog, false}, {c.setTimeouts, false}, {c.setSources, false}, {c.setPools, false}, {c.setTraffic, false},
-		{c.setHold, false}, {c.setUplinkRouting, false}, {c.setStandby, false},
+		{c.setExcluded, false}, {c.setHold, false}, {c.setUplinkRouting, false}, {c.setStandby, false},
 	}
 	for _, s := range steps {
 		err := s.set(raw)

@@ -1,9 +1,11 @@
 package nat
 
 import (
+	"bytes"
 	"net/netip"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -54,6 +56,8 @@ func fakeTable(t *testing.T, k *fakeKernel) *Table {
 // A new IP's ADD (Fresh, one target) sends additions only and reads
 // nothing: its commit leaves the kernel no destroy worker, which the
 // next release of any netfilter socket on the node would wait for. Its
+// network's exclusion elements go in the same transaction, as additions
+// (the kernel takes one it holds as it is, and rebuilds nothing). Its
 // egress element removed (a DEL) deletes, which the test must see.
 func TestAFreshIPsChangeSendsNoDeletion(t *testing.T) {
 	ip, ctr := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("10.88.0.5")
@@ -62,7 +66,15 @@ func TestAFreshIPsChangeSendsNoDeletion(t *testing.T) {
 	must(t, tb.Apply(Change{
 		Ingress: map[netip.Addr][]netip.Addr{ip: {ctr}}, Fresh: map[netip.Addr]bool{ip: true},
 		Egress: map[EgressKey]netip.Addr{{ctr, "uplink0"}: ip}, Hairpin: []netip.Prefix{netip.MustParsePrefix("10.88.0.0/16")},
+		Exclude: []intervals.Pair{{Src: netip.MustParsePrefix("10.88.0.0/16"), Dst: netip.MustParsePrefix("10.96.0.0/12")}},
 	}))
+	excluded := false
+	for _, m := range k.sent {
+		excluded = excluded || bytes.Contains(m.Data, []byte(ipv4.nosnat+"\x00"))
+	}
+	if !excluded {
+		t.Error("the change sent no element of set nosnat4")
+	}
 	if tb.c.Commits != 1 || len(k.sent) == 0 {
 		t.Fatalf("%d commits of %d messages, want the change in one", tb.c.Commits, len(k.sent))
 	}

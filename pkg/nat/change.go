@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/external-ip/external-ip/pkg/nat/nftconn"
 	"github.com/google/nftables"
 )
@@ -29,6 +30,9 @@ type Change struct {
 	// Hairpin adds container subnets to the hairpin set, DelHairpin removes.
 	Hairpin    []netip.Prefix
 	DelHairpin []netip.Prefix
+	// Exclude adds elements to the sets of flows no SNAT of ours applies
+	// to (container subnet . destination), DelExclude removes.
+	Exclude, DelExclude []intervals.Pair
 	// UplinkMark makes new uplink chains (see MarkUplinks), which no
 	// chain dump found: their rules are added to no flushed chain.
 	UplinkMark []UplinkChain
@@ -97,8 +101,8 @@ func (t *Table) Apply(ch Change) error {
 			return err
 		}
 	}
-	// A refused hairpin subnet overlaps one the set holds: the subnets merged, still in one transaction.
-	if len(ch.Hairpin) > 0 && t.applyMerged(ch) == nil {
+	// A refused interval element overlaps one the set holds: the elements merged, still in one transaction.
+	if len(ch.Hairpin)+len(ch.Exclude) > 0 && t.applyMerged(ch) == nil {
 		return nil
 	}
 	if err := t.applyEach(ch); err != nil {
@@ -136,17 +140,13 @@ func (t *Table) stage(ch Change) error {
 			return err
 		}
 	}
-	// Removals first: an added subnet may overlap one removed, which the
-	// set then no longer holds when the addition is checked.
-	for _, h := range ch.DelHairpin {
-		if err := t.c.SetDeleteElements(t.set(familyOf(h.Addr()).hp), hairpinElement(h)); err != nil {
-			return err
-		}
+	hp := func(f family) string { return f.hp }
+	if err := stagePairs(t, hp, same(ch.DelHairpin), same(ch.Hairpin)); err != nil {
+		return err
 	}
-	for _, h := range ch.Hairpin {
-		if err := t.c.SetAddElements(t.set(familyOf(h.Addr()).hp), hairpinElement(h)); err != nil {
-			return err
-		}
+	nosnat := func(f family) string { return f.nosnat }
+	if err := stagePairs(t, nosnat, ch.DelExclude, ch.Exclude); err != nil {
+		return err
 	}
 	for _, c := range ch.UplinkMark {
 		if err := t.stageChain(c, false); err != nil {
@@ -192,6 +192,9 @@ func (t *Table) applyEach(ch Change) error {
 	}
 	for _, h := range ch.Hairpin {
 		errs = append(errs, t.SetHairpin(h))
+	}
+	if len(ch.Exclude)+len(ch.DelExclude) > 0 {
+		errs = append(errs, t.applyMerged(Change{Exclude: ch.Exclude, DelExclude: ch.DelExclude}))
 	}
 	errs = append(errs, t.MarkUplinks(ch.UplinkMark), t.SetUplinkMembers(ch.UplinkAdd, ch.UplinkDel))
 	return errors.Join(errs...)

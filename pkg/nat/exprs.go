@@ -24,13 +24,14 @@ type family struct {
 	ext          string // the set of external IPs with ingress, for the hairpin rule
 	direct       string // the map of external IPs with one target
 	seen         string // the set of external IPs DNATed and container addresses SNATed by us (recordRule, snatRule)
+	nosnat       string // the set of container subnet . destination that no SNAT of ours applies to (notExcluded)
 	// upMarks, upIn, upEg are the uplink marking's maps (uplinks.go).
 	upMarks, upIn, upEg string
 }
 
 var (
-	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4", "seen4", "uplink-marks4", "uplink-in4", "uplink-eg4"}
-	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6", "seen6", "uplink-marks6", "uplink-in6", "uplink-eg6"}
+	ipv4 = family{unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr, "in4", "snat4", "hp4", "ext4", "dnat4", "seen4", "nosnat4", "uplink-marks4", "uplink-in4", "uplink-eg4"}
+	ipv6 = family{unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr, "in6", "snat6", "hp6", "ext6", "dnat6", "seen6", "nosnat6", "uplink-marks6", "uplink-in6", "uplink-eg6"}
 )
 
 func familyOf(ip netip.Addr) family {
@@ -191,19 +192,33 @@ func (f family) second() uint32 {
 	return reg2
 }
 
-// snatRule: snat ip to ip saddr . oifname map @snat4, recording the
-// container address the flow comes from (register 1, add @seen4), as
-// recordRule records the external IP for DNAT: a DEL that removes the
-// container's egress then knows whether it had a flow SNATed (the queue's
-// Leaving). The record follows the map's lookup, so only a source that
-// the map SNATs is recorded.
+// snatRule: ip saddr . ip daddr != @nosnat4 snat ip to ip saddr .
+// oifname map @snat4, recording the container address the flow comes
+// from (register 1, add @seen4), as recordRule records the external IP
+// for DNAT: a DEL that removes the container's egress then knows whether
+// it had a flow SNATed (the queue's Leaving). The record follows the
+// map's lookup, so only a source that the map SNATs is recorded; a flow
+// to a destination its network excludes (notExcluded) is neither SNATed
+// nor recorded.
 func snatRule(f family) []expr.Any {
-	return append(matchFamily(f),
-		loadAddr(f, f.saddr, reg1),
+	return append(notExcluded(f),
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: f.second()},
 		&expr.Lookup{SourceRegister: reg1, DestRegister: reg3, IsDestRegSet: true, SetName: f.snat},
 		record(f, reg1),
 		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: reg3},
+	)
+}
+
+// notExcluded: ip saddr . ip daddr != @nosnat4, leaving the source
+// address in reg1. The set holds container subnet . destination for each
+// network's egressExcludedCIDRs: one table serves every network, and the
+// container subnet says whose list applies (a flow to another node's pod
+// keeps its own address there, one to the internet is still SNATed).
+func notExcluded(f family) []expr.Any {
+	return append(matchFamily(f),
+		loadAddr(f, f.saddr, reg1),
+		loadAddr(f, f.daddr, f.second()),
+		&expr.Lookup{SourceRegister: reg1, SetName: f.nosnat, Invert: true},
 	)
 }
 

@@ -26,6 +26,9 @@ type State struct {
 	Egress map[EgressKey]netip.Addr
 	// Hairpin lists the container subnets of the hairpin sets.
 	Hairpin []netip.Prefix
+	// Excluded lists the elements of the sets of flows no SNAT of ours
+	// applies to.
+	Excluded []intervals.Pair
 }
 
 // reading is one reading of the table back: its maps listed by name,
@@ -67,7 +70,10 @@ func (t *Table) Read() (*State, error) {
 	if err := r.readEgress(st); err != nil {
 		return nil, err
 	}
-	return st, r.readHairpins(st)
+	if err := r.readHairpins(st); err != nil {
+		return nil, err
+	}
+	return st, r.readExclusions(st)
 }
 
 // readBase checks that each base chain holds the rules Ensure puts there.
@@ -290,6 +296,24 @@ func (r reading) readHairpins(st *State) error {
 		for _, el := range els {
 			if p, ok := intervals.ParseSame(el, int(f.addrLen)); ok {
 				st.Hairpin = append(st.Hairpin, p)
+			}
+		}
+	}
+	return nil
+}
+
+func (r reading) readExclusions(st *State) error {
+	for _, f := range []family{ipv4, ipv6} {
+		els, ok, err := r.elements(f.nosnat)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			st.Broken = append(st.Broken, "set "+f.nosnat+" missing")
+		}
+		for _, el := range els {
+			if p, ok := intervals.Parse(el, int(f.addrLen)); ok {
+				st.Excluded = append(st.Excluded, p)
 			}
 		}
 	}

@@ -20,6 +20,8 @@ func (t *Table) sets() []*nftables.Set {
 				KeyType: nftables.MustConcatSetType(f.keyType, nftables.TypeIFName), DataType: f.keyType},
 			&nftables.Set{Table: t.table, Name: f.hp, Concatenation: true, Interval: true,
 				KeyType: nftables.MustConcatSetType(f.keyType, f.keyType)},
+			&nftables.Set{Table: t.table, Name: f.nosnat, Concatenation: true, Interval: true,
+				KeyType: nftables.MustConcatSetType(f.keyType, f.keyType)},
 			&nftables.Set{Table: t.table, Name: f.ext, KeyType: f.keyType},
 			&nftables.Set{Table: t.table, Name: f.direct, IsMap: true, KeyType: f.keyType, DataType: f.keyType},
 			// A full set fails the SNAT rule's record, and the rule with it:
@@ -89,10 +91,11 @@ const seenSize = 1 << 20
 // version from ours: layout 1's rules (untagged) guarded the DNAT rules
 // with `fib daddr type local`, which steers no IP held as a route, with as
 // many rules per chain as today. Layout 4 is layout 3 (the rules that
-// record flows) with the marker chain. Give both a new number whenever a
-// base rule changes.
+// record flows) with the marker chain; layout 6 gave the SNAT rule and
+// the uplink marking of egress the exclusion sets (notExcluded). Give
+// both a new number whenever a base rule changes.
 const (
-	layoutTag = "external-ip layout 5"
+	layoutTag = "external-ip layout 6"
 	// layoutPrefix names every layout's marker chain, so that Ensure
 	// removes an earlier one.
 	layoutPrefix = "layout-"
@@ -100,7 +103,7 @@ const (
 
 // layoutChain is the marker of this layout and of the uplink mask the
 // base rules keep: a table made with another mask is made anew.
-func layoutChain(mask uint32) string { return fmt.Sprintf("layout-5-%08x", mask) }
+func layoutChain(mask uint32) string { return fmt.Sprintf("layout-6-%08x", mask) }
 
 // layoutData is layoutTag as rule user data: a comment, as nft writes one.
 func layoutData() []byte { return userdata.AppendString(nil, userdata.TypeComment, layoutTag) }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,7 +100,11 @@ func steerAll(t *testing.T, tb *Table) {
 	must(t, tb.SetEgress(EgressKey{ctrA6, "uplink0"}, ext6))
 	must(t, tb.SetHairpin(sub4))
 	must(t, tb.SetHairpin(sub6))
+	must(t, tb.Apply(Change{Exclude: []intervals.Pair{{Src: sub4, Dst: svc4}, {Src: sub6, Dst: svc6}}}))
 }
+
+// The Service CIDRs steerAll's containers' flows are never SNATed to.
+var svc4, svc6 = netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")
 
 func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
@@ -116,6 +121,9 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 		if fmt.Sprint(st.Hairpin) != fmt.Sprint([]netip.Prefix{sub4, sub6}) || len(st.Broken) != 0 || len(st.Stray) != 0 || !st.Present {
 			t.Errorf("read back hairpins %v, broken %v, stray %v, present %v", st.Hairpin, st.Broken, st.Stray, st.Present)
 		}
+		if got, want := fmt.Sprint(st.Excluded), "[{10.88.0.0/24 10.96.0.0/12} {fd00:88::/64 fd00:96::/108}]"; got != want {
+			t.Errorf("exclusions read back as %s, want %s", got, want)
+		}
 		js := nft(t, netns, "-j", "list", "table", "inet", TableName)
 		for _, a := range []netip.Addr{ext4, ext4b, ext6, ctrA, ctrB, ctrA6, ctrB6} {
 			if !strings.Contains(js, `"`+a.String()+`"`) {
@@ -127,19 +135,21 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			"type nat hook prerouting priority dstnat - 10; policy accept;",
 			"type nat hook output priority -110; policy accept;",
 			"type nat hook postrouting priority srcnat - 10; policy accept;",
-			"\t\tip daddr vmap @in4 comment \"external-ip layout 5\"\n",
-			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 5\"\n",
-			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 5\"",
-			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 5\"",
+			"\t\tip daddr vmap @in4 comment \"external-ip layout 6\"\n",
+			"\t\tip6 daddr vmap @in6 comment \"external-ip layout 6\"\n",
+			"ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4 masquerade comment \"external-ip layout 6\"",
+			"ct status dnat ip6 saddr . ip6 daddr @hp6 ct original ip6 daddr @ext6 masquerade comment \"external-ip layout 6\"",
 			"elements = { 192.0.2.10, 192.0.2.11 }",
-			"add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 5\"",
-			"add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 5\"",
-			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 5\"\n",
-			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 5\"\n",
+			"\t\tip saddr . ip daddr != @nosnat4 add @seen4 { ip saddr } snat ip to ip saddr . oifname map @snat4 comment \"external-ip layout 6\"\n",
+			"\t\tip6 saddr . ip6 daddr != @nosnat6 add @seen6 { ip6 saddr } snat ip6 to ip6 saddr . oifname map @snat6 comment \"external-ip layout 6\"\n",
+			"\t\tct state new ip saddr . ip daddr != @nosnat4 ip saddr vmap @uplink-eg4 comment \"external-ip layout 6\"\n",
+			"\t\tct state new ip6 saddr . ip6 daddr != @nosnat6 ip6 saddr vmap @uplink-eg6 comment \"external-ip layout 6\"\n",
+			"\t\tip daddr @ext4 add @seen4 { ip daddr } comment \"external-ip layout 6\"\n",
+			"\t\tip6 daddr @ext6 add @seen6 { ip6 daddr } comment \"external-ip layout 6\"\n",
 			"192.0.2.11 : goto to-192.0.2.11",
 			"192.0.2.10 : 10.88.0.5",
-			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 5\"\n",
-			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 5\"\n",
+			"\t\tdnat ip to ip daddr map @dnat4 comment \"external-ip layout 6\"\n",
+			"\t\tdnat ip6 to ip6 daddr map @dnat6 comment \"external-ip layout 6\"\n",
 			"dnat ip to numgen inc mod 2 map @sp-192.0.2.11",
 			"elements = { 0x00000000 : 10.88.0.5, 0x00000001 : 10.88.0.6 }",
 			"dnat ip6 to numgen inc mod 2 map @sp-2001-db8-1--10",
@@ -147,6 +157,8 @@ func TestSteeringReadsBackFromTheKernelAndFromNft(t *testing.T) {
 			`10.88.0.5 . "uplink0" : 192.0.2.10`,
 			"10.88.0.0/24 . 10.88.0.0/24",
 			"fd00:88::/64 . fd00:88::/64",
+			"10.88.0.0/24 . 10.96.0.0/12",
+			"fd00:88::/64 . fd00:96::/108",
 		} {
 			if !strings.Contains(text, line) {
 				t.Errorf("nft list table lacks %q:\n%s", line, text)
@@ -529,13 +541,15 @@ func ensureTimes(n int) error {
 
 // Sets with intervals live in the kernel's pipapo backend, which rebuilds
 // the whole set on every change: none of ours may grow with the
-// attachments. The hairpin sets, the only ones, hold a subnet once however
-// many targets it has.
-func TestOnlyTheHairpinSetsHaveIntervalsAndHoldASubnetOnce(t *testing.T) {
+// attachments. The hairpin and exclusion sets, the only ones, hold a
+// subnet's element once however many attachments it has.
+func TestOnlyTheHairpinAndExclusionSetsHaveIntervalsAndHoldASubnetOnce(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		steerAll(t, tb)
 		must(t, tb.SetHairpin(sub4))                                  // a second target in A's subnet
 		must(t, tb.SetHairpin(netip.MustParsePrefix("10.88.0.6/24"))) // named by an address of it
+		second := netip.MustParsePrefix("10.88.0.6/24")               // a second attachment's, as its record has it
+		must(t, tb.Apply(Change{Exclude: []intervals.Pair{{Src: second.Masked(), Dst: svc4}, {Src: sub6, Dst: svc6}}}))
 		var out struct {
 			Nftables []struct {
 				Set *struct {
@@ -552,15 +566,15 @@ func TestOnlyTheHairpinSetsHaveIntervalsAndHoldASubnetOnce(t *testing.T) {
 				continue
 			}
 			seen++
-			if o.Set.Name != ipv4.hp && o.Set.Name != ipv6.hp {
-				t.Errorf("set %s has intervals; only the hairpin sets may", o.Set.Name)
+			if !slices.Contains([]string{ipv4.hp, ipv6.hp, ipv4.nosnat, ipv6.nosnat}, o.Set.Name) {
+				t.Errorf("set %s has intervals; only the hairpin and exclusion sets may", o.Set.Name)
 			}
 			if len(o.Set.Elem) != 1 {
 				t.Errorf("set %s holds %d elements, want its one subnet: %v", o.Set.Name, len(o.Set.Elem), o.Set.Elem)
 			}
 		}
-		if seen != 2 {
-			t.Errorf("found %d sets with intervals, want hp4 and hp6", seen)
+		if seen != 4 {
+			t.Errorf("found %d sets with intervals, want hp4, hp6, nosnat4 and nosnat6", seen)
 		}
 	})
 }

@@ -18,14 +18,14 @@ import (
 
 // The marks of flows that must leave by an uplink other than the main
 // table's default route's (package uplinkroute routes them), in our table
-// (layout 5):
+// (layout 6):
 //
 //	uplinks            base chain, filter hook prerouting, priority mangle
 //	                   (-150): before our DNAT and before routing. Made by
 //	                   Ensure, the same on every node (M: the mask):
 //	                   meta nfproto ipv4 ct mark and M vmap @uplink-marks4
 //	                   ct state new ip daddr . iifname vmap @uplink-in4
-//	                   ct state new ip saddr vmap @uplink-eg4      (and ip6)
+//	                   ct state new ip saddr . ip daddr != @nosnat4 ip saddr vmap @uplink-eg4  (and ip6)
 //	uplink4-S-U        per routed uplink U (slot S, mark m) and family:
 //	                   ct mark set ct mark and ~M or m meta mark set meta mark and ~M or m
 //	uplink-marks4      m : goto uplink4-S-U, every packet of a marked flow
@@ -180,9 +180,10 @@ func uplinkRules(mask uint32) func(family) [][]expr.Any {
 		in := append(ctNew(), matchFamily(f)...)
 		in = append(in, loadAddr(f, f.daddr, reg1), &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: f.second()},
 			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.upIn})
-		eg := append(ctNew(), matchFamily(f)...)
-		eg = append(eg, loadAddr(f, f.saddr, reg1),
-			&expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.upEg})
+		// A flow its network excludes from SNAT is not the external IP's:
+		// the main table routes it (to another node's pod, say).
+		eg := append(ctNew(), notExcluded(f)...)
+		eg = append(eg, &expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: f.upEg})
 		return [][]expr.Any{restore, in, eg}
 	}
 }

@@ -18,7 +18,7 @@ func driftf(format string, args ...any) error { return errkind.Errorf(ErrDrift, 
 // WantOfRecord is the part of the table that rec's rules make: the
 // ingress of its steered IPs, to the targets of all their holders
 // (holders, read from the index and their records), its egress and its
-// hairpin subnets.
+// hairpin subnets and exclusion elements.
 func WantOfRecord(rec *store.Record, holders map[netip.Addr][]HeldBy) Want {
 	w := NewWant()
 	for ip, hs := range holders {
@@ -29,6 +29,9 @@ func WantOfRecord(rec *store.Record, holders map[netip.Addr][]HeldBy) Want {
 	}
 	for _, h := range rec.Steering.Hairpin {
 		w.Hairpin[h.Source.Masked()] = true
+	}
+	for _, p := range ExclusionsOf(rec.Steering) {
+		w.Excluded[p] = true
 	}
 	return w
 }
@@ -67,6 +70,10 @@ func Check(s *store.Steering, d Diff, uplinkOf func(netip.Addr) (string, error))
 		if slices.Contains(d.Unserved, h.Source.Masked()) {
 			return driftf("%s: no hairpin rule for its subnet %s in table inet %s", h.Target, h.Source.Masked(), nat.TableName)
 		}
+	}
+	if len(d.Unexcluded) > 0 {
+		p := d.Unexcluded[0]
+		return driftf("%s to %s: no egress exclusion element in table inet %s, its flows are SNATed", p.Src, p.Dst, nat.TableName)
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type Want struct {
 	Ingress map[netip.Addr][]netip.Addr
 	Egress  map[nat.EgressKey]netip.Addr
 	Hairpin map[netip.Prefix]bool // container subnets, masked
+	// Excluded are the exclusion elements (container subnet . destination).
+	Excluded map[intervals.Pair]bool
 	// Held lists the IPs some record holds, steered or not: a stray
 	// ingress rule of a held IP loses only its DNATed flows (StrayFlows).
 	Held map[netip.Addr]bool
@@ -32,12 +34,12 @@ type Want struct {
 // NewWant is a Want of nothing.
 func NewWant() Want {
 	return Want{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{},
-		Hairpin: map[netip.Prefix]bool{}, Held: map[netip.Addr]bool{}}
+		Hairpin: map[netip.Prefix]bool{}, Excluded: map[intervals.Pair]bool{}, Held: map[netip.Addr]bool{}}
 }
 
 // Empty says whether w wants no rule at all.
 func (w Want) Empty() bool {
-	return len(w.Ingress)+len(w.Egress)+len(w.Hairpin) == 0
+	return len(w.Ingress)+len(w.Egress)+len(w.Hairpin)+len(w.Excluded) == 0
 }
 
 // WantOf derives the table from every record: each IP's targets are its
@@ -58,6 +60,9 @@ func WantOf(recs map[string]*store.Record) Want {
 			for _, h := range r.Steering.Hairpin {
 				w.Hairpin[h.Source.Masked()] = true
 			}
+		}
+		for _, p := range ExclusionsOf(r.Steering) {
+			w.Excluded[p] = true
 		}
 	}
 	for ip, hs := range holders {
@@ -86,6 +91,11 @@ type Diff struct {
 	Unserved []netip.Prefix
 	// Hairpin makes the hairpin sets hold exactly hairpinPlan's subnets.
 	Hairpin nat.Change
+	// Unexcluded lists the wanted exclusion elements whose flows the
+	// sets do not all hold: those flows are SNATed.
+	Unexcluded []intervals.Pair
+	// Exclusion makes the exclusion sets serve exactly exclusionPlan's.
+	Exclusion nat.Change
 }
 
 // IngressDiff is one IP whose targets differ: what is wanted, what the
@@ -138,7 +148,35 @@ func Compare(w Want, st *nat.State, owns func(netip.Addr) bool) Diff {
 		}
 	}
 	d.Hairpin = hairpinPlan(st, w, owns)
+	for _, p := range slices.SortedFunc(maps.Keys(w.Excluded), intervals.Compare) {
+		if !intervals.Served(st.Excluded, p) {
+			d.Unexcluded = append(d.Unexcluded, p)
+		}
+	}
+	d.Exclusion = exclusionPlan(st, w, owns)
 	return d
+}
+
+// exclusionPlan is the change that makes the exclusion sets serve
+// exactly the records' elements and those whose container subnet holds a
+// source the table SNATs for another holder device: that device's state
+// has them, as it has its hairpin subnets.
+func exclusionPlan(st *nat.State, w Want, owns func(netip.Addr) bool) nat.Change {
+	var others []netip.Addr
+	for k, ip := range st.Egress {
+		if _, mine := w.Egress[k]; !mine && !owns(ip) {
+			others = append(others, k.Source)
+		}
+	}
+	keep := slices.Collect(maps.Keys(w.Excluded))
+	for _, p := range st.Excluded {
+		if slices.ContainsFunc(others, p.Src.Contains) {
+			keep = append(keep, p)
+		}
+	}
+	var ch nat.Change
+	ch.Exclude, ch.DelExclude = intervals.Plan(st.Excluded, keep)
+	return ch
 }
 
 // hairpinPlan is the change that makes the hairpin sets hold exactly the
@@ -182,7 +220,7 @@ func hairpinServed(st *nat.State, p netip.Prefix) bool {
 
 // Drift is d as status words it, one line per difference. With the state
 // lost it also names the hairpin subnets GC would remove; otherwise not: a
-// DEL leaves its subnet for GC by design (Change.KeepHairpins), and it
+// DEL leaves its subnet for GC by design (Change.KeepShared), and it
 // steers nothing.
 func (d Diff) Drift(lost bool) []string {
 	var out []string
@@ -208,6 +246,14 @@ func (d Diff) Drift(lost bool) []string {
 	for _, p := range d.Hairpin.DelHairpin {
 		if lost {
 			add("%s: hairpin subnet needed by no record", p)
+		}
+	}
+	for _, p := range d.Unexcluded {
+		add("%s to %s: no egress exclusion element, its flows are SNATed", p.Src, p.Dst)
+	}
+	for _, p := range d.Exclusion.DelExclude {
+		if lost {
+			add("%s to %s: egress exclusion element needed by no record", p.Src, p.Dst)
 		}
 	}
 	return out

@@ -10,8 +10,8 @@ import (
 // Mend makes the table say what w wants, from d, Compare's result for w
 // (the consumer that applies it: GC, repair, and a change that made the
 // table anew): the fixed part made again if broken, missing rules back,
-// rules of gone attachments away, the hairpin sets as the comparison
-// keeps them. forget takes the flows a stray ingress rule DNATed, once
+// rules of gone attachments away, the hairpin and exclusion sets as the
+// comparison keeps them. forget takes the flows a stray ingress rule DNATed, once
 // the table no longer steers to them.
 func Mend(t NAT, d Diff, w Want, log *slog.Logger, forget func([]Gone)) error {
 	if d.Broken != "" && !w.Empty() {
@@ -38,7 +38,19 @@ func Mend(t NAT, d Diff, w Want, log *slog.Logger, forget func([]Gone)) error {
 		log.Info("stray egress rule removed", "source", x.Key.Source, "uplink", x.Key.Uplink, "ip", x.Got)
 		errs = append(errs, t.DelEgress(x.Key))
 	}
-	return errors.Join(append(errs, mendHairpins(t, d.Hairpin, log))...)
+	return errors.Join(append(errs, mendHairpins(t, d.Hairpin, log), mendExclusions(t, d.Exclusion, log))...)
+}
+
+// mendExclusions makes the exclusion sets serve the elements the
+// comparison keeps, in one change, as mendHairpins does.
+func mendExclusions(t NAT, ch nat.Change, log *slog.Logger) error {
+	for _, p := range ch.DelExclude {
+		log.Info("egress exclusion element no record needs removed", "subnet", p.Src, "destination", p.Dst)
+	}
+	if len(ch.Exclude)+len(ch.DelExclude) == 0 {
+		return nil
+	}
+	return t.Apply(ch)
 }
 
 // mendHairpins makes the hairpin sets hold the subnets the comparison

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -47,10 +48,11 @@ type Change struct {
 	// Fresh marks the IPs whose ingress this change makes, not rewrites
 	// (the assigner's freshChains, nat.Change.Fresh).
 	Fresh map[netip.Addr]bool
-	// KeepHairpins keeps the hairpin subnets the change would remove:
-	// a subnet is shared by every attachment on it, and GC removes those
-	// no record needs (see the assigner's keepSharedHairpins).
-	KeepHairpins bool
+	// KeepShared keeps the hairpin subnets and exclusion elements the
+	// change would remove: each is shared by every attachment on its
+	// subnet, and GC removes those no record needs (see the assigner's
+	// keepSharedHairpins).
+	KeepShared bool
 }
 
 // Plan is what the "nat" step does: one table change, each touched
@@ -71,8 +73,8 @@ func PlanChange(c Change) Plan {
 	p.Change.Fresh = c.Fresh
 	// An attachment that steers from now on relies on the base chains.
 	p.Change.EnsureBase = c.Now != nil
-	if c.KeepHairpins {
-		p.Change.DelHairpin = nil
+	if c.KeepShared {
+		p.Change.DelHairpin, p.Change.DelExclude = nil, nil
 	}
 	for i, ip := range c.Touch {
 		p.Targets[i] = IngressTargets(ip, c.Holders[ip])
@@ -112,8 +114,9 @@ func leavingFlows(ip netip.Addr, targets []netip.Addr, held bool, was []*store.S
 
 // ownChange keeps the attachment's egress rules as its record has them
 // now and removes those of what it was. Hairpin subnets are shared by
-// every attachment on the subnet: PlanChange keeps those ch would remove
-// (Change.KeepHairpins), and GC removes them once no record has them.
+// every attachment on the subnet, and so are exclusion elements:
+// PlanChange keeps those ch would remove (Change.KeepShared), and GC
+// removes them once no record has them.
 func ownChange(now *store.Steering, was []*store.Steering) nat.Change {
 	ch := nat.Change{Ingress: map[netip.Addr][]netip.Addr{}, Egress: map[nat.EgressKey]netip.Addr{}}
 	for _, old := range was {
@@ -128,6 +131,7 @@ func ownChange(now *store.Steering, was []*store.Steering) nat.Change {
 		for _, h := range old.Hairpin {
 			ch.DelHairpin = append(ch.DelHairpin, h.Source.Masked())
 		}
+		ch.DelExclude = append(ch.DelExclude, ExclusionsOf(old)...)
 	}
 	if now != nil {
 		for _, r := range now.Egress {
@@ -136,9 +140,12 @@ func ownChange(now *store.Steering, was []*store.Steering) nat.Change {
 		for _, h := range now.Hairpin {
 			ch.Hairpin = append(ch.Hairpin, h.Source.Masked())
 		}
+		ch.Exclude = ExclusionsOf(now)
 	}
 	ch.DelEgress = slices.Compact(ch.DelEgress)
 	ch.DelHairpin = slices.DeleteFunc(slices.Compact(ch.DelHairpin), func(p netip.Prefix) bool { return slices.Contains(ch.Hairpin, p) })
+	slices.SortFunc(ch.DelExclude, intervals.Compare)
+	ch.DelExclude = slices.DeleteFunc(slices.Compact(ch.DelExclude), func(p intervals.Pair) bool { return slices.Contains(ch.Exclude, p) })
 	return ch
 }
 

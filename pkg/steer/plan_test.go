@@ -64,7 +64,7 @@ func TestDecideSteeringGivesEachModeItsRules(t *testing.T) {
 			&store.Steering{Traffic: string(traffic.Egress), Container: []netip.Prefix{ctrA4}, Egress: []store.EgressRule{{Source: ctrA4.Addr(), Uplink: "eth0", IP: v4a}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(tt.traffic, tt.container, tt.ips, tt.placed)
+			got := Decide(tt.traffic, tt.container, tt.ips, tt.placed, nil)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decide =\n %+v\nwant\n %+v", got, tt.want)
 			}
@@ -73,7 +73,7 @@ func TestDecideSteeringGivesEachModeItsRules(t *testing.T) {
 }
 
 func steerOf(traffic traffic.Mode, c netip.Prefix, ip netip.Addr, uplink string) *store.Steering {
-	return Decide(traffic, []netip.Prefix{c}, []netip.Addr{ip}, placedOn(ip, uplink))
+	return Decide(traffic, []netip.Prefix{c}, []netip.Addr{ip}, placedOn(ip, uplink), nil)
 }
 
 func TestPlanSteerDecidesTheTableChangeAndTheFlowsThatLeave(t *testing.T) {
@@ -90,25 +90,25 @@ func TestPlanSteerDecidesTheTableChangeAndTheFlowsThatLeave(t *testing.T) {
 	}{
 		{"a first ADD steers the IP to its target and adds its egress and hairpin",
 			Change{Touch: []netip.Addr{v4a}, Now: a, Was: []*store.Steering{a},
-				Holders: map[netip.Addr][]HeldBy{v4a: {{"a", a}}}, Fresh: map[netip.Addr]bool{v4a: true}, KeepHairpins: true},
+				Holders: map[netip.Addr][]HeldBy{v4a: {{"a", a}}}, Fresh: map[netip.Addr]bool{v4a: true}, KeepShared: true},
 			Plan{Change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {ctrA4.Addr()}},
 				Egress: map[nat.EgressKey]netip.Addr{keyA: v4a}, Hairpin: []netip.Prefix{subnet},
 				Fresh: map[netip.Addr]bool{v4a: true}, EnsureBase: true},
 				Targets: [][]netip.Addr{{ctrA4.Addr()}}}},
 		{"a second holder's ADD spreads the IP over both",
 			Change{Touch: []netip.Addr{v4a}, Now: b, Was: []*store.Steering{b},
-				Holders: map[netip.Addr][]HeldBy{v4a: {{"a", a}, {"b", b}}}, KeepHairpins: true},
+				Holders: map[netip.Addr][]HeldBy{v4a: {{"a", a}, {"b", b}}}, KeepShared: true},
 			Plan{Change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {ctrA4.Addr(), ctrB4.Addr()}},
 				Egress: map[nat.EgressKey]netip.Addr{keyB: v4a}, Hairpin: []netip.Prefix{subnet}, EnsureBase: true},
 				Targets: [][]netip.Addr{{ctrA4.Addr(), ctrB4.Addr()}}}},
 		{"DEL of one of two holders leaves the other, and forgets the leaving target's flows; the shared subnet stays",
 			Change{Touch: []netip.Addr{v4a}, Was: []*store.Steering{a},
-				Holders: map[netip.Addr][]HeldBy{v4a: {{"b", b}}}, KeepHairpins: true},
+				Holders: map[netip.Addr][]HeldBy{v4a: {{"b", b}}}, KeepShared: true},
 			Plan{Change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {ctrB4.Addr()}},
 				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}},
 				Targets: [][]netip.Addr{{ctrB4.Addr()}}, Leaving: []Gone{{v4a, ctrA4.Addr()}}}},
 		{"DEL of the last holder removes the IP's ingress and forgets every flow of it",
-			Change{Touch: []netip.Addr{v4a}, Was: []*store.Steering{a}, Holders: map[netip.Addr][]HeldBy{}, KeepHairpins: true},
+			Change{Touch: []netip.Addr{v4a}, Was: []*store.Steering{a}, Holders: map[netip.Addr][]HeldBy{}, KeepShared: true},
 			Plan{Change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: nil},
 				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}},
 				Targets: [][]netip.Addr{nil}, Leaving: []Gone{{IP: v4a}}}},
@@ -119,14 +119,14 @@ func TestPlanSteerDecidesTheTableChangeAndTheFlowsThatLeave(t *testing.T) {
 				Targets: [][]netip.Addr{nil}, Leaving: []Gone{{IP: v4a}}}},
 		{"a re-ADD with a new container address moves ingress and egress, and forgets the old target's flows",
 			Change{Touch: []netip.Addr{v4a}, Now: a2, Was: []*store.Steering{a2, a},
-				Holders: map[netip.Addr][]HeldBy{v4a: {{"a", a2}}}, KeepHairpins: true},
+				Holders: map[netip.Addr][]HeldBy{v4a: {{"a", a2}}}, KeepShared: true},
 			Plan{Change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: {a2.Container[0].Addr()}},
 				Egress:    map[nat.EgressKey]netip.Addr{{Source: a2.Container[0].Addr(), Uplink: "eth0"}: v4a},
 				DelEgress: []nat.EgressKey{keyA}, Hairpin: []netip.Prefix{a2.Container[0].Masked()}, EnsureBase: true},
 				Targets: [][]netip.Addr{{a2.Container[0].Addr()}}, Leaving: []Gone{{v4a, ctrA4.Addr()}}}},
 		{"a holder with no record or no steering gives no target",
 			Change{Touch: []netip.Addr{v4a}, Was: []*store.Steering{a},
-				Holders: map[netip.Addr][]HeldBy{v4a: {{"x", nil}}}, KeepHairpins: true},
+				Holders: map[netip.Addr][]HeldBy{v4a: {{"x", nil}}}, KeepShared: true},
 			Plan{Change: nat.Change{Ingress: map[netip.Addr][]netip.Addr{v4a: nil},
 				Egress: map[nat.EgressKey]netip.Addr{}, DelEgress: []nat.EgressKey{keyA}},
 				Targets: [][]netip.Addr{nil}, Leaving: []Gone{{v4a, ctrA4.Addr()}}}},

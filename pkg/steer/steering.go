@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/external-ip/external-ip/pkg/nat"
+	"github.com/external-ip/external-ip/pkg/nat/intervals"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
@@ -16,13 +17,17 @@ import (
 // checked and removed: egress from each container address through each
 // uplink (uplinks: each IP's) of its family's IPs, from the first such IP
 // in request order (ips'); and a hairpin rule per target, from its own
-// subnet. It is nil when mode steers nothing.
-func Decide(mode traffic.Mode, container []netip.Prefix, ips []netip.Addr, uplinks map[netip.Addr]string) *store.Steering {
+// subnet; and, when it steers egress, the destinations its flows keep
+// their own source for (excluded). It is nil when mode steers nothing.
+func Decide(mode traffic.Mode, container []netip.Prefix, ips []netip.Addr, uplinks map[netip.Addr]string, excluded []netip.Prefix) *store.Steering {
 	if !mode.Steers() {
 		return nil
 	}
 	s := &store.Steering{Traffic: string(mode), Container: container}
 	s.Egress = EgressVia(s, ips, uplinks)
+	if steersEgress(s) {
+		s.Excluded = excluded
+	}
 	for _, ip := range ips {
 		if t, ok := Target(s, ip); ok && !slices.ContainsFunc(s.Hairpin, func(h store.HairpinRule) bool { return h.Target == t }) {
 			s.Hairpin = append(s.Hairpin, store.HairpinRule{Source: prefixOf(s, t).Masked(), Target: t})
@@ -77,6 +82,26 @@ func EgressVia(s *store.Steering, ips []netip.Addr, uplinks map[netip.Addr]strin
 			if c.Addr().Is4() == ip.Is4() && k.Uplink != "" && !seen[k] {
 				seen[k] = true
 				out = append(out, store.EgressRule{Source: k.Source, Uplink: k.Uplink, IP: ip})
+			}
+		}
+	}
+	return out
+}
+
+// ExclusionsOf is s's exclusion elements: each container subnet with each
+// excluded destination of its family. Keyed by subnet, as the hairpin set
+// is: the attachments of one network share their elements, so that a
+// network's ADD adds none the set lacks but its first.
+func ExclusionsOf(s *store.Steering) []intervals.Pair {
+	if !steersEgress(s) {
+		return nil
+	}
+	var out []intervals.Pair
+	for _, c := range s.Container {
+		for _, e := range s.Excluded {
+			p := intervals.Pair{Src: c.Masked(), Dst: e.Masked()}
+			if c.Addr().Is4() == e.Addr().Is4() && !slices.Contains(out, p) {
+				out = append(out, p)
 			}
 		}
 	}

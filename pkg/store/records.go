@@ -227,6 +227,10 @@ type Steering struct {
 	Container []netip.Prefix `json:"containerAddrs,omitempty"`
 	Egress    []EgressRule   `json:"egress,omitempty"`
 	Hairpin   []HairpinRule  `json:"hairpin,omitempty"`
+	// Excluded are the destinations whose flows from Container are never
+	// SNATed (the config's egressExcludedCIDRs, as the ADD had it). A
+	// record written before the key existed has none: no exclusion.
+	Excluded []netip.Prefix `json:"excluded,omitempty"`
 }
 
 // EgressRule is one egress rule: flows from the container address Source

@@ -140,6 +140,10 @@ func (s *Steering) appendJSON(b []byte) []byte {
 		b = appendList(appendKey(b, sep, "hairpin"), s.Hairpin, appendHairpin)
 		sep = ','
 	}
+	if len(s.Excluded) > 0 {
+		b = appendList(appendKey(b, sep, "excluded"), s.Excluded, func(b []byte, p netip.Prefix) []byte { return appendText(b, p) })
+		sep = ','
+	}
 	if sep == '{' {
 		b = append(b, '{')
 	}

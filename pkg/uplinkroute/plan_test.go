@@ -24,7 +24,7 @@ var (
 )
 
 func steering(mode traffic.Mode, c netip.Prefix, ips ...netip.Addr) *store.Steering {
-	return steer.Decide(mode, []netip.Prefix{c}, ips, onTwo)
+	return steer.Decide(mode, []netip.Prefix{c}, ips, onTwo, nil)
 }
 
 func TestNeedsMarkEachSteeredIPOnItsUplinkAndTheContainerByItsFirstEgressOfTheFamily(t *testing.T) {

@@ -54,7 +54,7 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 	return assigner.New(assigner.Options{
 		Device: c.Device, DataDir: c.DataDir, Uplink: c.Uplink,
 		LockTimeout: c.LockTimeout, Log: inv.log,
-		NAT: inv.nat, Traffic: c.Traffic, Container: c.ContainerAddrs(),
+		NAT: inv.nat, Traffic: c.Traffic, Container: c.ContainerAddrs(), Excluded: c.EgressExcluded,
 		Routing:       inv.routing,
 		RouteProtocol: routeProtocol(c),
 		Probe:         c.Probe,

@@ -280,7 +280,7 @@ func TestRouteModeAddMakesATableOfTheEarlierLayoutAnewAtOnce(t *testing.T) {
 			w.h.nft("add rule inet external-ip %s %s", chain, r)
 		}
 	}
-	w.h.nft("delete chain inet external-ip layout-5-0f000000") // no earlier version made it
+	w.h.nft("delete chain inet external-ip layout-6-0f000000") // no earlier version made it
 	// The control: the earlier layout does not steer an IP held as a route.
 	if name, _, err := ask(t, nsPath(w.h.lan), "tcp", extV4, svPort); err == nil {
 		t.Fatalf("with the earlier layout's fib guard, LAN to %s was answered by %s; the test models nothing", extV4, name)
