@@ -71,17 +71,30 @@ func newWorldWith(t *testing.T, traffic string, extra map[string]any) *world {
 // IPv4 and one IPv6 range, default routes) and eip as the chained entry.
 func bridgeList(t *testing.T, version, name, bridge string, eip map[string]any) *libcni.NetworkConfigList {
 	t.Helper()
+	return bridgeListOn(t, version, name, bridge, podNet{"10.88.0.0/24", "fd00:88::/64", true}, eip)
+}
+
+// podNet is a bridge network's subnets, and whether the bridge
+// masquerades what leaves them (ipMasq: a routed pod network does not).
+type podNet struct {
+	v4, v6 string
+	masq   bool
+}
+
+// bridgeListOn is bridgeList on the subnets of n.
+func bridgeListOn(t *testing.T, version, name, bridge string, n podNet, eip map[string]any) *libcni.NetworkConfigList {
+	t.Helper()
 	conf := map[string]any{
 		"cniVersion": version,
 		"name":       name,
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": bridge, "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"type": "bridge", "bridge": bridge, "isGateway": true, "ipMasq": n.masq, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type": "host-local", "dataDir": t.TempDir(),
 					"ranges": []any{
-						[]any{map[string]any{"subnet": "10.88.0.0/24"}},
-						[]any{map[string]any{"subnet": "fd00:88::/64"}},
+						[]any{map[string]any{"subnet": n.v4}},
+						[]any{map[string]any{"subnet": n.v6}},
 					},
 					"routes": []any{map[string]any{"dst": "0.0.0.0/0"}, map[string]any{"dst": "::/0"}},
 				},

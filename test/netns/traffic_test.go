@@ -237,7 +237,8 @@ func TestAForeignDNATToASteeredContainerIsNotMasqueradedByUs(t *testing.T) {
 // alone: the other node's pod sees the external IP, not the pod's
 // address, although its reply route to the pod's subnet exists. The LAN
 // namespace plays the other node, with its pod's address on lan0. This
-// is the documented behaviour (docs/traffic.md), not a wish.
+// is the documented behaviour without egressExcludedCIDRs
+// (docs/traffic.md); with it, exclusion_test.go.
 func TestAFlowToAPodOfAnotherNodeOverARoutedPodNetworkLeavesFromTheExternalIP(t *testing.T) {
 	w := newWorld(t, "both")
 	a := w.add("a", extV4)
