@@ -24,6 +24,8 @@ func TestEveryDriftLineHasItsKind(t *testing.T) {
 		{"192.0.2.5: ingress rule to [10.0.0.2] held by no record", KindNAT},
 		{"10.0.0.2: egress via up0 from 192.0.2.5 held by no record", KindNAT},
 		{"10.0.0.0/24: no hairpin rule for the subnet", KindNAT},
+		{"10.0.0.0/24 to 10.96.0.0/12: no egress exclusion element, its flows are SNATed", KindNAT},
+		{"10.0.0.0/24 to 10.96.0.0/12: egress exclusion element needed by no record", KindNAT},
 		{"192.0.2.5: ingress steers to [10.0.0.2], the records to [10.0.0.3]", KindNAT},
 		{"uplink eth1: not marked for routing, so 198.51.100.10's flows leave by the default route", KindRouting},
 		{"198.51.100.10: not marked for uplink eth1 (slot 1) in table inet external-ip", KindRouting},
