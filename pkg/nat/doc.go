@@ -13,8 +13,9 @@
 //	dnat4        each external IP with one target : its target (most IPs)
 //	in4          each external IP with several targets : goto to-<ip>
 //	postrouting  nat hook, priority srcnat-10:
-//	             snat ip to ip saddr . oifname map @snat4 (and ip6), recording
-//	             the container address in @seen4, then
+//	             ip saddr . ip daddr != @nosnat4 snat ip to ip saddr .
+//	             oifname map @snat4 (and ip6), recording the container
+//	             address in @seen4, then
 //	             ct status dnat ip saddr . ip daddr @hp4 ct original ip daddr @ext4
 //	             masquerade (hairpin of flows to our IPs only; sent raw, see rawRules)
 //	to-<ip>      one regular chain per external IP with several targets:
@@ -24,6 +25,10 @@
 //	             addresses that had one SNATed: a DEL cleans conntrack up only
 //	             for those (Seen, Unsee; the rules record before they DNAT)
 //	hp4, hp6     the container subnets, each as subnet . subnet, for the hairpin rule
+//	nosnat4, nosnat6
+//	             container subnet . destination for each network's
+//	             egressExcludedCIDRs: flows neither SNATed nor marked for
+//	             an uplink (notExcluded)
 //	ext4, ext6   the external IPs with ingress targets, for the hairpin rule
 //
 // A fourth base chain, uplinks (filter, prerouting, mangle), marks the
@@ -38,7 +43,8 @@
 // flushed chain reads 0, and one dump of the rules then says so).
 //
 // Every map is keyed by external IP or by container address (the hairpin
-// set by container subnet), so that a change costs the same with 1 or
+// and exclusion sets by container subnet, their elements' arithmetic in
+// package intervals), so that a change costs the same with 1 or
 // 1,000 attachments: an external IP's change rewrites only its own
 // element (and chain, if it has several targets). One target is a data
 // map's element, not a goto to a chain: a commit that adds a goto or a NAT
