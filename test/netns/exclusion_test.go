@@ -154,3 +154,44 @@ func TestCheckFailsWhenAnExclusionElementIsGoneAndRepairMakesItAgain(t *testing.
 	}
 	mustAsk(t, "pod a to the other node's pod after repair", a.netns, "tcp", otherPodOne, lanSv, "lan", a.v4.String())
 }
+
+// excludedConf is steeredConf with egressExcludedCIDRs.
+func (h *host) excludedConf(v4, v6 string, ips ...string) map[string]any {
+	h.t.Helper()
+	conf := h.steeredConf("1.1.0", v4, v6, ips...)
+	conf["egressExcludedCIDRs"] = []string{"10.96.0.0/12", "fd00:96::/108"}
+	return conf
+}
+
+// An ADD killed at any step, the nat step's middle included, leaves
+// nothing of the exclusion sets that the records do not account for: the
+// next ADD on the subnet has its elements, status sees no drift, and GC
+// removes them once no record has the subnet.
+func TestAnAddWithExclusionsKilledAtAnyStepLeavesTheSetsAsTheRecordsSay(t *testing.T) {
+	bin := faultBinary(t)
+	for _, step := range steerAddSteps {
+		t.Run(step, func(t *testing.T) {
+			h := newHost(t)
+			r := h.runWith(bin, attach("ADD", "a", h.excludedConf("10.1.0.5", "fd00:1::5", "192.0.2.10", "2001:db8:1::10")), "EXTERNAL_IP_CRASH_AT="+step)
+			if r.err == nil {
+				t.Fatalf("ADD a was not killed at step %q", step)
+			}
+			h.run(attach("ADD", "c", h.excludedConf("10.1.0.7", "fd00:1::7", "192.0.2.20"))).mustOK(t, "ADD c")
+			if d := h.drift(); len(d) != 0 {
+				t.Fatalf("drift after the killed ADD and the next: %q", d)
+			}
+			sets := h.nft("list set inet external-ip nosnat4") + h.nft("list set inet external-ip nosnat6")
+			for _, el := range []string{"10.1.0.0/24 . 10.96.0.0/12", "fd00:1::/64 . fd00:96::/108"} {
+				if !strings.Contains(sets, el) {
+					t.Errorf("the exclusion sets lack c's element %s:\n%s", el, sets)
+				}
+			}
+			h.run(attach("DEL", "c", h.netConf("1.1.0", nil))).mustOK(t, "DEL c")
+			h.run(attach("DEL", "a", h.netConf("1.1.0", nil))).mustOK(t, "DEL a")
+			h.run(call{command: "GC", conf: h.gcConf("testnet", nil, map[string]any{"traffic": "both"})}).mustOK(t, "GC")
+			if sets := h.nft("list set inet external-ip nosnat4"); strings.Contains(sets, "10.1.0.0/24") {
+				t.Errorf("after every DEL and GC the exclusion set still holds the subnet:\n%s", sets)
+			}
+		})
+	}
+}
