@@ -60,8 +60,9 @@ func retireTable() (string, error) {
 	if err != nil || !st.Present {
 		return "", err
 	}
-	// Hairpin subnets alone steer nothing (the rule also needs an external
-	// IP with targets); DEL leaves them for GC.
+	// Hairpin subnets and exclusion elements alone steer nothing (the
+	// rules also need an external IP with targets, a source to SNAT); DEL
+	// leaves them for GC.
 	if n := len(st.Ingress) + len(st.Egress) + len(st.Stray); n > 0 {
 		return fmt.Sprintf("table inet %s: kept: it still steers %d entries, of pods of another dataDir or left over (external-ip repair removes those no record holds)", nat.TableName, n), nil
 	}

@@ -42,6 +42,13 @@ func Disjoint(pairs []Pair) []Pair {
 // Served tells whether the flows of p are all flows of held's elements.
 func Served(held []Pair, p Pair) bool { return len(without(p, held)) == 0 }
 
+// Merge is the change that makes a set holding held hold held less del,
+// with add: Plan's, so that it removes only what the set holds.
+func Merge(held, del, add []Pair) (addOut, delOut []Pair) {
+	want := slices.DeleteFunc(slices.Clone(held), func(p Pair) bool { return slices.Contains(del, p) })
+	return Plan(held, append(want, add...))
+}
+
 // Plan is the change that makes a set holding held hold Disjoint(want):
 // nothing when it already serves exactly want's flows, however its
 // elements are cut.

@@ -79,3 +79,23 @@ func TestPlanChangesNothingWhenTheSetServesExactlyWhatIsWanted(t *testing.T) {
 		t.Errorf("Plan = +%v -%v, want the /24's element in place of the cut one", add, del)
 	}
 }
+
+func TestMergeRemovesOnlyWhatTheSetHoldsAndAddsOnlyWhatItLacks(t *testing.T) {
+	held := pairs("10.77.0.0/24>10.77.0.0/24", "10.78.0.0/24>10.78.0.0/24")
+	for _, c := range []struct {
+		what          string
+		del, add      []Pair
+		wantAdd, wDel string
+	}{
+		{"a subnet a held one covers", nil, pairs("10.77.0.5/32>10.77.0.5/32"), "[]", "[]"},
+		{"a subnet around a held one", nil, pairs("10.77.0.0/16>10.77.0.0/16"), "[{10.77.0.0/16 10.77.0.0/16}]", "[{10.77.0.0/24 10.77.0.0/24}]"},
+		{"a removal of one not held", pairs("10.79.0.0/24>10.79.0.0/24"), nil, "[]", "[]"},
+		{"a removal and an addition", pairs("10.78.0.0/24>10.78.0.0/24"), pairs("10.78.1.0/24>10.78.1.0/24"),
+			"[{10.78.1.0/24 10.78.1.0/24}]", "[{10.78.0.0/24 10.78.0.0/24}]"},
+	} {
+		add, del := Merge(held, c.del, c.add)
+		if fmt.Sprint(add) != c.wantAdd || fmt.Sprint(del) != c.wDel {
+			t.Errorf("%s: Merge = +%v -%v, want +%s -%s", c.what, add, del, c.wantAdd, c.wDel)
+		}
+	}
+}
