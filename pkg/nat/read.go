@@ -285,36 +285,34 @@ func (r reading) readEgress(st *State) error {
 }
 
 func (r reading) readHairpins(st *State) error {
-	for _, f := range []family{ipv4, ipv6} {
-		els, ok, err := r.elements(f.hp)
-		if err != nil {
-			return err
+	return r.readIntervals(st, func(f family) string { return f.hp }, func(el nftables.SetElement, n int) {
+		if p, ok := intervals.ParseSame(el, n); ok {
+			st.Hairpin = append(st.Hairpin, p)
 		}
-		if !ok {
-			st.Broken = append(st.Broken, "set "+f.hp+" missing")
-		}
-		for _, el := range els {
-			if p, ok := intervals.ParseSame(el, int(f.addrLen)); ok {
-				st.Hairpin = append(st.Hairpin, p)
-			}
-		}
-	}
-	return nil
+	})
 }
 
 func (r reading) readExclusions(st *State) error {
+	return r.readIntervals(st, func(f family) string { return f.nosnat }, func(el nftables.SetElement, n int) {
+		if p, ok := intervals.Parse(el, n); ok {
+			st.Excluded = append(st.Excluded, p)
+		}
+	})
+}
+
+// readIntervals hands each element of both families' interval set that
+// name gives to take, with the length of the family's addresses.
+func (r reading) readIntervals(st *State, name func(family) string, take func(el nftables.SetElement, n int)) error {
 	for _, f := range []family{ipv4, ipv6} {
-		els, ok, err := r.elements(f.nosnat)
+		els, ok, err := r.elements(name(f))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			st.Broken = append(st.Broken, "set "+f.nosnat+" missing")
+			st.Broken = append(st.Broken, "set "+name(f)+" missing")
 		}
 		for _, el := range els {
-			if p, ok := intervals.Parse(el, int(f.addrLen)); ok {
-				st.Excluded = append(st.Excluded, p)
-			}
+			take(el, int(f.addrLen))
 		}
 	}
 	return nil

@@ -1,11 +1,9 @@
 package netns
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -66,21 +64,6 @@ func (w *world) secondNetwork() *world {
 	w2 := *w
 	w2.list = bridgeListOn(w.t, "1.1.0", "steer2", "cni-steer2", netTwo, w.eipEntry([]string{"10.98.0.0/16"}))
 	return &w2
-}
-
-// gc runs w's network's GC with valid as its only attachments (the
-// plugin's GC: the network's cniVersion is 1.1.0).
-func (w *world) gc(valid ...*container) {
-	w.t.Helper()
-	args := &libcni.GCArgs{}
-	for _, c := range valid {
-		args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: c.id, IfName: c.rt.IfName})
-	}
-	w.inNode("GC", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return w.cni.GCNetworkList(ctx, w.list, args)
-	})
 }
 
 // On a routed pod network a pod's flow to another node's pod leaves by

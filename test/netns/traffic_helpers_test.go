@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 )
@@ -167,6 +168,21 @@ func (w *world) tryAdd(c *container) error {
 		}
 	}
 	return nil
+}
+
+// gc runs the conflist's GC with the containers given as the valid ones
+// (the plugin's GC when the list's cniVersion is 1.1.0).
+func (w *world) gc(valid ...*container) {
+	w.t.Helper()
+	args := &libcni.GCArgs{}
+	for _, c := range valid {
+		args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: c.id, IfName: c.rt.IfName})
+	}
+	w.inNode("GC", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return w.cni.GCNetworkList(ctx, w.list, args)
+	})
 }
 
 func (w *world) del(c *container) {

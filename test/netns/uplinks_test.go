@@ -1,14 +1,11 @@
 package netns
 
 import (
-	"context"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/types"
 )
 
 // The node of these tests has two uplinks: uplink0 to the LAN namespace,
@@ -226,20 +223,6 @@ func TestAClientBehindTheSecondUplinksRouterReachesTheContainerAndItsEgressLeave
 	if after := u.policy(); after != before {
 		t.Errorf("the node's rules and routes after the last DEL:\n%s\nbefore the first ADD:\n%s", after, before)
 	}
-}
-
-// gc runs the conflist's GC with the containers given as the valid ones.
-func (u *twoUplinks) gc(valid ...*container) {
-	u.t.Helper()
-	args := &libcni.GCArgs{}
-	for _, c := range valid {
-		args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: c.id, IfName: c.rt.IfName})
-	}
-	u.inNode("GC", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return u.cni.GCNetworkList(ctx, u.list, args)
-	})
 }
 
 func TestWithUplinkRoutingOffTheClientBehindTheRouterGetsNoAnswer(t *testing.T) {
