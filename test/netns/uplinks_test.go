@@ -195,7 +195,7 @@ func TestAClientBehindTheSecondUplinksRouterReachesTheContainerAndItsEgressLeave
 	for _, want := range []string{
 		`meta nfproto ipv4 ct mark & 0x0f000000 vmap @uplink-marks4`,
 		`ct state new ip daddr . iifname vmap @uplink-in4`,
-		`ct state new ip6 saddr vmap @uplink-eg6`,
+		`ct state new ip6 saddr . ip6 daddr != @nosnat6 ip6 saddr vmap @uplink-eg6`,
 		"chain uplink4-1-uplink1 {\n\t\tct mark set ct mark & 0xf1ffffff | 0x01000000 meta mark set meta mark & 0xf1ffffff | 0x01000000\n",
 		`elements = { 0x01000000 : goto uplink6-1-uplink1 }`,
 		`elements = { ` + eip4 + ` . "uplink1" : goto uplink4-1-uplink1 }`,
