@@ -313,7 +313,7 @@ func TestAConntrackFaultFailsNoChangeAndGCRetriesIt(t *testing.T) {
 	if err := os.Symlink(faultBinary(t), filepath.Join(dir, "external-ip")); err != nil {
 		t.Fatal(err)
 	}
-	w.cni = libcni.NewCNIConfig([]string{exampleTools(t), dir}, nil)
+	w.cni = libcni.NewCNIConfigWithCacheDir([]string{exampleTools(t), dir}, t.TempDir(), nil)
 	a, b := w.twoHoldersWithFlows()
 	w.longFlows(b, 40000)
 	t.Setenv(steer.ConntrackFaultEnv, "1")

@@ -63,7 +63,7 @@ func newWorldWith(t *testing.T, traffic string, extra map[string]any) *world {
 	for k, v := range extra {
 		eip[k] = v
 	}
-	w := &world{t: t, h: h, traffic: traffic, cni: libcni.NewCNIConfig([]string{exampleTools(t), pluginDir()}, nil)}
+	w := &world{t: t, h: h, traffic: traffic, cni: libcni.NewCNIConfigWithCacheDir([]string{exampleTools(t), pluginDir()}, t.TempDir(), nil)}
 	w.list = bridgeList(t, "1.0.0", "steer", "cni-steer", eip)
 	return w
 }

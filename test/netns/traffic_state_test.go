@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 )
@@ -113,6 +114,9 @@ func TestSteeredAddKilledAtAnyStepLeavesTheTableAsTheRecordsSay(t *testing.T) {
 				h.run(attach("DEL", id, h.netConf("1.0.0", nil))).mustOK(t, "DEL "+id)
 			}
 			h.targets("after every DEL")
+			// A DEL's detached clean-up takes the IP out of the seen sets
+			// after the DEL returns: wait for it before reading them.
+			h.waitNoCleanUp(10 * time.Second)
 			// The hairpin subnet 10.1.0.0/24 may stay, for GC (it steers nothing).
 			out := h.nft("list table inet external-ip")
 			if strings.Contains(out, "192.0.2.") || slices.ContainsFunc([]string{"10.1.0.5", "10.1.0.6", "10.1.0.7"}, func(a string) bool { return strings.Contains(out, a) }) {

@@ -30,7 +30,7 @@ func (w *world) faultBuild() {
 	if err := os.Symlink(faultBinary(w.t), filepath.Join(dir, "external-ip")); err != nil {
 		w.t.Fatal(err)
 	}
-	w.cni = libcni.NewCNIConfig([]string{exampleTools(w.t), dir}, nil)
+	w.cni = libcni.NewCNIConfigWithCacheDir([]string{exampleTools(w.t), dir}, w.t.TempDir(), nil)
 }
 
 // killedAt runs f in the node with the plugin told to kill itself at

@@ -114,7 +114,7 @@ func (u *twoUplinks) node(h *host, o uplinkOpts) {
 // allowed on uplink1's network.
 func uplinksWorld(t *testing.T, h *host, extra map[string]any) *world {
 	t.Helper()
-	w := &world{t: t, h: h, traffic: "both", cni: libcni.NewCNIConfig([]string{exampleTools(t), pluginDir()}, nil)}
+	w := &world{t: t, h: h, traffic: "both", cni: libcni.NewCNIConfigWithCacheDir([]string{exampleTools(t), pluginDir()}, t.TempDir(), nil)}
 	eip := map[string]any{
 		"type": "external-ip", "dataDir": h.dataDir,
 		"allowedRanges": []string{eipNet4, eipNet6}, "conflictProbe": "0s",
