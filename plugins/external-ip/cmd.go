@@ -71,10 +71,13 @@ func (inv *invocation) newAssigner() *assigner.Assigner {
 type startAs struct {
 	load func([]byte) (*config.Config, []error, error)
 	log  func(*announce.PlanLog) (*slog.Logger, func(), error)
+	// netns: look at the container's namespace, which only an ADD's
+	// record keeps.
+	netns bool
 }
 
 var (
-	forAdd    = startAs{load: loadAll, log: openLog}
+	forAdd    = startAs{load: loadAll, log: openLog, netns: true}
 	forDel    = startAs{load: config.LoadForDel, log: logOrDiscard}
 	forOthers = startAs{load: loadAll, log: logOrDiscard}
 )
@@ -102,7 +105,10 @@ func start(args *skel.CmdArgs, as startAs) (*invocation, error) {
 	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing, rules: &localpool.Rules{},
-		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log}), netns: containerNetns(args.Netns)}
+		keep: linger.New(linger.Options{Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
+	if as.netns {
+		inv.netns = containerNetns(args.Netns)
+	}
 	inv.as = inv.newAssigner()
 	inv.done = func() {
 		routing.Close()
