@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/errkind"
 )
 
 // tempPattern names our staged files. The runtime lists only .conf,
@@ -203,16 +205,8 @@ func lockDir(dir string) (func(), error) {
 // the probe's output, the command's and the log's, however many things
 // failed at once.
 func joinLine(errs ...error) error {
-	if err := errors.Join(errs...); err != nil {
-		return lineError{err}
-	}
-	return nil
+	return errkind.OneLine(errors.Join(errs...))
 }
-
-type lineError struct{ err error }
-
-func (e lineError) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", "; ") }
-func (e lineError) Unwrap() error { return e.err }
 
 // kindOf names what a file that is not a regular one is, for a refusal.
 func kindOf(m fs.FileMode) string {

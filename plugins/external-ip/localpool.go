@@ -199,17 +199,8 @@ func (l *lanUsed) explain(err error) error {
 		return errkind.Errorf(localpool.ErrInUse, "pool %s: other hosts on the LAN answered the conflict probe for every IP tried: %s; free them on those hosts, or take them out of the pool",
 			l.pool, used)
 	}
-	return noted{err, "passed over, as other hosts on the LAN use them: " + used}
+	return fmt.Errorf("%w; passed over, as other hosts on the LAN use them: %s", err, used)
 }
-
-// noted is an error with a note after its message, of the error's kinds.
-type noted struct {
-	error
-	note string
-}
-
-func (n noted) Error() string { return n.error.Error() + "; " + n.note }
-func (n noted) Unwrap() error { return n.error }
 
 // families are those the pool gives; when the ADD steers, only those of
 // which the container has an address, so that a dual-stack pool serves an
