@@ -19,7 +19,9 @@
 // The frames it sends and reads go through a Port, so that the decisions
 // are tested without root; a Claims, when given, is told of every
 // takeover and yield, and its claim naming the active node (Kubernetes)
-// decides between two nodes that both answer for an IP. It never sends
+// decides between two nodes that both answer for an IP, unless it names
+// a node this one took the IP over from and the other is not that node:
+// then the MAC rule does, as with no claim. It never sends
 // a frame that teaches a neighbour anything untrue: its checks ask from
 // the node's own addresses, and only a takeover announces.
 package standby

@@ -190,3 +190,6 @@ func nsCheck(f From, ip netip.Addr, mac net.HardwareAddr) ([]byte, error) {
 // actively, the one whose uplink MAC is lower yields, so that both decide
 // alike without a word.
 func lower(a, b net.HardwareAddr) bool { return bytes.Compare(a, b) < 0 }
+
+// sameMAC says whether a is b, a MAC known (b not nil).
+func sameMAC(a, b net.HardwareAddr) bool { return b != nil && bytes.Equal(a, b) }

@@ -110,11 +110,20 @@ type watched struct {
 	peer  net.HardwareAddr
 	since time.Time
 	// checked: a check went out at the last tick; heard: answered since.
-	checked, heard bool
-	misses         int
+	// answered: peer answered for the IP since this node stood by (not
+	// only a contender this node yielded to, which may have yielded too).
+	checked, heard, answered bool
+	misses                   int
 	// disputed: since when, and lastly when, another node kept answering
 	// while the claim named this node (claimHolds).
 	disputed, lastDispute time.Time
+	// passedOver: this node took the IP over while the claim named another
+	// node active, the node it had just found gone, whose MAC is goneMAC
+	// (nil: none answered as the active). Until the claim's answer
+	// changes, that name is the node found gone, not a node that wrote
+	// since (claimMoved).
+	passedOver bool
+	goneMAC    net.HardwareAddr
 }
 
 // staleClaim is how long two nodes may both keep an IP each on a claim
@@ -248,6 +257,7 @@ func (w *Watcher) tick() bool {
 		case x.Active && w.Moves.Gone(x.Held):
 			moved = w.giveUp(x) || moved
 		case x.Active:
+			w.claimMoved(x)
 			w.checkFormer(x)
 		case w.Moves.Gone(x.Held):
 			x.misses, x.checked, x.heard = 0, false, false // nothing here to take the IP over for
@@ -310,10 +320,10 @@ func (w *Watcher) seen(uplink string, h heard) bool {
 	}
 	switch {
 	case !x.Active && h.kind == claim:
-		x.heard, x.peer = true, h.mac
-	case !x.Active && h.kind == goodbye && x.peer != nil && h.mac.String() == x.peer.String():
+		x.heard, x.answered, x.peer = true, true, h.mac
+	case !x.Active && h.kind == goodbye && sameMAC(h.mac, x.peer):
 		return w.takeOver(x, ReasonGoodbye)
-	case x.Active && h.kind == ask && x.peer != nil && h.mac.String() == x.peer.String():
+	case x.Active && h.kind == ask && sameMAC(h.mac, x.peer):
 		x.peer = nil // the node taken over from stands by: it checks on us
 	case x.Active && h.kind == claim:
 		return w.conflict(x, h.mac)
@@ -349,22 +359,30 @@ func (w *Watcher) conflict(x *watched, theirs net.HardwareAddr) bool {
 // theirs, and why. A claim that names a node is the cluster's record of
 // who took the IP over last, which both nodes read; the MAC rule is for
 // IPs with no such claim (no Kubernetes, no pools, or the API server out
-// of reach when the claim was to be written).
+// of reach when the claim was to be written), and for a claim that still
+// names the node this one took the IP over from, against another node
+// (passedOver): two standbys that took over at once from a dead active
+// whose pod object outlives it would otherwise both yield to it, again
+// and again. As in VRRP, two live nodes that hear each other decide by
+// what both see, and a name for a node neither hears is not that.
 func (w *Watcher) loses(x *watched, theirs net.HardwareAddr) (bool, string) {
+	why := ""
 	if w.Claims != nil {
 		if here, known := w.Claims.ActiveHere(x.IP); known {
-			if !here {
+			switch {
+			case !here && x.passedOver && !sameMAC(theirs, x.goneMAC):
+				why = "the claim names the node this node took over from, not the one heard; "
+			case !here:
 				return true, "the claim names another node active"
-			}
-			if w.claimHolds(x) {
+			case w.claimHolds(x):
 				return false, "the claim names this node active"
 			}
 		}
 	}
 	if p := w.ports[x.Uplink]; p != nil && lower(p.from.MAC, theirs) {
-		return true, "this node's MAC is the lower"
+		return true, why + "this node's MAC is the lower"
 	}
-	return false, "this node's MAC is not the lower"
+	return false, why + "this node's MAC is not the lower"
 }
 
 // claimHolds says whether a claim naming this node still decides a
@@ -379,11 +397,37 @@ func (w *Watcher) claimHolds(x *watched) bool {
 	return now.Sub(x.disputed) < staleClaim
 }
 
+// claimMoved forgets, once the claim no longer names another node, that
+// it named the node taken over from: another node named later is one
+// that wrote since, as the claim's record of the last takeover.
+func (w *Watcher) claimMoved(x *watched) {
+	if x.passedOver {
+		here, known := w.Claims.ActiveHere(x.IP)
+		x.passedOver = known && !here
+	}
+}
+
+// passOver notes, at a takeover, whether the claim names another node:
+// then it names the node this one has just found gone (its checks
+// unanswered, or its goodbye), known by its MAC if it answered as the
+// active while this node stood by. A repair found no node gone.
+func (w *Watcher) passOver(x *watched, reason string) {
+	x.passedOver, x.goneMAC = false, nil
+	if x.answered {
+		x.goneMAC = slices.Clone(x.peer)
+	}
+	if w.Claims != nil && reason != ReasonRepair {
+		here, known := w.Claims.ActiveHere(x.IP)
+		x.passedOver = known && !here
+	}
+}
+
 func (w *Watcher) takeOver(x *watched, reason string) bool {
 	if err := w.Moves.TakeOver(x.Held); err != nil {
 		w.Log.Error("taking over failed", "ip", x.IP, "reason", reason, "error", err)
 		return false
 	}
+	w.passOver(x, reason)
 	w.Log.Info("took over", "ip", x.IP, "uplink", x.Uplink, "reason", reason, "from", x.peer.String())
 	x.Active, x.Standby, x.since, x.misses, x.checked = true, false, w.now(), 0, false
 	if reason == ReasonGoodbye {
@@ -407,7 +451,7 @@ func (w *Watcher) yield(x *watched, reason string) bool {
 	if w.Recorder != nil {
 		w.Recorder.Yielded(reason)
 	}
-	x.Active, x.Standby, x.peer, x.misses, x.checked, x.heard = false, true, nil, 0, false, false
+	x.Active, x.Standby, x.peer, x.misses, x.checked, x.heard, x.answered = false, true, nil, 0, false, false, false
 	if w.Claims != nil {
 		w.Claims.Yielded(x.IP, reason)
 	}

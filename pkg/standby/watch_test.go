@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -501,5 +502,181 @@ func TestTheClaimsAreToldOfEveryTakeoverAndYield(t *testing.T) {
 	want := []string{"took over " + ip4.String() + " " + ReasonUnanswered, "yielded " + ip4.String() + " " + ReasonUplinkDown}
 	if !slices.Equal(c.told, want) {
 		t.Fatalf("the claims were told %v, want %v (moves %v)", c.told, want, m.moves)
+	}
+}
+
+// twoStandbys are two nodes standing by for ip4 on one LAN, each with a
+// watcher of its own, both reading a claim that names a third node (the
+// active, deadMAC) that still holds the IP: its pod object outlives it.
+type twoStandbys struct {
+	w    [2]*Watcher
+	m    [2]*fakeMoves
+	macs [2]net.HardwareAddr
+}
+
+var deadMAC = net.HardwareAddr{2, 0, 0, 0, 0, 7}
+
+func newTwoStandbys(t *testing.T) *twoStandbys {
+	p := &twoStandbys{macs: [2]net.HardwareAddr{lowMAC, highMAC}}
+	for i, mac := range p.macs {
+		p.m[i] = newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+		p.w[i], _ = newTestWatcherFrom(t, p.m[i], From{MAC: mac, V4: netip.AddrFrom4([4]byte{192, 0, 2, byte(2 + i)}), Local: ourFrom.Local})
+		p.w[i].Claims = &fakeClaims{names: map[netip.Addr]string{ip4: "there"}}
+	}
+	return p
+}
+
+// period is one check period on the LAN: both watchers tick, then each
+// hears the other if it holds the IP actively (its takeover's or its
+// defence's announcement, its answer to a check), and both hear the
+// active dead node while alive. Who answers is taken after both ticks:
+// two takeovers in one period announce at once.
+func (p *twoStandbys) period(deadAlive bool) {
+	p.w[0].tick()
+	p.w[1].tick()
+	if deadAlive {
+		p.hear(heard{kind: claim, ip: ip4, mac: deadMAC})
+	}
+	p.hearEachOther()
+}
+
+func (p *twoStandbys) hear(h heard) {
+	p.w[0].seen(anUplink, h)
+	p.w[1].seen(anUplink, h)
+}
+
+func (p *twoStandbys) hearEachOther() {
+	active := [2]bool{p.active(0), p.active(1)}
+	for i := range 2 {
+		if active[1-i] {
+			p.w[i].seen(anUplink, heard{kind: claim, ip: ip4, mac: p.macs[1-i]})
+		}
+	}
+}
+
+func (p *twoStandbys) active(i int) bool { return p.m[i].held[ip4].Active }
+
+// moved counts the takeovers and yields both nodes made.
+func (p *twoStandbys) moved() int {
+	n := 0
+	for _, m := range p.m {
+		for _, mv := range m.moves {
+			if !strings.HasPrefix(mv, "announce") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// The active node dies (power lost): its holder stays on the claim for
+// minutes, and the claim still names it. Both standbys miss their checks
+// and take over in the same period, and each hears the other. A claim
+// naming the node they both found dead settles nothing between them: the
+// MAC rule leaves one active, for good. The same when both hear its
+// goodbye while their caches still show its name.
+func TestTwoStandbysThatTakeOverAtOnceFromADeadActiveLeaveOneActive(t *testing.T) {
+	for _, death := range []string{"power lost", "goodbye"} {
+		t.Run(death, func(t *testing.T) {
+			p := newTwoStandbys(t)
+			for range 2 {
+				p.period(true)
+			}
+			if death == "goodbye" {
+				p.hear(heard{kind: goodbye, ip: ip4, mac: deadMAC})
+				p.hearEachOther()
+			}
+			for range 2 * DefaultMisses {
+				p.period(false)
+			}
+			if p.active(0) == p.active(1) {
+				t.Fatalf("%d periods after the active died: active %v and %v, want exactly one (moves %v and %v)", 2*DefaultMisses, p.active(0), p.active(1), p.m[0].moves, p.m[1].moves)
+			}
+			if !p.active(1) {
+				t.Errorf("the node with the lower MAC kept the IP: the MAC rule leaves the higher")
+			}
+			settled := p.moved()
+			for i := range 5 * DefaultMisses {
+				p.period(false)
+				if p.active(0) == p.active(1) || p.moved() != settled {
+					t.Fatalf("%d periods after settling: active %v and %v, moves %v and %v; want the same one active, no flapping", i+1, p.active(0), p.active(1), p.m[0].moves, p.m[1].moves)
+				}
+			}
+		})
+	}
+}
+
+// takenOverFrom is an active node that took ip4 over from the node with
+// deadMAC, after its checks went unanswered, while the claim named that
+// node (here: "there").
+func takenOverFrom(t *testing.T, c *fakeClaims) (*Watcher, *fakeMoves) {
+	m := newFakeMoves(Held{IP: ip4, Uplink: anUplink, Standby: true})
+	w, _ := newTestWatcherFrom(t, m, From{MAC: highMAC, V4: ourFrom.V4, Local: ourFrom.Local})
+	w.Claims = c
+	w.tick()
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: deadMAC})
+	for range DefaultMisses + 1 {
+		w.tick()
+	}
+	if !slices.Equal(m.moves, []string{"takeover " + ip4.String()}) {
+		t.Fatalf("the active missed %d checks: moves %v, want a takeover", DefaultMisses, m.moves)
+	}
+	return w, m
+}
+
+// A partition heals: the node taken over from is alive and answers, and
+// the claim still names it (this node's write never reached the API
+// server). The claim names the node heard, so it keeps the IP, whatever
+// the MACs say.
+func TestTheNodeTakenOverFromKeepsTheIPWhenTheClaimStillNamesIt(t *testing.T) {
+	w, m := takenOverFrom(t, &fakeClaims{names: map[netip.Addr]string{ip4: "there"}})
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: deadMAC})
+	if got := m.moves[len(m.moves)-1]; got != "yield "+ip4.String() {
+		t.Fatalf("the node taken over from, named by the claim, answers: moves %v, want a yield though this node's MAC is the higher", m.moves)
+	}
+}
+
+// Once the claim has said something else since the takeover (this node's
+// write reached it), another node it names is one that wrote later, not
+// the node found gone: the claim decides again.
+func TestAClaimThatChangedSinceTheTakeoverDecidesAgainstAnyNode(t *testing.T) {
+	c := &fakeClaims{names: map[netip.Addr]string{ip4: "there"}}
+	w, m := takenOverFrom(t, c)
+	c.names[ip4] = "here"
+	w.tick()
+	c.names[ip4] = "there"
+	w.seen(anUplink, heard{kind: claim, ip: ip4, mac: lowMAC})
+	if got := m.moves[len(m.moves)-1]; got != "yield "+ip4.String() {
+		t.Fatalf("the claim names another node written since the takeover: moves %v, want a yield though this node's MAC is the higher", m.moves)
+	}
+}
+
+// Two actives hear each other while the claim names a third node that
+// does not answer (alive and standing by, its yield's write lost): both
+// yield to it. Neither answers the other's checks then, so each takes
+// the IP over from a node it never heard answer as the active: the
+// claim, naming neither, settles nothing, and the MAC rule leaves one.
+func TestTwoActivesThatBothYieldedToAThirdNodeSettleOnTheirNextTakeover(t *testing.T) {
+	p := newTwoStandbys(t)
+	for i := range p.m {
+		p.m[i].held[ip4].Active, p.m[i].held[ip4].Standby = true, false
+		p.w[i].refresh(context.Background())
+	}
+	p.period(false)
+	if p.active(0) || p.active(1) {
+		t.Fatalf("the claim names a third node: active %v and %v, want both to yield to it", p.active(0), p.active(1))
+	}
+	for range 2 * DefaultMisses {
+		p.period(false)
+	}
+	if p.active(0) == p.active(1) {
+		t.Fatalf("%d periods after both yielded: active %v and %v, want exactly one (moves %v and %v)", 2*DefaultMisses, p.active(0), p.active(1), p.m[0].moves, p.m[1].moves)
+	}
+	settled := p.moved()
+	for range 5 * DefaultMisses {
+		p.period(false)
+	}
+	if p.active(0) == p.active(1) || p.moved() != settled {
+		t.Fatalf("after settling: active %v and %v, moves %v and %v; want one active, no flapping", p.active(0), p.active(1), p.m[0].moves, p.m[1].moves)
 	}
 }
