@@ -93,7 +93,7 @@ func TestTheTakeoverRowsArePrintedWithTheirFailures(t *testing.T) {
 func TestThePlotLeavesTheStandbyRowsOut(t *testing.T) {
 	_, res := standbyResults(t)
 	svg := res.svg(40)
-	if strings.Contains(svg, "standby") || !strings.Contains(svg, xmlEscape("host-local ADD")) {
+	if strings.Contains(svg, "standby") || !strings.Contains(svg, "host-local ADD") {
 		t.Errorf("the plot has a standby row, or lacks host-local's")
 	}
 }

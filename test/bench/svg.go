@@ -1,89 +1,15 @@
 package main
 
-import (
-	"fmt"
-	"math"
-	"slices"
-	"strings"
-	"time"
-)
+import "github.com/external-ip/external-ip/test/bench/plot"
 
-// Geometry of the plot.
-const (
-	svgWidth  = 1000
-	svgLabelW = 400
-	svgRowH   = 22
-	svgTop    = 76
-)
-
-// svg draws p50 and p95 bars per row, by hand, so that the benchmark needs
-// no plotting module.
+// svg is the plot (package plot) of every row but the standby rows, whose
+// hundreds of ms would flatten the rest; the tables carry them.
 func (r *results) svg(n int) string {
-	// The standby rows (hundreds of ms) would flatten the rest; the tables carry them.
-	r = &results{rows: slices.DeleteFunc(slices.Clone(r.rows), func(s *series) bool { return s.group == "standby" })}
-	var c strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&c, format, args...) }
-	height := svgTop + len(r.rows)*svgRowH + 20
-	w(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", svgWidth, height, svgWidth, height)
-	w(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
-	w(`<text x="10" y="24" font-size="16" font-weight="bold">wall time of one invocation in ms, p50 (solid) / p95 (light), %d interleaved iterations</text>`+"\n", n)
-	lx := 10.0
-	for _, g := range []struct{ group, label string }{{"reference", "reference plugins"}, {"external-ip", "external-ip, empty node"}, {"held", "attachments held"}, {"churn", "churn"}, {"what-if", "other builds"}} {
-		w(`<rect x="%.0f" y="34" width="12" height="12" fill="%s"/><text x="%.0f" y="44" fill="#333">%s</text>`+"\n", lx, colorsOf(g.group)[0], lx+16, g.label)
-		lx += 40 + 7*float64(len(g.label))
-	}
-	var top time.Duration
+	var rows []plot.Row
 	for _, s := range r.rows {
-		top = max(top, p(s, 95))
-	}
-	top = max(time.Duration(float64(top)*1.08), time.Millisecond)
-	plotW := float64(svgWidth - svgLabelW - 120)
-	x := func(d time.Duration) float64 { return svgLabelW + plotW*float64(d)/float64(top) }
-	step := niceStep(top)
-	for t := time.Duration(0); t <= top; t += step {
-		w(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e5e5e5"/>`+"\n", x(t), svgTop-6, x(t), svgTop+len(r.rows)*svgRowH)
-		w(`<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%g ms</text>`+"\n", x(t), svgTop-10, float64(t)/1e6)
-	}
-	for i, s := range r.rows {
-		y, col := svgTop+i*svgRowH, colorsOf(s.group)
-		p50, p95 := p(s, 50), p(s, 95)
-		w(`<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", svgLabelW-8, y+15, xmlEscape(s.name))
-		w(`<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", svgLabelW, y+3, x(p95)-svgLabelW, svgRowH-6, col[1])
-		w(`<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", svgLabelW, y+3, x(p50)-svgLabelW, svgRowH-6, col[0])
-		w(`<text x="%.1f" y="%d" fill="#333">%.2f / %.2f</text>`+"\n", x(p95)+4, y+15, float64(p50)/1e6, float64(p95)/1e6)
-	}
-	w("</svg>\n")
-	return c.String()
-}
-
-// colorsOf is the solid (p50) and light (p95) colour of a group of rows.
-func colorsOf(group string) [2]string {
-	switch group {
-	case "reference":
-		return [2]string{"#6b6b6b", "#cfcfcf"}
-	case "held":
-		return [2]string{"#6a3d9a", "#cab2d6"}
-	case "what-if", "ab":
-		return [2]string{"#c2660a", "#fdd0a2"}
-	case "churn":
-		return [2]string{"#1a7f4e", "#a6dcbf"}
-	}
-	return [2]string{"#1f5fa8", "#a9c6ea"}
-}
-
-// niceStep is a grid step of 1, 2 or 5 times a power of ten giving about
-// five lines.
-func niceStep(top time.Duration) time.Duration {
-	raw := float64(top) / 5
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5} {
-		if m*mag >= raw {
-			return time.Duration(m * mag)
+		if s.group != "standby" {
+			rows = append(rows, plot.Row{Name: s.name, Group: s.group, P50: p(s, 50), P95: p(s, 95)})
 		}
 	}
-	return time.Duration(10 * mag)
-}
-
-func xmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	return plot.SVG(rows, n)
 }
