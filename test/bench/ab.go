@@ -37,7 +37,7 @@ func addAB(b *bench, res *results) error {
 		if where != "" {
 			ip = func(it int) string { return up1IP(2, it, false) }
 		}
-		unit := func(build, bin string, s int) unit {
+		unit := func(build, bin string, s int) timed {
 			k := 1_000_000 + s
 			a4, _ := containerAddrs(k)
 			return b.pairUnit(res, abRow("ADD", where, build), "ab", n, func(it int) call {

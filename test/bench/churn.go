@@ -79,6 +79,7 @@ func (c *churn) units(res *results) {
 		s := 210 + i
 		k := 1_000_000 + s
 		add, del := res.add(churnRow("ADD", traffic), "ADD", "churn"), res.add(churnRow("DEL", traffic), "DEL", "churn")
+		perIteration(rounds, add, del)
 		res.units = append(res.units, func(it int) {
 			for r := -1; r < rounds; r++ {
 				call := b.eipCall(b.bins["external-ip"], "ADD", c.n, k, traffic, scenarioIP(s, it*rounds+r, false))
@@ -137,6 +138,7 @@ func (c *churn) fillCycle() error {
 func (c *churn) cycleUnits(res *results) {
 	def, cy := c.b.defaultTraffic(), &c.cycle
 	add, del := res.add(cycleRow("ADD", def), "ADD", "churn"), res.add(cycleRow("DEL", def), "DEL", "churn")
+	perIteration(c.b.opts.churnRounds, add, del)
 	res.units = append(res.units, func(it int) {
 		for r := range c.b.opts.churnRounds {
 			slot := cy.step % cycleSize

@@ -135,3 +135,22 @@ func TestAnABComparisonStatesWallCPUAndFaultsPaired(t *testing.T) {
 		t.Errorf("no %q in:\n%s", want, table)
 	}
 }
+
+// The churn rows take -churn-rounds samples per iteration, numbered as
+// their units number them (round): the paired figure resamples
+// iterations whole.
+func TestTheChurnRowsTakeTheirRoundsPerIteration(t *testing.T) {
+	b, res := filledResults(t)
+	c := &churn{b: b}
+	for _, name := range []string{churnRow("ADD", trafficBoth), churnRow("DEL", trafficNone), cycleRow("ADD", trafficBoth)} {
+		s := res.byName[name]
+		if s.rounds != b.opts.churnRounds {
+			t.Errorf("%s: %d samples per iteration, want -churn-rounds' %d", name, s.rounds, b.opts.churnRounds)
+		}
+		for r := range b.opts.churnRounds {
+			if got := c.round(3, r) / s.rounds; got != 3 {
+				t.Errorf("%s: round %d of iteration 3 is numbered %d, in iteration %d", name, r, c.round(3, r), got)
+			}
+		}
+	}
+}

@@ -217,29 +217,31 @@ func (r *results) comparisonTable(b *bench) string {
 		if o == nil || t == nil || len(o.samples) == 0 || len(t.samples) == 0 {
 			continue
 		}
-		rounds := map[bool]int{false: b.opts.uplinkRounds, true: b.opts.churnRounds}[o.group == "churn"]
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.ours, c.ref,
-			ms(p(o, 50)), ms(p(o, 95)), ms(p(t, 50)), ms(p(t, 95)), c.figure(o, t, rounds), floor, c.goal)
+			ms(p(o, 50)), ms(p(o, 95)), ms(p(t, 50)), ms(p(t, 95)), c.figure(o, t), floor, c.goal)
 	}
 	return sb.String()
 }
 
 // figure is the comparison's ratio or difference.
-func (c comparison) figure(o, t *series, rounds int) string {
+func (c comparison) figure(o, t *series) string {
 	switch {
 	case c.tail:
 		return "p95 " + ratio(p(o, 95), p(o, 50)) + " x p50"
 	case c.max:
 		return "max " + ms(p(o, 100))
 	case c.paired:
-		d, lo, hi, ok := pairedDiff(o, t, rounds)
+		if o.rounds != t.rounds {
+			return fmt.Sprintf("paired: rows of %d and %d samples per iteration", o.rounds, t.rounds)
+		}
+		d, lo, hi, ok := pairedDiff(o, t)
 		if !ok {
 			return "paired: no round has both"
 		}
 		out := fmt.Sprintf("paired %+.2f ms (95%% CI %+.2f to %+.2f)", msOf(d), msOf(lo), msOf(hi))
 		if c.cpu {
-			d, lo, hi, _ := pairedDiffOf(o, t, rounds, func(x sample) time.Duration { return x.cpu })
-			f, flo, fhi, _ := pairedDiffOf(o, t, rounds, func(x sample) time.Duration { return time.Duration(x.minflt) })
+			d, lo, hi, _ := pairedDiffOf(o, t, func(x sample) time.Duration { return x.cpu })
+			f, flo, fhi, _ := pairedDiffOf(o, t, func(x sample) time.Duration { return time.Duration(x.minflt) })
 			out += fmt.Sprintf("; CPU %+.2f ms (%+.2f to %+.2f); faults %+d (%+d to %+d)", msOf(d), msOf(lo), msOf(hi), f, flo, fhi)
 		}
 		return out
@@ -276,18 +278,23 @@ func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 // pairedDiff is the median over rounds of o's wall time less t's in the
 // same round (the samples' it), and a 95% percentile-bootstrap interval
 // of that median: 2000 resamples of whole iterations (a round's it over
-// rounds), whose rounds ran one after another and may share the
-// machine's state, with a fixed seed (the same samples give the same
-// figures). Rows run adjacent (uplinks.go) share the machine's state, so
-// this difference is far steadier than that of two p50s. ok is false
-// when no round has both.
-func pairedDiff(o, t *series, rounds int) (med, lo, hi time.Duration, ok bool) {
-	return pairedDiffOf(o, t, rounds, func(x sample) time.Duration { return x.wall })
+// the rows' rounds per iteration, which the rows state: their rounds ran
+// one after another and may share the machine's state), with a fixed
+// seed (the same samples give the same figures). Rows run adjacent
+// (uplinks.go) share the machine's state, so this difference is far
+// steadier than that of two p50s. ok is false when no round has both, or
+// the rows number their rounds differently.
+func pairedDiff(o, t *series) (med, lo, hi time.Duration, ok bool) {
+	return pairedDiffOf(o, t, func(x sample) time.Duration { return x.wall })
 }
 
 // pairedDiffOf is pairedDiff of f's measure of each sample (wall time,
 // CPU time, faults).
-func pairedDiffOf(o, t *series, rounds int, f func(sample) time.Duration) (med, lo, hi time.Duration, ok bool) {
+func pairedDiffOf(o, t *series, f func(sample) time.Duration) (med, lo, hi time.Duration, ok bool) {
+	rounds := o.rounds
+	if rounds < 1 || t.rounds != rounds {
+		return 0, 0, 0, false
+	}
 	byRound := map[int]time.Duration{}
 	for _, x := range t.samples {
 		byRound[x.it] = f(x)

@@ -2,9 +2,14 @@ package main
 
 import (
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/external-ip/external-ip/test/bench/poolrows"
 )
 
 // Two rows sharing each round's slow or fast spell (up to 3 ms, ten times
@@ -14,14 +19,14 @@ import (
 // spread over 3 ms.
 func TestPairedDiffFindsADifferenceUnderSharedNoise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	o, base := &series{}, &series{}
+	o, base := &series{rounds: 5}, &series{rounds: 5}
 	for it := range 500 {
 		spell := time.Duration(rng.IntN(3000)) * time.Microsecond
 		jitter := func() time.Duration { return time.Duration(rng.IntN(200)) * time.Microsecond }
 		base.samples = append(base.samples, sample{it: it, wall: 10*time.Millisecond + spell + jitter()})
 		o.samples = append(o.samples, sample{it: it, wall: 10*time.Millisecond + 300*time.Microsecond + spell + jitter()})
 	}
-	d, lo, hi, ok := pairedDiff(o, base, 5)
+	d, lo, hi, ok := pairedDiff(o, base)
 	if !ok || d < 250*time.Microsecond || d > 350*time.Microsecond {
 		t.Errorf("paired difference %v, want 0.3 ms within 0.05", d)
 	}
@@ -32,15 +37,23 @@ func TestPairedDiffFindsADifferenceUnderSharedNoise(t *testing.T) {
 
 // Only rounds both rows have are paired: a failed invocation leaves its
 // round out of one row, not the other's sample at another's place; rows
-// with no round in common give no figure.
+// with no round in common give no figure, nor do rows that number their
+// rounds differently (their rounds are not each other's).
 func TestPairedDiffPairsByRound(t *testing.T) {
-	o := &series{samples: []sample{{it: 0, wall: 5 * time.Millisecond}, {it: 2, wall: 9 * time.Millisecond}}}
-	base := &series{samples: []sample{{it: 1, wall: time.Millisecond}, {it: 2, wall: 8 * time.Millisecond}}}
-	if d, lo, hi, ok := pairedDiff(o, base, 5); !ok || d != time.Millisecond || lo != d || hi != d {
+	o := &series{rounds: 1, samples: []sample{{it: 0, wall: 5 * time.Millisecond}, {it: 2, wall: 9 * time.Millisecond}}}
+	base := &series{rounds: 1, samples: []sample{{it: 1, wall: time.Millisecond}, {it: 2, wall: 8 * time.Millisecond}}}
+	if d, lo, hi, ok := pairedDiff(o, base); !ok || d != time.Millisecond || lo != d || hi != d {
 		t.Errorf("pairedDiff = %v (%v to %v, %v), want 1ms from round 2 alone", d, lo, hi, ok)
 	}
-	if _, _, _, ok := pairedDiff(o, &series{samples: []sample{{it: 1, wall: time.Millisecond}}}, 5); ok {
+	if _, _, _, ok := pairedDiff(o, &series{rounds: 1, samples: []sample{{it: 1, wall: time.Millisecond}}}); ok {
 		t.Errorf("pairedDiff of rows with no round in common gave a figure")
+	}
+	if _, _, _, ok := pairedDiff(o, &series{rounds: 5, samples: base.samples}); ok {
+		t.Errorf("pairedDiff of a row of 1 sample per iteration against one of 5 gave a figure")
+	}
+	c := comparison{paired: true}
+	if got := c.figure(o, &series{rounds: 5, samples: base.samples}); got != "paired: rows of 1 and 5 samples per iteration" {
+		t.Errorf("figure of rows of 1 and 5 samples per iteration: %q, want it to say so", got)
 	}
 }
 
@@ -58,12 +71,111 @@ func TestAdjacentAlternatesTheOrderOverRounds(t *testing.T) {
 	} {
 		b := &bench{opts: options{uplinkRounds: c.rounds}}
 		var got []int
-		u := b.adjacent(func(it int) { got = append(got, -100-it) }, func(it int) { got = append(got, it) })
+		u := b.adjacent(timed{run: func(it int) { got = append(got, -100-it) }}, timed{run: func(it int) { got = append(got, it) }})
 		u(-1)
 		u(0)
 		u(1)
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%d rounds: ran %v, want %v", c.rounds, got, c.want)
 		}
+	}
+}
+
+var pairedCell = regexp.MustCompile(`^paired [+-]\d+\.\d\d ms \(95% CI ([+-]\d+\.\d\d) to ([+-]\d+\.\d\d)\)`)
+
+// pairedCI is the 95% interval, in ms, of the comparison table's paired
+// figure of row ours against ref.
+func pairedCI(t *testing.T, table, ours, ref string) (lo, hi float64) {
+	t.Helper()
+	for _, line := range strings.Split(table, "\n") {
+		c := cells(line)
+		if len(c) != 9 || c[0] != ours || c[1] != ref || !strings.HasPrefix(c[6], "paired") {
+			continue
+		}
+		m := pairedCell.FindStringSubmatch(c[6])
+		if m == nil {
+			t.Fatalf("paired figure of %q against %q does not parse: %q", ours, ref, c[6])
+		}
+		lo, _ = strconv.ParseFloat(m[1], 64)
+		hi, _ = strconv.ParseFloat(m[2], 64)
+		return lo, hi
+	}
+	t.Fatalf("no paired figure of %q against %q in the comparison table:\n%s", ours, ref, table)
+	return 0, 0
+}
+
+// Rows that take one sample per iteration (the pool rows against the
+// explicit IP's, which is held against the build before pools the same
+// way) are paired by iteration, and each iteration is a cluster of the
+// bootstrap: at -n 10, with no true difference, the table's 95% interval
+// holds 0 in most runs. Resampled in blocks of -uplink-rounds iterations,
+// as the uplink rows are, ten iterations were two clusters and the
+// interval held 0 in about half the runs.
+func TestThePairedIntervalOfRowsOfOneSamplePerIterationHoldsNoDifference(t *testing.T) {
+	b := &bench{opts: options{n: 10, churnRounds: 5, uplinkRounds: 5}, bins: map[string]string{}, trafficKey: true, root: t.TempDir()}
+	res := &results{byName: map[string]*series{}}
+	n := &node{name: "n"}
+	today := eipRow("ADD", "IPv4", b.defaultTraffic())
+	b.eipPair(res, today, "external-ip", n, "external-ip", 1, false, b.defaultTraffic())
+	if err := poolUnits(b, res, n); err != nil {
+		t.Fatal(err)
+	}
+	ours, ref := res.byName[poolrows.RowLocalPool], res.byName[today]
+	const seeds = 200
+	held := 0
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 3))
+		ms := func(v float64) time.Duration { return time.Duration(v * 1e6) }
+		ours.samples, ref.samples = nil, nil
+		for it := range b.opts.n {
+			// Each iteration's spell (the machine's state) falls on both
+			// rows; each invocation adds jitter of its own.
+			spell := ms(3 * rng.Float64())
+			ours.record(sample{wall: 10*time.Millisecond + spell + ms(rng.NormFloat64())}, it)
+			ref.record(sample{wall: 10*time.Millisecond + spell + ms(rng.NormFloat64())}, it)
+		}
+		if lo, hi := pairedCI(t, res.comparisonTable(b), ours.name, ref.name); lo <= 0 && hi >= 0 {
+			held++
+		}
+	}
+	if held < seeds*85/100 {
+		t.Errorf("the paired 95%% interval held the true difference 0 in %d of %d runs of 10 iterations, want 85%% at the least", held, seeds)
+	}
+}
+
+// The rows of units run adjacent take -uplink-rounds samples per
+// iteration, and pairedDiff (given only the rows, as the table calls it)
+// resamples their iterations whole: when each iteration's rounds share a
+// difference of their own (the machine's state they ran in), ten
+// iterations' interval holds the true difference in most runs, where
+// fifty rounds taken as independent would be far too narrow.
+func TestThePairedIntervalOfAdjacentRowsResamplesWholeIterations(t *testing.T) {
+	const seeds = 200
+	held := 0
+	for seed := range seeds {
+		b := &bench{opts: options{n: 10, uplinkRounds: 5}}
+		res := &results{byName: map[string]*series{}}
+		base, row := res.add("base", "ADD", "held"), res.add("row", "ADD", "held")
+		rng := rand.New(rand.NewPCG(uint64(seed), 5))
+		ms := func(v float64) time.Duration { return time.Duration(v * 1e6) }
+		var shared time.Duration // this iteration's difference
+		u := b.adjacent(
+			timed{rows: []*series{base}, run: func(r int) { base.record(sample{wall: 10 * time.Millisecond}, r) }},
+			timed{rows: []*series{row}, run: func(r int) {
+				row.record(sample{wall: 10*time.Millisecond + shared + ms(0.1*rng.NormFloat64())}, r)
+			}})
+		for it := range b.opts.n {
+			shared = ms(rng.NormFloat64())
+			u(it)
+		}
+		if len(row.samples) != 50 || row.rounds != 5 || base.rounds != 5 {
+			t.Fatalf("row of %d samples, rounds %d and %d: want 50, 5 per iteration", len(row.samples), row.rounds, base.rounds)
+		}
+		if _, lo, hi, ok := pairedDiff(row, base); ok && lo <= 0 && hi >= 0 {
+			held++
+		}
+	}
+	if held < seeds*85/100 {
+		t.Errorf("the paired 95%% interval held the true difference 0 in %d of %d runs of 10 iterations, want 85%% at the least", held, seeds)
 	}
 }

@@ -14,9 +14,13 @@ import (
 
 // series is one row of the table: the samples of one kind of invocation.
 type series struct {
-	name    string
-	verb    string // ADD, DEL or exec: the ratio column compares like verbs
-	group   string // reference, external-ip, held: the plot's colours
+	name  string
+	verb  string // ADD, DEL or exec: the ratio column compares like verbs
+	group string // reference, external-ip, held: the plot's colours
+	// rounds is the samples an iteration records, numbered
+	// it*rounds+round, as the unit that records them runs (adjacent,
+	// churn): a paired interval resamples whole iterations.
+	rounds  int
 	samples []sample
 	fails   int
 }
@@ -37,6 +41,20 @@ func (s *series) record(x sample, it int) {
 // stay in that order while the units are shuffled.
 type unit func(it int)
 
+// timed is a unit and the rows it records, for a runner that runs it
+// more than once per iteration (adjacent) to say so.
+type timed struct {
+	run  unit
+	rows []*series
+}
+
+// perIteration states that rows take rounds samples per iteration.
+func perIteration(rounds int, rows ...*series) {
+	for _, s := range rows {
+		s.rounds = rounds
+	}
+}
+
 type results struct {
 	rows   []*series
 	byName map[string]*series
@@ -44,8 +62,10 @@ type results struct {
 	tables []string // printed after the comparisons: the standby rows' check traffic
 }
 
+// add makes a row of one sample per iteration; a unit that records more
+// says so (perIteration).
 func (r *results) add(name, verb, group string) *series {
-	s := &series{name: name, verb: verb, group: group}
+	s := &series{name: name, verb: verb, group: group, rounds: 1}
 	r.rows = append(r.rows, s)
 	r.byName[name] = s
 	return s
@@ -308,14 +328,14 @@ func (b *bench) eipPair(res *results, add, group string, n *node, bin string, s 
 
 // pair adds the ADD row named add, its DEL row and their unit (pairUnit).
 func (b *bench) pair(res *results, add, group string, n *node, mk func(it int) call, want string) {
-	res.units = append(res.units, b.pairUnit(res, add, group, n, mk, want))
+	res.units = append(res.units, b.pairUnit(res, add, group, n, mk, want).run)
 }
 
 // pairUnit adds the ADD row named add and its DEL row, and returns their
 // unit: mk's ADD, which must print want, then the same call as DEL.
-func (b *bench) pairUnit(res *results, add, group string, n *node, mk func(it int) call, want string) unit {
+func (b *bench) pairUnit(res *results, add, group string, n *node, mk func(it int) call, want string) timed {
 	a, d := res.add(add, "ADD", group), res.add(strings.Replace(add, "ADD", "DEL", 1), "DEL", group)
-	return func(it int) {
+	return timed{rows: []*series{a, d}, run: func(it int) {
 		c := mk(it)
 		x := b.execIn(n, c)
 		if x.err == nil && !bytes.Contains(x.stdout, []byte(want)) {
@@ -324,5 +344,5 @@ func (b *bench) pairUnit(res *results, add, group string, n *node, mk func(it in
 		a.record(x, it)
 		c.command = "DEL"
 		d.record(b.execIn(n, c), it)
-	}
+	}}
 }

@@ -93,7 +93,7 @@ func up1IP(s, it int, v6 bool) string {
 	return fmt.Sprintf("203.0.113.%d", s*60+(it+1000)%60+1)
 }
 
-func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int) string) unit {
+func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int) string) timed {
 	k := 1_000_000 + s
 	a4, _ := containerAddrs(k)
 	return b.pairUnit(res, add, "held", n, func(it int) call { return b.uplinkCall("ADD", n, k, ip(it)) }, a4)
@@ -107,24 +107,27 @@ func (b *bench) uplinkPair(res *results, add string, n *node, s int, ip func(int
 // it*rounds+k in the samples (differences this small need more samples
 // than the other rows); which of the two goes first alternates with
 // it+k, so that each is as often the unit's first, coming after another
-// scenario, as its second, whatever the number of rounds.
-func (b *bench) adjacent(base, row unit) unit {
+// scenario, as its second, whatever the number of rounds. Both units'
+// rows then take that many samples per iteration.
+func (b *bench) adjacent(base, row timed) unit {
 	rounds := b.opts.uplinkRounds
+	perIteration(rounds, base.rows...)
+	perIteration(rounds, row.rows...)
 	return func(it int) {
 		if it < 0 { // warm-up
-			base(it)
-			row(it)
+			base.run(it)
+			row.run(it)
 			return
 		}
 		for k := range rounds {
 			r := it*rounds + k
 			if (it+k)%2 == 0 {
-				base(r)
-				row(r)
+				base.run(r)
+				row.run(r)
 				continue
 			}
-			row(r)
-			base(r)
+			row.run(r)
+			base.run(r)
 		}
 	}
 }
