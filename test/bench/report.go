@@ -29,8 +29,15 @@ func pctOf(s *series, q float64, f func(sample) time.Duration) time.Duration {
 		ds[i] = f(x)
 	}
 	slices.Sort(ds)
-	i := int(math.Ceil(q/100*float64(len(ds)))) - 1
-	return ds[max(0, min(i, len(ds)-1))]
+	return nearestRank(ds, q)
+}
+
+// nearestRank is percentile q of sorted, by nearest rank: the least value
+// with at least q% of them at or below it. q*n/100 is exact for the q
+// used (95, 2.5, 97.5), where q/100*n need not be.
+func nearestRank(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted))/100)) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // p is a percentile of a series' wall times.
@@ -277,7 +284,8 @@ func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // pairedDiff is the median over rounds of o's wall time less t's in the
 // same round (the samples' it), and a 95% percentile-bootstrap interval
-// of that median: 2000 resamples of whole iterations (a round's it over
+// of that median (the nearest-rank 2.5th and 97.5th percentiles of the
+// resamples' medians): 2000 resamples of whole iterations (a round's it over
 // the rows' rounds per iteration, which the rows state: their rounds ran
 // one after another and may share the machine's state), with a fixed
 // seed (the same samples give the same figures). Rows run adjacent
@@ -310,6 +318,13 @@ func pairedDiffOf(o, t *series, f func(sample) time.Duration) (med, lo, hi time.
 	if len(ds) == 0 {
 		return 0, 0, 0, false
 	}
+	meds := bootstrapMedians(byIt)
+	return median(ds), nearestRank(meds, 2.5), nearestRank(meds, 97.5), true
+}
+
+// bootstrapMedians are the medians of 2000 resamples of whole clusters
+// (iterations), sorted, with a fixed seed.
+func bootstrapMedians(byIt map[int][]time.Duration) []time.Duration {
 	its := slices.Sorted(maps.Keys(byIt))
 	rng := rand.New(rand.NewPCG(1, 2))
 	meds := make([]time.Duration, 2000)
@@ -321,5 +336,5 @@ func pairedDiffOf(o, t *series, f func(sample) time.Duration) (med, lo, hi time.
 		meds[i] = median(re)
 	}
 	slices.Sort(meds)
-	return median(ds), meds[len(meds)*25/1000], meds[len(meds)*975/1000], true
+	return meds
 }

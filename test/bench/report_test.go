@@ -179,3 +179,33 @@ func TestThePairedIntervalOfAdjacentRowsResamplesWholeIterations(t *testing.T) {
 		t.Errorf("the paired 95%% interval held the true difference 0 in %d of %d runs of 10 iterations, want 85%% at the least", held, seeds)
 	}
 }
+
+// The interval's bounds are the nearest-rank 2.5th and 97.5th percentiles
+// of the 2000 bootstrap medians, as every percentile the bench prints:
+// the 50th and the 1950th of them (indices 49 and 1949), not the 51st and
+// 1951st.
+func TestThePairedIntervalIsTheNearestRankOfTheBootstrapMedians(t *testing.T) {
+	// 20 iterations of 25 rounds, each iteration's differences about an
+	// offset of its own: the bootstrap medians then spread over enough
+	// distinct values that the ranks differ (with this seed).
+	rng := rand.New(rand.NewPCG(10, 11))
+	o, base := &series{rounds: 25}, &series{rounds: 25}
+	byIt := map[int][]time.Duration{}
+	for it := range 20 {
+		off := time.Duration(rng.IntN(1_000_000))
+		for k := range 25 {
+			d := off + time.Duration(rng.IntN(1_000_000))
+			base.samples = append(base.samples, sample{it: it*25 + k, wall: 10 * time.Millisecond})
+			o.samples = append(o.samples, sample{it: it*25 + k, wall: 10*time.Millisecond + d})
+			byIt[it] = append(byIt[it], d)
+		}
+	}
+	meds := bootstrapMedians(byIt)
+	if len(meds) != 2000 || meds[49] == meds[50] || meds[1949] == meds[1950] {
+		t.Fatalf("%d bootstrap medians, the 49th and 50th %v and %v, the 1949th and 1950th %v and %v: the data do not tell the ranks apart",
+			len(meds), meds[49], meds[50], meds[1949], meds[1950])
+	}
+	if _, lo, hi, _ := pairedDiff(o, base); lo != meds[49] || hi != meds[1949] {
+		t.Errorf("interval %v to %v, want the nearest ranks %v to %v (not %v to %v)", lo, hi, meds[49], meds[1949], meds[50], meds[1950])
+	}
+}
