@@ -61,6 +61,9 @@ func (b *bench) report(r *results) error {
 	fmt.Println(r.regime())
 	fmt.Println()
 	fmt.Println(r.latencyTable())
+	if note := r.p95Note(); note != "" {
+		fmt.Println(note + "\n")
+	}
 	fmt.Println(r.comparisonTable(b))
 	fmt.Println(strings.Join(r.tables, "\n"))
 	if err := b.writeOut(r); err != nil {
@@ -128,6 +131,27 @@ func (r *results) latencyTable() string {
 			ms(p(s, 50)), ms(p(s, 95)), ratio(p(s, 95), p(s, 50)), ms(cpu), int64(faults), ratio(p(s, 50), ref), s.fails)
 	}
 	return sb.String()
+}
+
+// p95IsMaxUnder is the samples under which a row's nearest-rank p95 is its
+// largest sample: ceil(0.95 n) is n for every n under 20.
+const p95IsMaxUnder = 20
+
+// p95Note says, when some rows have so few samples (-quick's 10
+// iterations, a few standby rounds), that their p95 is their maximum, and
+// the tail goal (p95 <= 1.5 x p50) their maximum over their median.
+func (r *results) p95Note() string {
+	few, least := 0, p95IsMaxUnder
+	for _, s := range r.rows {
+		if n := len(s.samples); n > 0 && n < p95IsMaxUnder {
+			few, least = few+1, min(least, n)
+		}
+	}
+	if few == 0 {
+		return ""
+	}
+	return fmt.Sprintf("note: %d of %d rows have fewer than %d samples (the fewest %d): their nearest-rank p95 is their largest sample, and the tail figure (p95 <= 1.5 x p50) their largest over their median",
+		few, len(r.rows), p95IsMaxUnder, least)
 }
 
 // comparison is one figure the goals are stated in: ours against a
@@ -234,6 +258,9 @@ func (r *results) comparisonTable(b *bench) string {
 func (c comparison) figure(o, t *series) string {
 	switch {
 	case c.tail:
+		if len(o.samples) < p95IsMaxUnder {
+			return fmt.Sprintf("p95 %s x p50 (the max: under %d samples)", ratio(p(o, 95), p(o, 50)), p95IsMaxUnder)
+		}
 		return "p95 " + ratio(p(o, 95), p(o, 50)) + " x p50"
 	case c.max:
 		return "max " + ms(p(o, 100))

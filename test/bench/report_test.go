@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -207,5 +208,36 @@ func TestThePairedIntervalIsTheNearestRankOfTheBootstrapMedians(t *testing.T) {
 	}
 	if _, lo, hi, _ := pairedDiff(o, base); lo != meds[49] || hi != meds[1949] {
 		t.Errorf("interval %v to %v, want the nearest ranks %v to %v (not %v to %v)", lo, hi, meds[49], meds[1949], meds[50], meds[1950])
+	}
+}
+
+// Under 20 samples a row's nearest-rank p95 is its largest, and the table
+// says so: a note beside the tables, and the tail figure (p95 against
+// p50) marked as the max; from 20 samples on, p95 is a sample below the
+// largest and neither appears.
+func TestAFewSamplesP95IsNotedAsTheirMaximum(t *testing.T) {
+	for _, n := range []int{10, 19, 20, 40} {
+		b := &bench{opts: options{churnRounds: 5, uplinkRounds: 5}, bins: map[string]string{}, trafficKey: true}
+		res := &results{byName: map[string]*series{}}
+		b.eipPair(res, eipRow("ADD", "IPv4", trafficBoth), "external-ip", &node{name: "n"}, "external-ip", 1, false, trafficBoth)
+		s := res.rows[0]
+		for it := range n {
+			s.record(sample{wall: time.Duration(1000+it) * time.Microsecond}, it)
+		}
+		isMax := p(s, 95) == p(s, 100)
+		note := res.p95Note()
+		var tail string
+		for _, line := range strings.Split(res.comparisonTable(b), "\n") {
+			if c := cells(line); len(c) == 9 && c[0] == s.name && c[1] == s.name {
+				tail = c[6]
+			}
+		}
+		marked := strings.HasSuffix(tail, "(the max: under 20 samples)")
+		if few := n < p95IsMaxUnder; isMax != few || (note != "") != few || marked != few {
+			t.Errorf("%d samples: p95 is the max %v, note %q, tail figure %q; want each %v", n, isMax, note, tail, few)
+		}
+		if n < p95IsMaxUnder && !strings.Contains(note, fmt.Sprintf("1 of 2 rows have fewer than 20 samples (the fewest %d)", n)) {
+			t.Errorf("%d samples: note %q does not count the row, the threshold and the fewest samples", n, note)
+		}
 	}
 }
