@@ -3,5 +3,6 @@
 // SVG written by hand so that the bench needs no plotting module.
 //
 // It is pure: rows in, SVG text out. Which rows are drawn, and their
-// figures, are the bench's; how a group looks is the plot's.
+// figures, are the bench's; how a group looks is the plot's, and the
+// legend names every group a bar is drawn in.
 package plot
