@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/external-ip/external-ip/test/bench/stats"
 )
 
 // subject is one binary the profiling hooks run: mk(i) is an ADD, and the
@@ -124,21 +126,12 @@ func (p *profiler) inittrace(s subject) {
 		toMain = append(toMain, last)
 	}
 	pkgs := slices.Collect(maps.Keys(perPkg))
-	slices.SortFunc(pkgs, func(a, b string) int { return int(median(perPkg[b]) - median(perPkg[a])) })
+	slices.SortFunc(pkgs, func(a, b string) int { return int(stats.Median(perPkg[b]) - stats.Median(perPkg[a])) })
 	var top []string
 	for _, pkg := range pkgs[:min(6, len(pkgs))] {
-		top = append(top, fmt.Sprintf("%s %.3f", pkg, float64(median(perPkg[pkg]))/1e6))
+		top = append(top, fmt.Sprintf("%s %.3f", pkg, float64(stats.Median(perPkg[pkg]))/1e6))
 	}
-	fmt.Printf("inittrace %s: to main %s (median of %d); costliest inits (ms): %s\n", s.name, ms(median(toMain)), len(toMain), strings.Join(top, ", "))
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
+	fmt.Printf("inittrace %s: to main %s (median of %d); costliest inits (ms): %s\n", s.name, ms(stats.Median(toMain)), len(toMain), strings.Join(top, ", "))
 }
 
 var (

@@ -3,9 +3,6 @@ package main
 import (
 	"encoding/csv"
 	"fmt"
-	"maps"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/external-ip/external-ip/test/bench/poolrows"
 	"github.com/external-ip/external-ip/test/bench/standbyrows"
+	"github.com/external-ip/external-ip/test/bench/stats"
 )
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
@@ -29,15 +27,7 @@ func pctOf(s *series, q float64, f func(sample) time.Duration) time.Duration {
 		ds[i] = f(x)
 	}
 	slices.Sort(ds)
-	return nearestRank(ds, q)
-}
-
-// nearestRank is percentile q of sorted, by nearest rank: the least value
-// with at least q% of them at or below it. q*n/100 is exact for the q
-// used (95, 2.5, 97.5), where q/100*n need not be.
-func nearestRank(sorted []time.Duration, q float64) time.Duration {
-	i := int(math.Ceil(q*float64(len(sorted))/100)) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	return stats.Rank(ds, q)
 }
 
 // p is a percentile of a series' wall times.
@@ -133,17 +123,13 @@ func (r *results) latencyTable() string {
 	return sb.String()
 }
 
-// p95IsMaxUnder is the samples under which a row's nearest-rank p95 is its
-// largest sample: ceil(0.95 n) is n for every n under 20.
-const p95IsMaxUnder = 20
-
 // p95Note says, when some rows have so few samples (-quick's 10
 // iterations, a few standby rounds), that their p95 is their maximum, and
 // the tail goal (p95 <= 1.5 x p50) their maximum over their median.
 func (r *results) p95Note() string {
-	few, least := 0, p95IsMaxUnder
+	few, least := 0, stats.P95IsMaxUnder
 	for _, s := range r.rows {
-		if n := len(s.samples); n > 0 && n < p95IsMaxUnder {
+		if n := len(s.samples); n > 0 && n < stats.P95IsMaxUnder {
 			few, least = few+1, min(least, n)
 		}
 	}
@@ -151,7 +137,7 @@ func (r *results) p95Note() string {
 		return ""
 	}
 	return fmt.Sprintf("note: %d of %d rows have fewer than %d samples (the fewest %d): their nearest-rank p95 is their largest sample, and the tail figure (p95 <= 1.5 x p50) their largest over their median",
-		few, len(r.rows), p95IsMaxUnder, least)
+		few, len(r.rows), stats.P95IsMaxUnder, least)
 }
 
 // comparison is one figure the goals are stated in: ours against a
@@ -258,8 +244,8 @@ func (r *results) comparisonTable(b *bench) string {
 func (c comparison) figure(o, t *series) string {
 	switch {
 	case c.tail:
-		if len(o.samples) < p95IsMaxUnder {
-			return fmt.Sprintf("p95 %s x p50 (the max: under %d samples)", ratio(p(o, 95), p(o, 50)), p95IsMaxUnder)
+		if len(o.samples) < stats.P95IsMaxUnder {
+			return fmt.Sprintf("p95 %s x p50 (the max: under %d samples)", ratio(p(o, 95), p(o, 50)), stats.P95IsMaxUnder)
 		}
 		return "p95 " + ratio(p(o, 95), p(o, 50)) + " x p50"
 	case c.max:
@@ -311,14 +297,13 @@ func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // pairedDiff is the median over rounds of o's wall time less t's in the
 // same round (the samples' it), and a 95% percentile-bootstrap interval
-// of that median (the nearest-rank 2.5th and 97.5th percentiles of the
-// resamples' medians): 2000 resamples of whole iterations (a round's it over
-// the rows' rounds per iteration, which the rows state: their rounds ran
-// one after another and may share the machine's state), with a fixed
-// seed (the same samples give the same figures). Rows run adjacent
-// (uplinks.go) share the machine's state, so this difference is far
-// steadier than that of two p50s. ok is false when no round has both, or
-// the rows number their rounds differently.
+// of that median (stats.MedianCI) whose clusters are whole iterations: a
+// round's it over the rows' rounds per iteration, which the rows state,
+// since an iteration's rounds ran one after another and may share the
+// machine's state. Rows run adjacent (uplinks.go) share the machine's
+// state, so this difference is far steadier than that of two p50s. ok is
+// false when no round has both, or the rows number their rounds
+// differently.
 func pairedDiff(o, t *series) (med, lo, hi time.Duration, ok bool) {
 	return pairedDiffOf(o, t, func(x sample) time.Duration { return x.wall })
 }
@@ -335,33 +320,14 @@ func pairedDiffOf(o, t *series, f func(sample) time.Duration) (med, lo, hi time.
 		byRound[x.it] = f(x)
 	}
 	byIt := map[int][]time.Duration{}
-	var ds []time.Duration
 	for _, x := range o.samples {
 		if w, ok := byRound[x.it]; ok {
 			byIt[x.it/rounds] = append(byIt[x.it/rounds], f(x)-w)
-			ds = append(ds, f(x)-w)
 		}
 	}
-	if len(ds) == 0 {
+	if len(byIt) == 0 {
 		return 0, 0, 0, false
 	}
-	meds := bootstrapMedians(byIt)
-	return median(ds), nearestRank(meds, 2.5), nearestRank(meds, 97.5), true
-}
-
-// bootstrapMedians are the medians of 2000 resamples of whole clusters
-// (iterations), sorted, with a fixed seed.
-func bootstrapMedians(byIt map[int][]time.Duration) []time.Duration {
-	its := slices.Sorted(maps.Keys(byIt))
-	rng := rand.New(rand.NewPCG(1, 2))
-	meds := make([]time.Duration, 2000)
-	for i := range meds {
-		var re []time.Duration
-		for range its {
-			re = append(re, byIt[its[rng.IntN(len(its))]]...)
-		}
-		meds[i] = median(re)
-	}
-	slices.Sort(meds)
-	return meds
+	med, lo, hi = stats.MedianCI(byIt)
+	return med, lo, hi, true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/test/bench/poolrows"
+	"github.com/external-ip/external-ip/test/bench/stats"
 )
 
 // Two rows sharing each round's slow or fast spell (up to 3 ms, ten times
@@ -201,7 +202,7 @@ func TestThePairedIntervalIsTheNearestRankOfTheBootstrapMedians(t *testing.T) {
 			byIt[it] = append(byIt[it], d)
 		}
 	}
-	meds := bootstrapMedians(byIt)
+	meds := stats.BootstrapMedians(byIt)
 	if len(meds) != 2000 || meds[49] == meds[50] || meds[1949] == meds[1950] {
 		t.Fatalf("%d bootstrap medians, the 49th and 50th %v and %v, the 1949th and 1950th %v and %v: the data do not tell the ranks apart",
 			len(meds), meds[49], meds[50], meds[1949], meds[1950])
@@ -233,10 +234,10 @@ func TestAFewSamplesP95IsNotedAsTheirMaximum(t *testing.T) {
 			}
 		}
 		marked := strings.HasSuffix(tail, "(the max: under 20 samples)")
-		if few := n < p95IsMaxUnder; isMax != few || (note != "") != few || marked != few {
+		if few := n < stats.P95IsMaxUnder; isMax != few || (note != "") != few || marked != few {
 			t.Errorf("%d samples: p95 is the max %v, note %q, tail figure %q; want each %v", n, isMax, note, tail, few)
 		}
-		if n < p95IsMaxUnder && !strings.Contains(note, fmt.Sprintf("1 of 2 rows have fewer than 20 samples (the fewest %d)", n)) {
+		if n < stats.P95IsMaxUnder && !strings.Contains(note, fmt.Sprintf("1 of 2 rows have fewer than 20 samples (the fewest %d)", n)) {
 			t.Errorf("%d samples: note %q does not count the row, the threshold and the fewest samples", n, note)
 		}
 	}
