@@ -54,8 +54,9 @@ func (o *WatchOptions) defaults() {
 
 // Watch installs, then keeps the chain in place until ctx ends: it chains
 // again after every create, write, rename or removal of a config file in
-// the conf dir. It never uninstalls: leaving the pod must not open a
-// window of pods without external IPs.
+// the conf dir, and of our binary in the bin dir (removed or replaced, it
+// fails every ADD of the node until it is back). It never uninstalls:
+// leaving the pod must not open a window of pods without external IPs.
 func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 	o.defaults()
 	w, err := fsnotify.NewWatcher()
@@ -71,12 +72,13 @@ func (i *Installer) Watch(ctx context.Context, o WatchOptions) error {
 		return err
 	}
 	defer release()
-	if err := w.Add(i.ConfDir); err != nil {
-		return fmt.Errorf("watching %s: %w", i.ConfDir, err)
-	}
+	dirs := []string{i.ConfDir, i.BinDir}
 	if o.EntryFile != "" {
-		if err := w.Add(filepath.Dir(o.EntryFile)); err != nil {
-			return fmt.Errorf("watching %s: %w", filepath.Dir(o.EntryFile), err)
+		dirs = append(dirs, filepath.Dir(o.EntryFile))
+	}
+	for _, d := range dirs {
+		if err := w.Add(d); err != nil {
+			return fmt.Errorf("watching %s: %w", d, err)
 		}
 	}
 	return newWatcher(i, o).loop(ctx, w)
@@ -186,7 +188,7 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 			if wt.o.EntryFile != "" && filepath.Dir(ev.Name) == filepath.Dir(wt.o.EntryFile) {
 				wt.reload = true
 				wt.arm(wt.o.Settle)
-			} else if relevant(ev) {
+			} else if wt.relevant(ev) {
 				wt.arm(wt.o.Settle)
 			}
 		case err, ok := <-w.Errors:
@@ -209,11 +211,15 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 	}
 }
 
-// relevant: a config file the runtime would read changed. Our temp files
-// (.tmp) and undo directory are not config files.
-func relevant(ev fsnotify.Event) bool {
-	return ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename|fsnotify.Remove) != 0 &&
-		slices.Contains(confExts, filepath.Ext(ev.Name))
+// relevant: a config file the runtime would read changed, or our binary
+// did. Our temp files (.tmp) and undo directory are not config files. Our
+// own rename of the binary is an event too: the install it raises finds
+// the binary in place and writes nothing, so it ends there.
+func (wt *watcher) relevant(ev fsnotify.Event) bool {
+	if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename|fsnotify.Remove) == 0 {
+		return false
+	}
+	return ev.Name == filepath.Join(wt.i.BinDir, BinaryName) || slices.Contains(confExts, filepath.Ext(ev.Name))
 }
 
 // arm schedules a chaining in d, or at the end of a storm back-off.
@@ -264,14 +270,18 @@ func (wt *watcher) reconcile(ctx context.Context, now time.Time) (stop bool) {
 		wt.waiting = false
 	}
 	if len(res.Wrote) > 0 {
-		wt.fought(res.Source, now)
+		wt.fought(filepath.Join(wt.i.ConfDir, res.Source), now)
+	}
+	if res.Binary {
+		wt.fought(filepath.Join(wt.i.BinDir, BinaryName), now)
 	}
 	return false
 }
 
-// fought counts a re-chain of a file we had chained already: someone
-// wrote it again without our entry. Past StormLimit in StormWindow it
-// backs off and names the file and how often.
+// fought counts a re-chain of a file (a path) we had chained or written
+// already: someone wrote it again without our entry, or another binary.
+// Past StormLimit in StormWindow it backs off and names the file and how
+// often.
 func (wt *watcher) fought(file string, now time.Time) {
 	if !wt.chained[file] {
 		wt.chained[file] = true
@@ -294,8 +304,8 @@ func (wt *watcher) fought(file string, now time.Time) {
 	if len(recent) > 1 {
 		every = now.Sub(slices.MinFunc(recent, time.Time.Compare)) / time.Duration(len(recent)-1)
 	}
-	wt.i.log().Warn("rewrite storm: another writer keeps replacing the file without our entry, probably the primary CNI; backing off",
-		"file", filepath.Join(wt.i.ConfDir, file), "rewrites", len(recent), "within", wt.o.StormWindow.String(),
+	wt.i.log().Warn("rewrite storm: another writer keeps replacing the file without our entry (probably the primary CNI) or the binary with another; backing off",
+		"file", file, "rewrites", len(recent), "within", wt.o.StormWindow.String(),
 		"every", every.Round(time.Millisecond).String(),
 		"rechainEvery", wt.backoff.String())
 }

@@ -311,3 +311,71 @@ func TestAWatchStartedAfterUninstallInstallsAgain(t *testing.T) {
 		t.Errorf("the new watcher left the mark (%v)", err)
 	}
 }
+
+// The runtime runs the binary on every pod ADD: removed or replaced (a
+// node image reset, another CNI's installer cleaning the bin dir), every
+// ADD of the node fails until it is back. The watch puts it back within a
+// second of the event, not at the next resync, and its own write of the
+// binary raises no further write.
+func TestWatchRestoresARemovedBinaryWithinASecond(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	logs := watching(t, n.installer(t), WatchOptions{Resync: 30 * time.Second, Settle: watchSettle})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	bin := filepath.Join(n.bin, BinaryName)
+	want, _ := os.ReadFile(n.exe)
+	restored := func() bool { b, err := os.ReadFile(bin); return err == nil && string(b) == string(want) }
+	for _, c := range []struct {
+		how    string
+		change func()
+	}{
+		{"removed", func() { os.Remove(bin) }},
+		{"replaced with other bytes", func() { rewrite(t, n.bin, BinaryName, "#!/bin/sh\n# someone else's\n", t.TempDir()) }},
+		{"written over in place", func() { writeFile(t, bin, "#!/bin/sh\n# truncated", 0o755) }},
+	} {
+		time.Sleep(3 * watchSettle) // the events of the last restore are spent
+		c.change()
+		took := eventually(t, 5*time.Second, "the binary "+c.how+" restored", restored)
+		t.Logf("binary %s: restored in %s", c.how, took)
+		if took > 2*time.Second {
+			t.Errorf("binary %s: restored in %s, want within a second or two, not at the resync (30s)", c.how, took)
+		}
+	}
+	// Our own rename of the binary is an event in the bin dir: it must not
+	// raise another write (a loop), nor count as a fight.
+	fi, _ := os.Stat(bin)
+	time.Sleep(10 * watchSettle)
+	if fi2, err := os.Stat(bin); err != nil || !os.SameFile(fi, fi2) {
+		t.Errorf("the binary was written again with nothing changed (%v): the watch answers its own write", err)
+	}
+	if c := strings.Count(logs.String(), "installed the plugin binary"); c != 4 {
+		t.Errorf("the binary was written %d times, want 4 (the install and three restores):\n%s", c, logs)
+	}
+	if strings.Contains(logs.String(), "rewrite storm") {
+		t.Errorf("three restores counted as a storm:\n%s", logs)
+	}
+}
+
+// Two writers of the binary (an old and a new DaemonSet pod of another
+// version, a package manager) would otherwise replace each other's binary
+// as fast as the events come: the fight is a storm like a config's,
+// logged with the binary's path, and backed off.
+func TestWatchBacksOffAFightOverTheBinaryAndNamesIt(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+	logs := watching(t, n.installer(t), WatchOptions{Resync: time.Hour, StormLimit: 3, StormWindow: time.Minute, MaxBackoff: 2 * time.Second})
+	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
+	bin := filepath.Join(n.bin, BinaryName)
+	want, _ := os.ReadFile(n.exe)
+	fights := 0
+	eventually(t, 30*time.Second, "a storm line after 3 fights over the binary", func() bool {
+		if b, err := os.ReadFile(bin); err == nil && string(b) == string(want) {
+			rewrite(t, n.bin, BinaryName, fmt.Sprintf("#!/bin/sh\n# the other writer's, %d\n", fights), t.TempDir())
+			fights++
+		}
+		return strings.Contains(logs.String(), "rewrite storm")
+	})
+	if !strings.Contains(logs.String(), bin) || fights < 3 {
+		t.Errorf("after %d fights, the storm line does not name the binary %s:\n%s", fights, bin, logs)
+	}
+}
