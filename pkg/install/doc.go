@@ -23,7 +23,10 @@
 // The primary is the file libcni loads first, by libcni's own code (its
 // verbatim copy in internal/cniconf, since the plugin binary must not link
 // libcni); a primary we cannot chain into (a symlink, a CNI 1.1 list with
-// plugins in its subdirectory) is refused by name, never passed over.
+// plugins in its subdirectory) is refused by name, never passed over. A
+// file before it that does not load is passed over as libcni passes over
+// it, unless it changed a moment ago: then it may be half-written by a
+// primary that writes in place, and install waits for it (settleBroken).
 //
 // The undo file lives in a hidden directory of the conf dir, not in the
 // plugin's state dir: the conf dir is what it undoes and, unlike the state

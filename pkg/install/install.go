@@ -53,6 +53,9 @@ type Result struct {
 	Primary string   // the file chained into, as named after a conversion
 	Wrote   []string // conf dir files written
 	Removed []string // conf dir files removed (a .conf turned .conflist)
+	// Skipped are the files before the primary that do not load, with
+	// why: passed over, as the runtime passes over them.
+	Skipped []string
 }
 
 // Changed says whether Install wrote or removed anything.
@@ -92,7 +95,20 @@ func (i *Installer) log() *slog.Logger {
 // It writes nothing when both are in place. With no primary config yet it
 // installs the binary and returns an error of kind ErrNoPrimary. It is a
 // decision to install: it clears the mark of an earlier uninstall.
-func (i *Installer) Install() (Result, error) { return i.install(true) }
+func (i *Installer) Install() (Result, error) {
+	res, err := i.install(true)
+	i.sayPassedOver(res.Skipped)
+	return res, err
+}
+
+// sayPassedOver names the files before the primary that do not load: the
+// runtime passes over them too, but a broken first file is most likely a
+// network meant to be the primary.
+func (i *Installer) sayPassedOver(skipped []string) {
+	if len(skipped) > 0 {
+		i.log().Warn("passed over network configs that do not load, as the runtime does: the primary is the first that loads", "dir", i.ConfDir, "skipped", skipped)
+	}
+}
 
 // install is Install; a watcher, which cleared the mark when it started,
 // calls it with fresh false, and then an uninstall's mark stops it
@@ -155,7 +171,7 @@ func (i *Installer) chainOnce(st undoStore) (Result, error) {
 	if res.Binary, berr = i.installBinary(u, st); berr != nil || err != nil {
 		return res, joinLine(berr, err)
 	}
-	res.Source, res.Primary = p.name, p.name
+	res.Source, res.Primary, res.Skipped = p.name, p.name, p.skipped
 	if len(ops) > 0 {
 		res.Primary = ops[0].name
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
 )
@@ -19,21 +20,37 @@ var ErrNoPrimary = errors.New("no primary network config")
 // CRI-O (ocicni) list them.
 var confExts = []string{".conf", ".conflist", ".json"}
 
+// settleBroken is how long after its last change a file that does not
+// load is taken for one its writer is still writing in place (a truncate,
+// then a write: a shell's >, Go's os.WriteFile). The next file is
+// what the runtime loads for that moment only: chained, and converted if
+// it is a .conf, it would stay changed until uninstall. A file still
+// broken after settleBroken is broken for good: passed over, as the
+// runtime passes over it.
+const settleBroken = 5 * time.Second
+
+// errHalfWritten: the first file that does not load changed within
+// settleBroken; install waits for it rather than chain the next one.
+var errHalfWritten = errors.New("may be half-written")
+
 // primary is the network config the runtime picks.
 type primary struct {
 	name string // base name in the conf dir
 	data []byte
 	meta fileMeta
 	list bool // a .conflist; otherwise one plugin (.conf, .json)
+	// skipped are the files before it that do not load, with why.
+	skipped []string
 }
 
 // findPrimary picks the config the runtime uses, by libcni's own loading
 // (package cniconf), as containerd and CRI-O call it: the lexically first
 // file that loads, or the one named. Files that do not load are skipped, as
-// runtimes skip them. The runtime's pick is chained into or refused, never
-// passed over for the next file: the runtime would still load it, without
-// us. A single-plugin file we already turned into NAME.conflist is found
-// under that name when named asks for NAME.conf.
+// runtimes skip them, unless they may be half-written (settleBroken). The
+// runtime's pick is chained into or refused, never passed over for the
+// next file: the runtime would still load it, without us. A single-plugin
+// file we already turned into NAME.conflist is found under that name when
+// named asks for NAME.conf.
 func findPrimary(dir, named string) (*primary, error) {
 	paths, err := cniconf.ConfFiles(dir, confExts)
 	if err != nil {
@@ -47,13 +64,31 @@ func findPrimary(dir, named string) (*primary, error) {
 			continue
 		}
 		loaded, err := runtimeLoads(path)
-		if err != nil {
+		if age, recent := changedWithin(path, settleBroken); err != nil && recent {
+			return nil, fmt.Errorf("%w in %s: %s %w (it does not load: %v; changed %s ago): waiting for it, %s at most, rather than chaining the next file",
+				ErrNoPrimary, dir, name, errHalfWritten, err, age.Round(time.Millisecond), settleBroken)
+		} else if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		return chainable(dir, name, loaded)
+		p, err := chainable(dir, name, loaded)
+		if p != nil {
+			p.skipped = skipped
+		}
+		return p, err
 	}
 	return nil, noPrimary(dir, named, skipped)
+}
+
+// changedWithin says whether the regular file at path (followed, as the
+// runtime reads it) last changed less than d ago, and how long ago.
+func changedWithin(path string, d time.Duration) (time.Duration, bool) {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0, false
+	}
+	age := time.Since(fi.ModTime())
+	return age, age > -d && age < d
 }
 
 // runtimeLoads loads path as go-cni and ocicni do: a .conflist as a list

@@ -2,13 +2,17 @@ package install
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/external-ip/external-ip/test/logbuf"
 )
 
 // runtimePick is the file a runtime loads first, by libcni itself, as
@@ -124,14 +128,33 @@ func link(t *testing.T, dir, target, name string) {
 	}
 }
 
+// settle dates every regular file under dir long ago: a conf dir whose
+// writers are done (a file that does not load and changed just now may
+// be half-written, and install waits for it).
+func settle(t *testing.T, dir string) {
+	t.Helper()
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			err = os.Chtimes(path, old, old)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The file install chains into, and the one --check checks, is the file
-// libcni loads first, on every odd conf dir: install either chains into
-// it or refuses naming it, never chains into another file.
+// libcni loads first, on every odd conf dir once its writers are done:
+// install either chains into it or refuses naming it, never chains into
+// another file.
 func TestInstallAndCheckPickTheFileLibcniLoadsOnOddConfDirs(t *testing.T) {
 	for name, build := range oddConfDirs {
 		t.Run(name, func(t *testing.T) {
 			n := newNode(t)
 			build(t, n.conf)
+			settle(t, n.conf)
 			want := runtimePick(t, n.conf)
 			res, err := n.installer(t).Install()
 			switch {
@@ -161,5 +184,60 @@ func TestInstallAndCheckPickTheFileLibcniLoadsOnOddConfDirs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+const (
+	calicoList   = `{"cniVersion": "1.0.0", "name": "k8s-pod-network", "plugins": [{"type": "calico"}, {"type": "portmap", "capabilities": {"portMappings": true}}]}`
+	loopbackConf = `{"cniVersion": "0.3.1", "name": "lo", "type": "loopback"}`
+)
+
+// A primary that rewrites its file in place (truncate, then write) leaves
+// it empty or cut short for a moment. An install that runs then (the
+// truncate's own event) must not take the next file for the primary: it
+// would chain a network the runtime uses only for that moment, convert
+// it if it is a .conf, and leave it so until uninstall. It waits, and
+// once the write ends chains the primary alone.
+func TestInstallWaitsWhileThePrimaryIsHalfWritten(t *testing.T) {
+	for name, partial := range map[string]string{"empty": "", "cut short": calicoList[:40]} {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t)
+			n.put(t, "99-loopback.conf", loopbackConf, 0o644)
+			writeFile(t, filepath.Join(n.conf, "10-calico.conflist"), partial, 0o644) // written just now
+			before := snapshot(t, n.conf)
+			_, err := n.installer(t).Install()
+			if !errors.Is(err, ErrNoPrimary) || !strings.Contains(err.Error(), "10-calico.conflist") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("install over a half-written first file: %v; want one line of ErrNoPrimary naming 10-calico.conflist", err)
+			}
+			during := snapshot(t, n.conf)
+			delete(during, undoDir) // the binary's record: it goes in while install waits
+			sameContent(t, "conf dir while the primary is half-written", before, during)
+			writeFile(t, filepath.Join(n.conf, "10-calico.conflist"), calicoList, 0o644) // the write ends
+			if res := mustInstall(t, n.installer(t)); res.Primary != "10-calico.conflist" {
+				t.Errorf("chained %s once the primary was written, want 10-calico.conflist", res.Primary)
+			}
+			after := snapshot(t, n.conf)
+			if after["99-loopback.conf"] != before["99-loopback.conf"] || after["99-loopback.conflist"] != (fileState{}) {
+				t.Errorf("the next network's 99-loopback.conf was changed or converted: %+v", after)
+			}
+		})
+	}
+}
+
+// A first file that stays broken is what the runtime passes over, for
+// good: install chains the next file, as before, and says which file it
+// passed over and why, instead of waiting forever or saying nothing.
+func TestInstallPassesOverAFirstFileThatStaysBrokenAndSaysSo(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "99-loopback.conf", loopbackConf, 0o644)
+	n.put(t, "10-calico.conflist", calicoList[:40], 0o644) // last changed long ago
+	in := n.installer(t)
+	logs := &logbuf.Buffer{}
+	in.Log = logs.Logger()
+	if res := mustInstall(t, in); res.Primary != "99-loopback.conflist" {
+		t.Fatalf("chained %s; the runtime loads 99-loopback.conf", res.Primary)
+	}
+	if !strings.Contains(logs.String(), "10-calico.conflist") || !strings.Contains(logs.String(), `"level":"WARN"`) {
+		t.Errorf("passing over the broken 10-calico.conflist was not logged as a warning naming it:\n%s", logs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -159,6 +160,10 @@ type watcher struct {
 	hold    time.Time // storm back-off: no re-chain before this
 	backoff time.Duration
 	waiting bool // no primary yet, and said so
+	// retry: look again in this long, with no event (a primary that may
+	// be half-written is passed over if it is still broken then).
+	retry   time.Duration
+	skipped string // the files passed over, as last said
 	// reload: the entry's file may have changed. Besides its directory's
 	// events, the first reconcile, each resync and each lost event set it
 	// (a change made before the watch began, or in an overflow, has no
@@ -206,6 +211,10 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 			if wt.reconcile(ctx, wt.now()) {
 				<-ctx.Done() // uninstalled: idle until stopped, so as not to be restarted
 				return nil
+			}
+			if wt.retry > 0 {
+				wt.arm(wt.retry)
+				wt.retry = 0
 			}
 		}
 	}
@@ -256,6 +265,9 @@ func (wt *watcher) reconcile(ctx context.Context, now time.Time) (stop bool) {
 		wt.i.log().Info("external-ip uninstall ran: chaining nothing more; idle until stopped", "dir", wt.i.ConfDir, "detail", err.Error())
 		return true
 	case errors.Is(err, ErrNoPrimary):
+		if errors.Is(err, errHalfWritten) {
+			wt.retry = settleBroken
+		}
 		if !wt.waiting {
 			wt.i.log().Info("waiting for a primary network config; the primary CNI has not written one yet", "dir", wt.i.ConfDir, "detail", err.Error())
 		}
@@ -268,6 +280,10 @@ func (wt *watcher) reconcile(ctx context.Context, now time.Time) (stop bool) {
 	if wt.waiting {
 		wt.i.log().Info("primary network config found", "file", res.Source)
 		wt.waiting = false
+	}
+	if s := strings.Join(res.Skipped, "; "); s != wt.skipped {
+		wt.skipped = s
+		wt.i.sayPassedOver(res.Skipped)
 	}
 	if len(res.Wrote) > 0 {
 		wt.fought(filepath.Join(wt.i.ConfDir, res.Source), now)

@@ -379,3 +379,34 @@ func TestWatchBacksOffAFightOverTheBinaryAndNamesIt(t *testing.T) {
 		t.Errorf("after %d fights, the storm line does not name the binary %s:\n%s", fights, bin, logs)
 	}
 }
+
+// A watcher that finds the first file half-written looks again, with no
+// event, once that file would have settled: still broken then, it is
+// passed over as the runtime passes over it, and said so once, rather
+// than waited for forever.
+func TestAWatchLooksAgainAtAHalfWrittenPrimaryOnceItWouldHaveSettled(t *testing.T) {
+	n := newNode(t)
+	n.put(t, "99-loopback.conf", loopbackConf, 0o644)
+	writeFile(t, filepath.Join(n.conf, "10-calico.conflist"), "", 0o644)
+	in := n.installer(t)
+	logs := &logbuf.Buffer{}
+	in.Log = logs.Logger()
+	o := WatchOptions{}
+	o.defaults()
+	wt := newWatcher(in, o)
+	wt.reconcile(context.Background(), time.Now())
+	if wt.retry != settleBroken || n.chained(t, "99-loopback.conflist")() {
+		t.Fatalf("over a half-written first file: look again in %s, want %s, and chain nothing", wt.retry, settleBroken)
+	}
+	settle(t, n.conf) // the time passes; the file stays empty
+	for range 2 {
+		wt.retry = 0
+		wt.reconcile(context.Background(), time.Now())
+	}
+	if !n.chained(t, "99-loopback.conflist")() {
+		t.Errorf("a first file broken for good was not passed over: the runtime loads 99-loopback.conf")
+	}
+	if c := strings.Count(logs.String(), "passed over network configs"); c != 1 || !strings.Contains(logs.String(), "10-calico.conflist: ") {
+		t.Errorf("passing over 10-calico.conflist said %d times, want once, naming it:\n%s", c, logs)
+	}
+}
