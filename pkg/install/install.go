@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/assigner"
+	"github.com/external-ip/external-ip/pkg/errkind"
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 // BinaryName is the plugin's file in the bin dir: the CNI type.
@@ -43,7 +45,7 @@ type Installer struct {
 	Assigner func(dataDir, device string, log *slog.Logger) *assigner.Assigner
 	Log      *slog.Logger
 
-	fault faultFunc // tests only: kill points
+	fault atomicfile.Fault // tests only: kill points
 }
 
 // Result says what Install changed; the zero Result is "nothing".
@@ -77,7 +79,7 @@ type op struct {
 	// made only over these bytes, and they are what uninstall restores.
 	from []byte
 	data []byte
-	meta fileMeta
+	meta atomicfile.Meta
 }
 
 func (i *Installer) store() undoStore {
@@ -117,12 +119,12 @@ func (i *Installer) install(fresh bool) (Result, error) {
 	if i.Entry == nil {
 		return Result{}, fmt.Errorf("%w: no plugin entry to install", ErrInvalid)
 	}
-	unlock, err := lockDir(i.ConfDir)
+	unlock, err := atomicfile.LockDir(i.ConfDir)
 	if err != nil {
 		return Result{}, err
 	}
 	defer unlock()
-	if err := joinLine(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
+	if err := joinLine(atomicfile.SweepTemps(i.BinDir), atomicfile.SweepTemps(i.ConfDir)); err != nil {
 		return Result{}, err
 	}
 	st := i.store()
@@ -206,7 +208,7 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	cur, _, err := readRegular(i.BinDir, BinaryName)
+	cur, _, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
 	if err != nil || bytes.Equal(cur, want) {
 		return false, err
 	}
@@ -217,8 +219,8 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 	if err := st.save(u); err != nil {
 		return false, err
 	}
-	meta := fileMeta{Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
-	if err := writeAtomic(i.BinDir, BinaryName, want, meta, i.fault); err != nil {
+	meta := atomicfile.Meta{Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
+	if err := atomicfile.Write(i.BinDir, BinaryName, want, meta, i.fault); err != nil {
 		return false, err
 	}
 	i.log().Info("installed the plugin binary", "path", filepath.Join(i.BinDir, BinaryName), "bytes", len(want))
@@ -254,7 +256,7 @@ func (i *Installer) plan(p *primary, u *undo) ([]op, error) {
 // not as we wrote it: another network's config, which the runtime would
 // lose. It returns list as it read it.
 func (i *Installer) mayReplace(conf, list string, u *undo) ([]byte, error) {
-	cur, _, err := readRegular(i.ConfDir, list)
+	cur, _, err := atomicfile.ReadRegular(i.ConfDir, list)
 	if err != nil || cur == nil {
 		return nil, err
 	}
@@ -285,13 +287,13 @@ func (i *Installer) apply(u *undo, st undoStore, ops []op, res *Result) error {
 	for _, o := range ops {
 		unchanged := i.stillIs(o.name, o.from)
 		if o.data == nil {
-			if err := removeChecked(i.ConfDir, o.name, i.fault, unchanged); err != nil {
+			if err := atomicfile.RemoveChecked(i.ConfDir, o.name, i.fault, unchanged); err != nil {
 				return err
 			}
 			res.Removed = append(res.Removed, o.name)
 			continue
 		}
-		if err := writeChecked(i.ConfDir, o.name, o.data, o.meta, i.fault, unchanged); err != nil {
+		if err := atomicfile.WriteChecked(i.ConfDir, o.name, o.data, o.meta, i.fault, unchanged); err != nil {
 			return err
 		}
 		res.Wrote = append(res.Wrote, o.name)
@@ -310,7 +312,7 @@ func (i *Installer) apply(u *undo, st undoStore, ops []op, res *Result) error {
 // on its watch to see the next write.
 func (i *Installer) stillIs(name string, want []byte) func() error {
 	return func() error {
-		cur, _, err := readRegular(i.ConfDir, name)
+		cur, _, err := atomicfile.ReadRegular(i.ConfDir, name)
 		if err == nil && !bytes.Equal(cur, want) {
 			err = changed(i.ConfDir, name)
 		}
@@ -327,7 +329,7 @@ func changed(dir, name string) error {
 // keeps its recorded original; one someone else wrote since becomes the
 // original, without any entry of ours that it carries.
 func (i *Installer) record(u *undo, o op) error {
-	cur, meta, err := readRegular(i.ConfDir, o.name)
+	cur, meta, err := atomicfile.ReadRegular(i.ConfDir, o.name)
 	if err != nil {
 		return err
 	}
@@ -374,7 +376,7 @@ func (i *Installer) Check() error {
 	if err != nil {
 		return err
 	}
-	cur, _, err := readRegular(i.BinDir, BinaryName)
+	cur, _, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
 	switch {
 	case err != nil:
 		return err
@@ -399,4 +401,11 @@ func (i *Installer) Check() error {
 		return fmt.Errorf("primary %s: external-ip is not chained as configured", filepath.Join(i.ConfDir, p.name))
 	}
 	return nil
+}
+
+// joinLine is errors.Join on one line: a message of ours is one line, in
+// the probe's output, the command's and the log's, however many things
+// failed at once.
+func joinLine(errs ...error) error {
+	return errkind.OneLine(errors.Join(errs...))
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 func TestInstallChainsIntoTheLexicallyFirstValidConfigAndSkipsInvalidOnes(t *testing.T) {
@@ -246,7 +248,7 @@ func TestCheckPassesOnlyWithTheBinaryAndTheChainInPlace(t *testing.T) {
 func TestInstallWaitsWhileAnotherInstallerHoldsTheConfDir(t *testing.T) {
 	n := newNode(t)
 	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
-	unlock, err := lockDir(n.conf)
+	unlock, err := atomicfile.LockDir(n.conf)
 	if err != nil {
 		t.Fatal(err)
 	}

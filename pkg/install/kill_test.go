@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 // TestMain lets the test binary play a killed installer: with
@@ -148,7 +150,7 @@ func runKilled(t *testing.T, sc killScenario, k int, next string) bool {
 	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); !os.IsNotExist(err) {
 		t.Errorf("%s: the binary is still there (%v)", where, err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(n.bin, tempPattern)); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(n.bin, atomicfile.TempPattern)); len(left) > 0 {
 		t.Errorf("%s: temp files left in the bin dir: %v", where, left)
 	}
 	return true

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 // An uninstall must win against an `install --watch` that is still running
@@ -40,12 +42,12 @@ func (s undoStore) mark(now time.Time) error {
 		return err
 	}
 	text := fmt.Sprintf("external-ip uninstall ran at %s (pid %d); a running install --watch chains nothing more\n", now.UTC().Format(time.RFC3339Nano), os.Getpid())
-	return writeAtomic(s.dir, markName, []byte(text), fileMeta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
+	return atomicfile.Write(s.dir, markName, []byte(text), atomicfile.Meta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
 }
 
 // marked is an error of kind ErrUninstalled when the mark is there.
 func (s undoStore) marked() error {
-	data, _, err := readRegular(s.dir, markName)
+	data, _, err := atomicfile.ReadRegular(s.dir, markName)
 	switch {
 	case err != nil:
 		return err
@@ -59,7 +61,7 @@ func (s undoStore) clearMark() error {
 	if _, err := os.Lstat(s.markPath()); os.IsNotExist(err) {
 		return nil
 	}
-	return removeFile(s.dir, markName, s.fault)
+	return atomicfile.Remove(s.dir, markName, s.fault)
 }
 
 func (s undoStore) mkdir() error {
@@ -108,11 +110,11 @@ func (s undoStore) watcherRunning() (bool, error) {
 // see Installer.pending): the mark and the watchers' lock file go, then
 // our directory, and the conf dir is as before the first install.
 func (s undoStore) leave() error {
-	if err := sweepTemps(s.dir); err != nil {
+	if err := atomicfile.SweepTemps(s.dir); err != nil {
 		return err
 	}
 	for _, name := range []string{markName, watchName} {
-		if err := removeFile(s.dir, name, s.fault); err != nil {
+		if err := atomicfile.Remove(s.dir, name, s.fault); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
 )
 
@@ -37,7 +38,7 @@ var errHalfWritten = errors.New("may be half-written")
 type primary struct {
 	name string // base name in the conf dir
 	data []byte
-	meta fileMeta
+	meta atomicfile.Meta
 	list bool // a .conflist; otherwise one plugin (.conf, .json)
 	// skipped are the files before it that do not load, with why.
 	skipped []string
@@ -127,7 +128,7 @@ func chainable(dir, name string, loaded *cniconf.NetworkConfigList) (*primary, e
 		return nil, fmt.Errorf("%w: primary %s: is a symlink (to %s), which the runtime follows and external-ip never writes through; make it a regular file or choose another primary",
 			ErrInvalid, filepath.Join(dir, name), target)
 	}
-	data, meta, err := readRegular(dir, name)
+	data, meta, err := atomicfile.ReadRegular(dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("primary: %w", err)
 	}

@@ -7,13 +7,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 // primaryWrites plays the primary CNI rewriting its file, by rename as
 // writers of CNI configs do, each time our write of name is staged: in the
 // window between our plan and our rename. It stops after times writes
 // (negative: never) and returns the last version written.
-func primaryWrites(t *testing.T, n *node, name string, times int, version func(k int) string) (faultFunc, *string) {
+func primaryWrites(t *testing.T, n *node, name string, times int, version func(k int) string) (atomicfile.Fault, *string) {
 	t.Helper()
 	last := new(string)
 	k := 0

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 // undoDir is our hidden directory in the conf dir (see doc.go for why there).
@@ -56,8 +58,8 @@ func (b *binaryUndo) writing(current, want []byte) {
 // fileUndo is one conf dir file: what to put back and what we left there.
 type fileUndo struct {
 	// Original is the file before we changed it; nil when it did not exist.
-	Original []byte   `json:"original"`
-	Meta     fileMeta `json:"meta"`
+	Original []byte          `json:"original"`
+	Meta     atomicfile.Meta `json:"meta"`
 	// Wrote is the SHA-256 of what we wrote, "" when we removed the file.
 	// A file that no longer matches it was changed by someone else since.
 	Wrote string `json:"wrote"`
@@ -87,7 +89,7 @@ func (f *fileUndo) restored(current []byte) bool {
 // undoStore reads and writes CONF/.external-ip/undo.json.
 type undoStore struct {
 	dir   string // CONF/.external-ip
-	fault faultFunc
+	fault atomicfile.Fault
 }
 
 func (s undoStore) path() string { return filepath.Join(s.dir, undoName) }
@@ -98,7 +100,7 @@ func (s undoStore) load() (*undo, error) {
 	if err := s.checkDir(); err != nil {
 		return nil, err
 	}
-	data, _, err := readRegular(s.dir, undoName)
+	data, _, err := atomicfile.ReadRegular(s.dir, undoName)
 	if err != nil || data == nil {
 		return u, err
 	}
@@ -120,7 +122,7 @@ func (s undoStore) checkDir() error {
 	case err != nil:
 		return fmt.Errorf("undo directory %s: %w", s.dir, err)
 	case !fi.IsDir():
-		return fmt.Errorf("undo directory %s: is %s, not a directory; refusing to use it", s.dir, kindOf(fi.Mode()))
+		return fmt.Errorf("undo directory %s: is %s, not a directory; refusing to use it", s.dir, atomicfile.KindOf(fi.Mode()))
 	}
 	return nil
 }
@@ -133,10 +135,10 @@ func (s undoStore) save(u *undo) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", s.path(), err)
 	}
-	if err := sweepTemps(s.dir); err != nil {
+	if err := atomicfile.SweepTemps(s.dir); err != nil {
 		return err
 	}
-	return writeAtomic(s.dir, undoName, data, fileMeta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
+	return atomicfile.Write(s.dir, undoName, data, atomicfile.Meta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault)
 }
 
 // loadIfAny reads the undo file; nil when there is none.
@@ -152,10 +154,10 @@ func (s undoStore) remove() error {
 	if _, err := os.Lstat(s.dir); os.IsNotExist(err) {
 		return nil
 	}
-	if err := sweepTemps(s.dir); err != nil {
+	if err := atomicfile.SweepTemps(s.dir); err != nil {
 		return err
 	}
-	return removeFile(s.dir, undoName, s.fault)
+	return atomicfile.Remove(s.dir, undoName, s.fault)
 }
 
 // removeDir drops our directory, once empty.
@@ -163,5 +165,5 @@ func (s undoStore) removeDir() error {
 	if err := os.Remove(s.dir); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing %s: %w", s.dir, err)
 	}
-	return syncDir(filepath.Dir(s.dir))
+	return atomicfile.SyncDir(filepath.Dir(s.dir))
 }

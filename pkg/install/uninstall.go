@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 	"github.com/external-ip/external-ip/pkg/install/internal/cniconf"
 )
 
@@ -25,12 +26,12 @@ import (
 // is left, it finishes. Without the undo file it removes what is provably
 // ours and fails naming what it had to leave.
 func (i *Installer) Uninstall() error {
-	unlock, err := lockDir(i.ConfDir)
+	unlock, err := atomicfile.LockDir(i.ConfDir)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := joinLine(sweepTemps(i.BinDir), sweepTemps(i.ConfDir)); err != nil {
+	if err := joinLine(atomicfile.SweepTemps(i.BinDir), atomicfile.SweepTemps(i.ConfDir)); err != nil {
 		return err
 	}
 	st := i.store()
@@ -188,7 +189,7 @@ func (i *Installer) unchainAll() (left []string, removed int, err error) {
 	slices.Sort(paths)
 	for _, path := range paths {
 		name := filepath.Base(path)
-		cur, meta, err := readRegular(i.ConfDir, name)
+		cur, meta, err := atomicfile.ReadRegular(i.ConfDir, name)
 		if err != nil {
 			if hasOurEntry(path) {
 				left = append(left, fmt.Sprintf("our entry in %s (%v)", path, err))
@@ -200,7 +201,7 @@ func (i *Installer) unchainAll() (left []string, removed int, err error) {
 		case had:
 			m := *meta
 			m.MTime = time.Time{}
-			if err := writeChecked(i.ConfDir, name, stripped, m, i.fault, i.stillIs(name, cur)); err != nil {
+			if err := atomicfile.WriteChecked(i.ConfDir, name, stripped, m, i.fault, i.stillIs(name, cur)); err != nil {
 				return left, removed, err
 			}
 			removed++
@@ -231,7 +232,7 @@ func hasOurEntry(path string) bool {
 // byte this installer's; otherwise it says why it stays.
 func (i *Installer) ourBinary() (*binaryUndo, string, error) {
 	path := filepath.Join(i.BinDir, BinaryName)
-	cur, _, err := readRegular(i.BinDir, BinaryName)
+	cur, _, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
 	if err != nil || cur == nil {
 		return nil, "", err
 	}
@@ -250,7 +251,7 @@ func (i *Installer) ourBinary() (*binaryUndo, string, error) {
 // someone else put in its place since: theirs, as a changed config is.
 func (i *Installer) removeBinary(b *binaryUndo) error {
 	path := filepath.Join(i.BinDir, BinaryName)
-	cur, _, err := readRegular(i.BinDir, BinaryName)
+	cur, _, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
 	switch {
 	case err != nil || cur == nil:
 		return err
@@ -258,7 +259,7 @@ func (i *Installer) removeBinary(b *binaryUndo) error {
 		i.log().Warn("binary replaced by someone else since we wrote it: left as it is", "path", path)
 		return nil
 	}
-	if err := removeFile(i.BinDir, BinaryName, i.fault); err != nil {
+	if err := atomicfile.Remove(i.BinDir, BinaryName, i.fault); err != nil {
 		return err
 	}
 	i.log().Info("removed the plugin binary", "path", path)
@@ -266,7 +267,7 @@ func (i *Installer) removeBinary(b *binaryUndo) error {
 }
 
 func (i *Installer) restore(name string, f *fileUndo) error {
-	cur, meta, err := readRegular(i.ConfDir, name)
+	cur, meta, err := atomicfile.ReadRegular(i.ConfDir, name)
 	// Each change below goes in only over cur: a rewrite by the primary
 	// meanwhile is theirs, and this run fails for the next to judge it.
 	unchanged := i.stillIs(name, cur)
@@ -277,16 +278,16 @@ func (i *Installer) restore(name string, f *fileUndo) error {
 		return nil
 	case f.ours(cur) && f.Original == nil:
 		i.log().Info("removed the config we created", "file", name)
-		return removeChecked(i.ConfDir, name, i.fault, unchanged)
+		return atomicfile.RemoveChecked(i.ConfDir, name, i.fault, unchanged)
 	case f.ours(cur):
 		i.log().Info("restored the original config", "file", name)
-		return writeChecked(i.ConfDir, name, f.Original, f.Meta, i.fault, unchanged)
+		return atomicfile.WriteChecked(i.ConfDir, name, f.Original, f.Meta, i.fault, unchanged)
 	}
 	if stripped, had := unchainList(cur); had {
 		i.log().Warn("config changed by someone else since we wrote it: removing only our entry", "file", name)
 		m := *meta
 		m.MTime = time.Time{}
-		return writeChecked(i.ConfDir, name, stripped, m, i.fault, unchanged)
+		return atomicfile.WriteChecked(i.ConfDir, name, stripped, m, i.fault, unchanged)
 	}
 	i.log().Warn("config changed by someone else since we wrote it: left as it is", "file", name)
 	return nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/external-ip/external-ip/pkg/install/internal/atomicfile"
 )
 
 // WatchOptions tune Watch; zero values take the defaults.
@@ -100,7 +102,7 @@ func (i *Installer) waitForDir(ctx context.Context, w *fsnotify.Watcher, poll ti
 			}
 			return nil
 		case err == nil:
-			return fmt.Errorf("conf dir %s: is %s, not a directory", i.ConfDir, kindOf(fi.Mode()))
+			return fmt.Errorf("conf dir %s: is %s, not a directory", i.ConfDir, atomicfile.KindOf(fi.Mode()))
 		case !errors.Is(err, os.ErrNotExist):
 			return fmt.Errorf("conf dir %s: %w", i.ConfDir, err)
 		}
@@ -137,7 +139,7 @@ func existingAncestor(path string) string {
 // A watcher that starts is a decision to install: it clears the mark of an
 // earlier uninstall; from then on a mark stops it.
 func (i *Installer) holdWatch() (func(), error) {
-	unlock, err := lockDir(i.ConfDir)
+	unlock, err := atomicfile.LockDir(i.ConfDir)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package install
+package atomicfile
 
 import (
 	"errors"
@@ -12,20 +12,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/external-ip/external-ip/pkg/errkind"
 )
 
-// tempPattern names our staged files. The runtime lists only .conf,
+// TempPattern names our staged files. The runtime lists only .conf,
 // .conflist and .json files, so a temp file left by a kill is never read as
-// a network config; the next Install or Uninstall sweeps it.
+// a network config; the next install or uninstall sweeps it (SweepTemps).
 const (
 	tempPrefix  = ".external-ip-"
-	tempPattern = tempPrefix + "*.tmp"
+	TempPattern = tempPrefix + "*.tmp"
 )
 
-// fileMeta is what a rewrite keeps of the file it replaces.
-type fileMeta struct {
+// Meta is what a rewrite keeps of the file it replaces.
+type Meta struct {
 	Mode fs.FileMode `json:"mode"`
 	UID  int         `json:"uid"`
 	GID  int         `json:"gid"`
@@ -34,28 +32,29 @@ type fileMeta struct {
 	MTime time.Time `json:"mtime"`
 }
 
-// faultFunc is called at every point where a kill would leave a different
+// Fault is called at every point where a kill would leave a different
 // state on disk; tests kill the process there. Production leaves it nil.
-type faultFunc func(point string)
+type Fault func(point string)
 
-func (f faultFunc) at(point string) {
+// At calls f, if any, at point.
+func (f Fault) At(point string) {
 	if f != nil {
 		f(point)
 	}
 }
 
-// writeAtomic replaces dir/name with data: a temp file in dir, the mode and
+// Write replaces dir/name with data: a temp file in dir, the mode and
 // owner of meta, fsync, rename, fsync of dir. A reader (or a runtime
 // executing the old binary) sees the old file or the new one, never part.
-func writeAtomic(dir, name string, data []byte, meta fileMeta, fault faultFunc) error {
-	return writeChecked(dir, name, data, meta, fault, nil)
+func Write(dir, name string, data []byte, meta Meta, fault Fault) error {
+	return WriteChecked(dir, name, data, meta, fault, nil)
 }
 
-// writeChecked is writeAtomic that calls check (nil: none) last before
-// the rename, after the fsync: a check that fails leaves dir/name as it is
-// and returns check's error.
-func writeChecked(dir, name string, data []byte, meta fileMeta, fault faultFunc, check func() error) error {
-	f, err := os.CreateTemp(dir, tempPattern)
+// WriteChecked is Write that calls check (nil: none) last before the
+// rename, after the fsync: a check that fails leaves dir/name as it is and
+// returns check's error.
+func WriteChecked(dir, name string, data []byte, meta Meta, fault Fault, check func() error) error {
+	f, err := os.CreateTemp(dir, TempPattern)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
 	}
@@ -65,7 +64,7 @@ func writeChecked(dir, name string, data []byte, meta fileMeta, fault faultFunc,
 		err = os.Chtimes(tmp, meta.MTime, meta.MTime)
 	}
 	if err == nil {
-		fault.at("stage " + name)
+		fault.At("stage " + name)
 		if check != nil {
 			if err := check(); err != nil {
 				os.Remove(tmp)
@@ -78,14 +77,14 @@ func writeChecked(dir, name string, data []byte, meta fileMeta, fault faultFunc,
 		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return err
 	}
-	fault.at("write " + name)
+	fault.At("write " + name)
 	return nil
 }
 
-func stage(f *os.File, data []byte, meta fileMeta) error {
+func stage(f *os.File, data []byte, meta Meta) error {
 	_, err := f.Write(data)
 	if err == nil {
 		err = f.Chmod(meta.Mode.Perm())
@@ -102,14 +101,14 @@ func stage(f *os.File, data []byte, meta fileMeta) error {
 	return err
 }
 
-// removeFile removes dir/name; a file already gone is what we wanted.
-func removeFile(dir, name string, fault faultFunc) error {
-	return removeChecked(dir, name, fault, nil)
+// Remove removes dir/name; a file already gone is what we wanted.
+func Remove(dir, name string, fault Fault) error {
+	return RemoveChecked(dir, name, fault, nil)
 }
 
-// removeChecked is removeFile that calls check (nil: none) first: a check
+// RemoveChecked is Remove that calls check (nil: none) first: a check
 // that fails leaves dir/name as it is and returns check's error.
-func removeChecked(dir, name string, fault faultFunc, check func() error) error {
+func RemoveChecked(dir, name string, fault Fault, check func() error) error {
 	if check != nil {
 		if err := check(); err != nil {
 			return err
@@ -118,14 +117,15 @@ func removeChecked(dir, name string, fault faultFunc, check func() error) error 
 	if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing %s: %w", filepath.Join(dir, name), err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return err
 	}
-	fault.at("remove " + name)
+	fault.At("remove " + name)
 	return nil
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs dir, so that a rename or removal in it lasts a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("syncing %s: %w", dir, err)
@@ -137,8 +137,8 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// sweepTemps removes the temp files a killed write left in dir.
-func sweepTemps(dir string) error {
+// SweepTemps removes the temp files a killed write left in dir.
+func SweepTemps(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -156,10 +156,10 @@ func sweepTemps(dir string) error {
 	return nil
 }
 
-// readRegular reads dir/name, refusing a symlink or anything but a regular
+// ReadRegular reads dir/name, refusing a symlink or anything but a regular
 // file: we never follow a link out of the directory we own a file in.
 // A missing file is (nil, nil, nil).
-func readRegular(dir, name string) ([]byte, *fileMeta, error) {
+func ReadRegular(dir, name string) ([]byte, *Meta, error) {
 	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	switch {
@@ -176,7 +176,7 @@ func readRegular(dir, name string) ([]byte, *fileMeta, error) {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: is %s, not a regular file; refusing to replace it", path, kindOf(fi.Mode()))
+		return nil, nil, fmt.Errorf("%s: is %s, not a regular file; refusing to replace it", path, KindOf(fi.Mode()))
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
@@ -185,11 +185,11 @@ func readRegular(dir, name string) ([]byte, *fileMeta, error) {
 	return data, metaOf(fi), nil
 }
 
-// lockDir takes an exclusive flock(2) on dir itself, so that two installers
+// LockDir takes an exclusive flock(2) on dir itself, so that two installers
 // (a DaemonSet's old and new pod during a surge, or a person running
 // uninstall) never interleave their undo records. No lock file is needed,
 // and the kernel drops the lock when a holder dies.
-func lockDir(dir string) (func(), error) {
+func LockDir(dir string) (func(), error) {
 	d, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
@@ -201,15 +201,8 @@ func lockDir(dir string) (func(), error) {
 	return func() { d.Close() }, nil
 }
 
-// joinLine is errors.Join on one line: a message of ours is one line, in
-// the probe's output, the command's and the log's, however many things
-// failed at once.
-func joinLine(errs ...error) error {
-	return errkind.OneLine(errors.Join(errs...))
-}
-
-// kindOf names what a file that is not a regular one is, for a refusal.
-func kindOf(m fs.FileMode) string {
+// KindOf names what a file that is not a regular one is, for a refusal.
+func KindOf(m fs.FileMode) string {
 	switch {
 	case m.IsRegular():
 		return "a regular file"

@@ -1,4 +1,4 @@
-package install
+package atomicfile
 
 import (
 	"io/fs"
@@ -7,8 +7,8 @@ import (
 )
 
 // metaOf takes the mode and owner a rewrite must keep.
-func metaOf(fi fs.FileInfo) *fileMeta {
-	m := &fileMeta{Mode: fi.Mode().Perm(), UID: os.Getuid(), GID: os.Getgid(), MTime: fi.ModTime()}
+func metaOf(fi fs.FileInfo) *Meta {
+	m := &Meta{Mode: fi.Mode().Perm(), UID: os.Getuid(), GID: os.Getgid(), MTime: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		m.UID, m.GID = int(st.Uid), int(st.Gid)
 	}
