@@ -9,6 +9,7 @@
 //	CONF/<primary>                  our entry appended to the primary's plugin list;
 //	                                a single-plugin .conf or .json becomes <name>.conflist
 //	CONF/.external-ip/undo.json     what each change replaced, byte for byte
+//	CONF/.external-ip/binary.orig   a copy of the binary that was in BIN before ours
 //	CONF/.external-ip/uninstalled   uninstall's mark, which a running watcher obeys
 //	CONF/.external-ip/watching      the file each running watcher holds a shared flock on
 //
@@ -34,7 +35,8 @@
 // Runtimes list only the conf dir's files (libcni's ConfFiles skips
 // directories), so they never read it. Every change is recorded there
 // before it is made, so Uninstall restores the conf dir byte for byte (mode,
-// owner and mtime too) and removes the binary after a kill at any instant.
+// owner and mtime too) and removes the binary, or puts back the one that
+// was there before ours, after a kill at any instant.
 // A file that someone else changed after we wrote it is theirs: Uninstall
 // leaves it alone. When the primary rewrites its file and Install chains it
 // again, the primary's new version becomes the one Uninstall restores.

@@ -208,19 +208,26 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	cur, _, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
+	cur, meta, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
 	if err != nil || bytes.Equal(cur, want) {
 		return false, err
 	}
 	if u.Binary == nil {
+		// Not ours: a package's, kept for uninstall to put back.
 		u.Binary = &binaryUndo{Preexisting: cur != nil}
+		if cur != nil {
+			if err := st.keepOriginal(u.Binary, cur, *meta); err != nil {
+				return false, err
+			}
+			cur = nil
+		}
 	}
 	u.Binary.writing(cur, want)
 	if err := st.save(u); err != nil {
 		return false, err
 	}
-	meta := atomicfile.Meta{Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
-	if err := atomicfile.Write(i.BinDir, BinaryName, want, meta, i.fault); err != nil {
+	ours := atomicfile.Meta{Mode: 0o755, UID: os.Getuid(), GID: os.Getgid()}
+	if err := atomicfile.Write(i.BinDir, BinaryName, want, ours, i.fault); err != nil {
 		return false, err
 	}
 	i.log().Info("installed the plugin binary", "path", filepath.Join(i.BinDir, BinaryName), "bytes", len(want))

@@ -76,14 +76,19 @@ type killScenario struct {
 	// setup prepares the node and returns the conf dir as Uninstall must
 	// leave it.
 	setup func(t *testing.T, n *node) map[string]fileState
+	// bin is the binary Uninstall must leave; "" none.
+	bin string
 }
+
+// packageBinary is a binary of ours that a package put in the bin dir.
+const packageBinary = "#!/bin/sh\n# the package's external-ip\n"
 
 var killScenarios = []killScenario{
 	{"first install converting a .conf", "install", func(t *testing.T, n *node) map[string]fileState {
 		n.put(t, "10-bridge.conf", bridgeConf, 0o640)
 		n.put(t, "20-other.conflist", bridgeList, 0o644)
 		return snapshot(t, n.conf)
-	}},
+	}, ""},
 	{"re-chain after the primary rewrote its list, with a new binary", "install", func(t *testing.T, n *node) map[string]fileState {
 		n.put(t, "10-bridge.conflist", bridgeList, 0o644)
 		mustInstall(t, n.installer(t))
@@ -92,13 +97,25 @@ var killScenarios = []killScenario{
 		want := snapshot(t, n.conf)
 		delete(want, undoDir)
 		return want
-	}},
+	}, ""},
+	{"first install over a package's binary", "install", func(t *testing.T, n *node) map[string]fileState {
+		n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+		writeFile(t, filepath.Join(n.bin, BinaryName), packageBinary, 0o755)
+		return snapshot(t, n.conf)
+	}, packageBinary},
+	{"uninstall putting a package's binary back", "uninstall", func(t *testing.T, n *node) map[string]fileState {
+		n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+		want := snapshot(t, n.conf)
+		writeFile(t, filepath.Join(n.bin, BinaryName), packageBinary, 0o755)
+		mustInstall(t, n.installer(t))
+		return want
+	}, packageBinary},
 	{"uninstall", "uninstall", func(t *testing.T, n *node) map[string]fileState {
 		n.put(t, "10-bridge.conf", bridgeConf, 0o640)
 		want := snapshot(t, n.conf)
 		mustInstall(t, n.installer(t))
 		return want
-	}},
+	}, ""},
 }
 
 func TestAKillAtAnyWriteIsUndoneByUninstallAndCompletedByInstall(t *testing.T) {
@@ -147,8 +164,10 @@ func runKilled(t *testing.T, sc killScenario, k int, next string) bool {
 		t.Fatalf("%s: uninstall: %v", where, err)
 	}
 	sameContent(t, where, want, snapshot(t, n.conf))
-	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); !os.IsNotExist(err) {
+	if b, err := os.ReadFile(filepath.Join(n.bin, BinaryName)); sc.bin == "" && !os.IsNotExist(err) {
 		t.Errorf("%s: the binary is still there (%v)", where, err)
+	} else if sc.bin != "" && string(b) != sc.bin {
+		t.Errorf("%s: the bin dir holds %q (%v), want the package's binary back", where, b, err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(n.bin, atomicfile.TempPattern)); len(left) > 0 {
 		t.Errorf("%s: temp files left in the bin dir: %v", where, left)

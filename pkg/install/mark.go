@@ -107,13 +107,14 @@ func (s undoStore) watcherRunning() (bool, error) {
 }
 
 // leave ends an uninstall that left nothing for later (no watcher runs:
-// see Installer.pending): the mark and the watchers' lock file go, then
-// our directory, and the conf dir is as before the first install.
+// see Installer.pending): the mark, the watchers' lock file and the copy
+// of a binary put back go, then our directory, and the conf dir is as
+// before the first install.
 func (s undoStore) leave() error {
 	if err := atomicfile.SweepTemps(s.dir); err != nil {
 		return err
 	}
-	for _, name := range []string{markName, watchName} {
+	for _, name := range []string{markName, watchName, originalName} {
 		if err := atomicfile.Remove(s.dir, name, s.fault); err != nil {
 			return err
 		}

@@ -32,8 +32,13 @@ type undo struct {
 
 type binaryUndo struct {
 	// Preexisting: a binary was there before our first install (put there
-	// by hand or by a package); Uninstall leaves it in place.
-	Preexisting bool `json:"preexisting"`
+	// by hand or by a package). Uninstall puts it back from its copy,
+	// CONF/.external-ip/binary.orig, with Meta; Original is its SHA-256,
+	// "" in an undo file from before the copy was kept (then Uninstall
+	// leaves the binary in place).
+	Preexisting bool             `json:"preexisting"`
+	Original    string           `json:"original,omitempty"`
+	Meta        *atomicfile.Meta `json:"meta,omitempty"`
 	// Wrote are the SHA-256 of the binaries of ours that may be in place:
 	// the one being written and, until the rename, the one it replaces.
 	// A binary that matches neither was put there by someone else since.
@@ -84,6 +89,34 @@ func (f *fileUndo) restored(current []byte) bool {
 		return current == nil
 	}
 	return current != nil && bytes.Equal(current, f.Original)
+}
+
+// originalName is the copy of the binary that was there before our
+// first install, in our directory of the conf dir: it lives as long as
+// the undo file, and the bin dir holds only what runtimes may run.
+const originalName = "binary.orig"
+
+// keepOriginal copies the binary found before the first install, before
+// it is replaced, and records it in b.
+func (s undoStore) keepOriginal(b *binaryUndo, data []byte, meta atomicfile.Meta) error {
+	if err := s.mkdir(); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(s.dir, originalName, data, atomicfile.Meta{Mode: 0o600, UID: os.Getuid(), GID: os.Getgid()}, s.fault); err != nil {
+		return err
+	}
+	b.Original, b.Meta = digest(data), &meta
+	return nil
+}
+
+// original reads the copy keepOriginal made; nil when it is missing or
+// not the binary b recorded.
+func (s undoStore) original(b *binaryUndo) ([]byte, error) {
+	data, _, err := atomicfile.ReadRegular(s.dir, originalName)
+	if err != nil || data == nil || digest(data) != b.Original {
+		return nil, err
+	}
+	return data, nil
 }
 
 // undoStore reads and writes CONF/.external-ip/undo.json.

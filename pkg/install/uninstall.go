@@ -89,12 +89,19 @@ func (i *Installer) pending(st undoStore, u *undo) ([]string, error) {
 	return kept, nil
 }
 
-// finish removes the binary we installed, the undo file and our directory.
+// finish removes the binary we installed, or puts back the one that was
+// there before, then the undo file and our directory.
 func (i *Installer) finish(st undoStore, bin *binaryUndo) error {
-	if bin != nil && !bin.Preexisting {
-		if err := i.removeBinary(bin); err != nil {
-			return err
-		}
+	var err error
+	switch {
+	case bin == nil:
+	case bin.Preexisting:
+		err = i.restoreBinary(st, bin)
+	default:
+		err = i.removeBinary(bin)
+	}
+	if err != nil {
+		return err
 	}
 	if err := st.remove(); err != nil {
 		return err
@@ -263,6 +270,31 @@ func (i *Installer) removeBinary(b *binaryUndo) error {
 		return err
 	}
 	i.log().Info("removed the plugin binary", "path", path)
+	return nil
+}
+
+// restoreBinary puts back the binary that was there before our first
+// install, from its copy, and leaves one that someone else put in place
+// of ours since (or removed): theirs, as removeBinary leaves it.
+func (i *Installer) restoreBinary(st undoStore, b *binaryUndo) error {
+	path := filepath.Join(i.BinDir, BinaryName)
+	cur, _, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
+	switch {
+	case err != nil || b.Original == "" || (cur != nil && digest(cur) == b.Original):
+		return err // no copy was kept (an older undo file), or put back already
+	case cur == nil || !b.ours(cur):
+		i.log().Warn("binary removed or replaced by someone else since we wrote it: left as it is, the one from before our install not put back", "path", path)
+		return nil
+	}
+	orig, err := st.original(b)
+	if err != nil || orig == nil || b.Meta == nil {
+		i.log().Warn("the copy of the binary from before our install is missing or changed: ours left in place; reinstall the package that owned it", "path", path, "copy", filepath.Join(st.dir, originalName), "error", err)
+		return nil
+	}
+	if err := atomicfile.Write(i.BinDir, BinaryName, orig, *b.Meta, i.fault); err != nil {
+		return err
+	}
+	i.log().Info("put back the binary that was there before our first install", "path", path)
 	return nil
 }
 

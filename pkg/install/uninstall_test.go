@@ -42,17 +42,41 @@ func TestUninstallRestoresTheConfDirByteForByteAndRemovesTheBinary(t *testing.T)
 	}
 }
 
-func TestUninstallKeepsABinaryThatWasThereBeforeTheFirstInstall(t *testing.T) {
-	n := newNode(t)
-	n.put(t, "10-bridge.conflist", bridgeList, 0o644)
-	writeFile(t, filepath.Join(n.bin, BinaryName), "installed by hand", 0o755)
-	in := n.installer(t)
-	mustInstall(t, in)
-	if err := in.Uninstall(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(n.bin, BinaryName)); err != nil {
-		t.Errorf("uninstall removed a binary we did not put there first: %v", err)
+// A binary that was there before our first install (a package's) is
+// overwritten by it, and put back by uninstall byte for byte, with its
+// mode and mtime, through upgrades of ours in between: the undo directory
+// keeps a copy. One that someone else put in place of ours since is
+// theirs, and stays.
+func TestUninstallPutsBackTheBinaryThatWasThereBeforeTheFirstInstall(t *testing.T) {
+	for _, replaced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ours replaced since: %v", replaced), func(t *testing.T) {
+			n := newNode(t)
+			n.put(t, "10-bridge.conflist", bridgeList, 0o644)
+			bin := filepath.Join(n.bin, BinaryName)
+			writeFile(t, bin, "#!/bin/sh\n# the package's external-ip\n", 0o750)
+			old := time.Date(2021, 2, 3, 4, 5, 6, 0, time.UTC)
+			if err := os.Chtimes(bin, old, old); err != nil {
+				t.Fatal(err)
+			}
+			want := snapshot(t, n.bin)
+			in := n.installer(t)
+			mustInstall(t, in)
+			writeFile(t, n.exe, "#!/bin/sh\n# the plugin binary, version 3\n", 0o755)
+			if res := mustInstall(t, in); !res.Binary {
+				t.Fatalf("the upgrade did not write the new binary: %s", describe(res))
+			}
+			if replaced {
+				writeFile(t, bin, "#!/bin/sh\n# someone else's, since\n", 0o755)
+				want = snapshot(t, n.bin)
+			}
+			if err := in.Uninstall(); err != nil {
+				t.Fatal(err)
+			}
+			sameContent(t, "bin dir after uninstall", want, snapshot(t, n.bin))
+			if _, err := os.Lstat(filepath.Join(n.conf, undoDir)); !os.IsNotExist(err) {
+				t.Errorf("the undo directory, with the copy of the binary, is still there (%v)", err)
+			}
+		})
 	}
 }
 

@@ -53,7 +53,8 @@ releases, as GC does, the IPs of pods whose network namespace is gone
 without their DEL, and says which. --force goes on while pods hold IPs,
 and says for each IP it leaves held how to release it later. Then it restores
 every config file install changed, byte for byte, and removes the binary it
-installed; a running install --watch then chains nothing more. It also
+installed (or puts back the one that was there before: a package's); a
+running install --watch then chains nothing more. It also
 removes the holder device of DIR and table inet external-ip, when they are
 ours and empty, and says what it keeps and why otherwise. While it keeps something (or a watcher still runs) it keeps
 the binary too, and its last line is the command that finishes. version
