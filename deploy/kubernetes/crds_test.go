@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,18 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 )
 
 // crdFiles are the CRDs that `go generate ./pkg/apis/...` writes here.
 var crdFiles = []string{"external-ip.io_externalipclaims.yaml", "external-ip.io_externalippools.yaml"}
-
-// oldestKubernetes is the oldest release whose API server accepts the CRDs
-// and the policies: CEL's ip and cidr libraries are there from 1.31 on for
-// new expressions (introduced in 1.30, usable once the compatibility version,
-// one release behind, reaches it).
-var oldestKubernetes = version.MajorMinor(1, 31)
 
 func goBin() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
 
@@ -100,36 +94,45 @@ func structural(t *testing.T, c *apiextensions.CustomResourceDefinition) *struct
 	return s
 }
 
-func TestTheAPIServerWouldAcceptTheCRDsFromTheOldestReleaseOn(t *testing.T) {
+func TestTheAPIServerWouldAcceptTheCRDsFromTheReleaseTheyNeedOn(t *testing.T) {
 	for _, f := range crdFiles {
-		c := crd(t, f)
-		if errs := validation.ValidateCustomResourceDefinition(context.Background(), c); len(errs) > 0 {
+		if errs := validation.ValidateCustomResourceDefinition(context.Background(), crd(t, f)); len(errs) > 0 {
 			t.Errorf("%s: the API server refuses it: %v", f, errs.ToAggregate())
 		}
-		// Every rule compiles in the oldest release's environment.
-		envs := environment.MustBaseEnvSet(oldestKubernetes)
-		var walk func(s *structuralschema.Structural, root bool, path string)
-		walk = func(s *structuralschema.Structural, root bool, path string) {
-			if len(s.XValidations) > 0 {
-				res, err := schemacel.Compile(s, model.SchemaDeclType(s, root), celconfig.PerCallLimit, envs, schemacel.NewExpressionsEnvLoader())
-				if err != nil {
-					t.Errorf("%s %s: %v", f, path, err)
-				}
-				for i, r := range res {
-					if r.Error != nil || r.MessageExpressionError != nil {
-						t.Errorf("%s %s rule %d does not compile in Kubernetes %s: %v %v", f, path, i, oldestKubernetes, r.Error, r.MessageExpressionError)
-					}
-				}
+		for _, err := range crdRuleErrors(t, f, crdsNeed) {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// crdRuleErrors compiles every rule of a CRD as an API server of release r
+// would when the CRD is applied, and says which do not compile.
+func crdRuleErrors(t *testing.T, f string, r *version.Version) []error {
+	t.Helper()
+	var errs []error
+	envs := apiServerCEL(r)
+	var walk func(s *structuralschema.Structural, root bool, path string)
+	walk = func(s *structuralschema.Structural, root bool, path string) {
+		if len(s.XValidations) > 0 {
+			res, err := schemacel.Compile(s, model.SchemaDeclType(s, root), celconfig.PerCallLimit, envs, schemacel.NewExpressionsEnvLoader())
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
 			}
-			for name, p := range s.Properties {
-				walk(&p, false, path+"."+name)
-			}
-			if s.Items != nil {
-				walk(s.Items, false, path+"[]")
+			for i, r := range res {
+				if r.Error != nil || r.MessageExpressionError != nil {
+					errs = append(errs, fmt.Errorf("%s rule %d: %v %v", path, i, r.Error, r.MessageExpressionError))
+				}
 			}
 		}
-		walk(structural(t, c), true, "")
+		for name, p := range s.Properties {
+			walk(&p, false, path+"."+name)
+		}
+		if s.Items != nil {
+			walk(s.Items, false, path+"[]")
+		}
 	}
+	walk(structural(t, crd(t, f)), true, "")
+	return errs
 }
 
 // validate runs the CRD's CEL rules on obj (and oldObj, for an update) as

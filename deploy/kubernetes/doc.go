@@ -8,8 +8,11 @@
 // network, only NET_ADMIN and NET_RAW, readiness, no uninstall on leaving,
 // metrics where the scrape looks), that RBAC grants exactly what the node
 // process does and the admission policies refuse what they must (their
-// CEL evaluated offline; every pod write the node process makes admitted
-// by the policy that bounds them), that the alerts use served metrics, and
-// why each example fits (one replica and its strategy, one node, or a
-// spread for route mode), its annotation in the pod template.
+// CEL evaluated offline, as the API server of the oldest release each says
+// it needs compiles it, and that release exactly; every pod write the
+// node process makes admitted by the policy that bounds them), that the
+// install docs say the release the manifests need and never drop the
+// node-pods policy, that the alerts use served metrics, and why each
+// example fits (one replica and its strategy, one node, or a spread for
+// route mode), its annotation in the pod template.
 package kubernetes

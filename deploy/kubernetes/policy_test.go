@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 
 	"github.com/external-ip/external-ip/pkg/claims"
@@ -45,16 +44,14 @@ type admission struct {
 }
 
 // evaluate runs a policy's match conditions, variables and validations in
-// the oldest release's CEL environment (the API server's own libraries), as
-// the API server does with untyped objects, and returns the messages of the
-// validations that fail; matched is false when a match condition excludes
-// the request.
+// the CEL environment of the oldest release its header says it needs (the
+// API server's own libraries), as the API server does with untyped
+// objects, and returns the messages of the validations that fail; matched
+// is false when a match condition excludes the request.
 func evaluate(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, a admission) (msgs []string, matched bool) {
 	t.Helper()
-	env, err := environment.MustBaseEnvSet(oldestKubernetes).NewExpressionsEnv().Extend(
-		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("params", cel.DynType),
-		cel.Variable("request", cel.DynType), cel.Variable("namespaceObject", cel.DynType),
-		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)))
+	oldest := policyNeeds(t, policyFile(p.Name))
+	env, err := policyEnv(oldest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +72,7 @@ func evaluate(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy
 	run := func(what, expr string) any {
 		ast, iss := env.Compile(expr)
 		if iss.Err() != nil {
-			t.Fatalf("%s %s: does not compile in Kubernetes %s: %v", p.Name, what, oldestKubernetes, iss.Err())
+			t.Fatalf("%s %s: does not compile in Kubernetes %s: %v", p.Name, what, oldest, iss.Err())
 		}
 		prg, err := env.Program(ast, cel.CostLimit(1000000))
 		if err != nil {
