@@ -115,10 +115,10 @@ func (c *checking) ip(dev int, ip netip.Addr) error {
 	return nil
 }
 
-// nat fails CHECK when a rule of the record is missing or points
-// elsewhere: steer.Compare of the part of the table that its rules make,
-// its steered IPs' ingress to the targets of all their holders (read from
-// the index and their records).
+// nat fails CHECK when a rule of the record is missing, points elsewhere
+// or uses a container address that CHECK's prevResult (opts.Container)
+// does not give: steer.Compare of the part of the table its rules make,
+// its steered IPs' ingress to the targets of all their holders.
 func (c *checking) nat() error {
 	rec := c.rec
 	if rec.Steering == nil || c.opts.NAT == nil {
@@ -134,7 +134,7 @@ func (c *checking) nat() error {
 	}
 	// What is stray is no one attachment's drift: status and GC see it.
 	d := steer.Compare(steer.WantOfRecord(rec, holders), st, func(netip.Addr) bool { return false })
-	return steer.Check(rec.Steering, d, func(ip netip.Addr) (string, error) {
+	return steer.Check(rec, c.opts.Container, d, func(ip netip.Addr) (string, error) {
 		e, err := c.st.ReadIP(ip)
 		return e.Uplink, err
 	})

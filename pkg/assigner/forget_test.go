@@ -82,7 +82,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	if len(q) != 1 || q[0].Tries != 1 || !strings.Contains(q[0].Error, "not permitted") {
 		t.Fatalf("queue after the fault is %+v, want b's flows with the error and one try", q)
 	}
-	_, err := f.assigner().Check(attA)
+	_, err := f.checkAs(attA, ctrA4)
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "conntrack") || !strings.Contains(err.Error(), ctrB4.Addr().String()) {
 		t.Errorf("CHECK of a with b's flows not deleted: %v, want drift naming conntrack and %s", err, ctrB4.Addr())
 	}
@@ -103,7 +103,7 @@ func TestAConntrackFaultIsReportedAndRetriedAndBlocksNothing(t *testing.T) {
 	if !slices.Contains(n.forgot, bLeft()) {
 		t.Errorf("GC did not retry b's flows: forgot %v", n.forgot)
 	}
-	if _, err := f.assigner().Check(attA); err != nil {
+	if _, err := f.checkAs(attA, ctrA4); err != nil {
 		t.Errorf("CHECK of a after GC's retry: %v", err)
 	}
 }

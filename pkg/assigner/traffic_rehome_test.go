@@ -45,12 +45,12 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersEgressWithoutAGC(t *testing.T) 
 		t.Errorf("after the re-homing ADD egress is %v, want %v", n.st.Egress, want)
 	}
 	d := readDisk(t, f.stateDir())
-	for _, att := range []Attachment{attA, attB} {
+	for att, ctr := range map[Attachment]netip.Prefix{attA: ctrA4, attB: ctrB4} {
 		eg := steer.EgressOf(d.records[att.Key()].Steering)
 		if len(eg) != 1 || eg[0].Uplink != "eth0" {
 			t.Errorf("%s's record keeps egress %+v, want one rule via eth0", att, eg)
 		}
-		if _, err := f.assigner().Check(att); err != nil {
+		if _, err := f.checkAs(att, ctr); err != nil {
 			t.Errorf("CHECK of %s after the re-homing ADD: %v", att, err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestAnAddThatReHomesAnIPMovesTheOtherHoldersUplinkMarksToo(t *testing.T) {
 	if len(r.members)+len(r.marked)+len(r.routes) != 0 {
 		t.Errorf("after the re-homing ADD: members %v, marked %v, routes %v; want a's marks gone with eth1's chain and routes", r.members, r.marked, r.routes)
 	}
-	if _, err := f.assigner().Check(attA); err != nil {
+	if _, err := f.checkAs(attA, ctrA4); err != nil {
 		t.Errorf("CHECK of a after b's ADD re-homed its IP: %v", err)
 	}
 }

@@ -145,6 +145,17 @@ func (f *fixture) steered(n *fakeNAT, traffic traffic.Mode, container ...netip.P
 	f.opts.NAT, f.opts.Traffic, f.opts.Container = n, traffic, container
 }
 
+// checkAs is a CHECK of att as a runtime sends it: with the prevResult of
+// att's own ADD, which gives its container the addresses container (the
+// fixture's Container is the last ADD's).
+func (f *fixture) checkAs(att Attachment, container ...netip.Prefix) ([]netip.Addr, error) {
+	opts := f.opts
+	opts.Container = container
+	a := newAssigner(opts, f.k)
+	a.step = func(string) {}
+	return a.Check(att)
+}
+
 // twoHolders is a fixture whose a (ctrA4) and b (ctrB4) both hold v4a.
 func twoHolders(t *testing.T) (*fixture, *fakeNAT) {
 	f, n := newFixture(t), newFakeNAT()
@@ -227,7 +238,7 @@ func TestAttachmentsOnOneSubnetShareItsHairpinElement(t *testing.T) {
 		t.Fatalf("two holders on %s made hairpin elements %v, want %v", ctrA4.Masked(), n.st.Hairpin, want)
 	}
 	f.del(attB)
-	if _, err := f.assigner().Check(attA); err != nil {
+	if _, err := f.checkAs(attA, ctrA4); err != nil {
 		t.Errorf("CHECK of a after b's DEL: %v", err)
 	}
 }

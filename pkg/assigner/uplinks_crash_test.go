@@ -95,7 +95,7 @@ func TestAnUplinkChangeKilledAtAnyStepLeavesTheRoutingTheRecordsNeed(t *testing.
 					t.Errorf("after the next invocation: marked %v, members %v, routes %v; want %v, %v, %v", r.marked, r.members, r.routes, marked, members, routes)
 				}
 				if c.besideB {
-					if _, err := f.assigner().Check(attB); err != nil {
+					if _, err := f.checkAs(attB, ctrB4); err != nil {
 						t.Errorf("CHECK of b, whose IP is still held on the uplink: %v", err)
 					}
 				}

@@ -3,6 +3,7 @@ package steer
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/nat"
@@ -48,11 +49,17 @@ func Steered(rec *store.Record) []netip.Addr {
 	return out
 }
 
-// Check fails CHECK when a rule of s is missing or points elsewhere: d is
-// the comparison of the part of the table s's rules make (WantOfRecord)
-// with the table, uplinkOf each egress IP's uplink as its index has it now.
+// Check fails CHECK when a rule of rec is missing or points elsewhere, or
+// uses a container address that prevResult no longer gives: container is
+// the container's addresses as CHECK's prevResult gives them, d the
+// comparison of the part of the table rec's rules make (WantOfRecord) with
+// the table, uplinkOf each egress IP's uplink as its index has it now.
 // What is stray is no one attachment's drift: status and GC see it.
-func Check(s *store.Steering, d Diff, uplinkOf func(netip.Addr) (string, error)) error {
+func Check(rec *store.Record, container []netip.Prefix, d Diff, uplinkOf func(netip.Addr) (string, error)) error {
+	s := rec.Steering
+	if err := checkContainer(rec, container); err != nil {
+		return err
+	}
 	if d.Broken != "" {
 		return driftf("nftables table inet %s: %s", nat.TableName, d.Broken)
 	}
@@ -76,6 +83,49 @@ func Check(s *store.Steering, d Diff, uplinkOf func(netip.Addr) (string, error))
 		return driftf("%s to %s: no egress exclusion element in table inet %s, its flows are SNATed", p.Src, p.Dst, nat.TableName)
 	}
 	return nil
+}
+
+// checkContainer fails when a steered IP's target, or the source of an
+// egress rule, is not an address that container (CHECK's prevResult)
+// gives: the ADD took them from its own prevResult, and CHECK's is that
+// ADD's final result (the CNI spec), so the flows would go to, or leave
+// from, an address the runtime no longer gives the container. A later
+// plugin of the chain may add addresses, so only those the rules use
+// must be there.
+func checkContainer(rec *store.Record, container []netip.Prefix) error {
+	gives := func(a netip.Addr) bool {
+		return slices.ContainsFunc(container, func(p netip.Prefix) bool { return p.Addr() == a })
+	}
+	for _, ip := range Steered(rec) {
+		if t, _ := Target(rec.Steering, ip); !gives(t) {
+			return driftf("%s: steered to %s, which prevResult does not give the container (%s)", ip, t, givenOfFamily(container, t))
+		}
+	}
+	for _, r := range rec.Steering.Egress {
+		if !gives(r.Source) {
+			return driftf("%s: egress rule SNATs the flows of %s, which prevResult does not give the container (%s)", r.IP, r.Source, givenOfFamily(container, r.Source))
+		}
+	}
+	return nil
+}
+
+// givenOfFamily lists the container's addresses of a's family, for a
+// message.
+func givenOfFamily(container []netip.Prefix, a netip.Addr) string {
+	fam := "IPv4"
+	if a.Is6() {
+		fam = "IPv6"
+	}
+	var out []string
+	for _, p := range container {
+		if p.Addr().Is4() == a.Is4() {
+			out = append(out, p.Addr().String())
+		}
+	}
+	if len(out) == 0 {
+		return "it gives no " + fam + " address"
+	}
+	return "its " + fam + " addresses: " + strings.Join(out, ", ")
 }
 
 // checkIngress fails when an IP of s does not steer to s's target, or

@@ -99,12 +99,12 @@ func TestCheckFailsWhenAnExclusionElementIsMissing(t *testing.T) {
 		Hairpin: []netip.Prefix{ctrA4.Masked()}, Excluded: []intervals.Pair{{Src: ctrA4.Masked(), Dst: svcCIDR4}}}
 	never := func(netip.Addr) bool { return false }
 	uplink := func(netip.Addr) (string, error) { return "eth0", nil }
-	if err := Check(rec.Steering, Compare(WantOfRecord(rec, holders), st, never), uplink); err != nil {
+	if err := Check(rec, rec.Steering.Container, Compare(WantOfRecord(rec, holders), st, never), uplink); err != nil {
 		t.Fatalf("CHECK with every element there: %v", err)
 	}
 	st.Excluded = nil
 	d := Compare(WantOfRecord(rec, holders), st, never)
-	err := Check(rec.Steering, d, uplink)
+	err := Check(rec, rec.Steering.Container, d, uplink)
 	if !errors.Is(err, ErrDrift) || !strings.Contains(fmt.Sprint(err), "10.96.0.0/12") {
 		t.Errorf("CHECK with the exclusion element gone: %v, want drift naming 10.96.0.0/12", err)
 	}

@@ -177,8 +177,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	defer inv.done()
 	if inv.conf.PrevResult == nil {
-		return types.NewError(types.ErrInvalidNetworkConfig,
-			"prevResult: missing; external-ip is a chained plugin and must follow a main plugin", "")
+		return noPrevResult()
 	}
 	reqs, hold, ask, err := requests(inv, args)
 	if err == nil {
@@ -216,6 +215,14 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return cniError(err, reqs)
 	}
 	return printResult(inv.conf)
+}
+
+// noPrevResult refuses an ADD or a CHECK without the main plugin's
+// result, as other chained plugins (portmap) do: the CNI spec has the
+// runtime send it to both, and has CHECK consult it.
+func noPrevResult() error {
+	return types.NewError(types.ErrInvalidNetworkConfig,
+		"prevResult: missing; external-ip is a chained plugin and must follow a main plugin", "")
 }
 
 // refuseLocally refuses what no claim or pool could make right: an IP
@@ -287,13 +294,21 @@ func cmdDel(args *skel.CmdArgs) error {
 
 // cmdCheck reads the requests as ADD read them. An attachment that asked
 // a pool names none of the pool's IPs, so its record is checked all the
-// same, and must hold one of them.
+// same, and must hold one of them. The record's steering is held to
+// prevResult's container addresses (the assigner's Container).
 func cmdCheck(args *skel.CmdArgs) error {
 	inv, err := start(args, forOthers)
 	if err != nil {
 		return err
 	}
 	defer inv.done()
+	// Refused before the cheap return of an attachment that asked for
+	// nothing, too: a runtime that sends no prevResult breaks every
+	// chained plugin's CHECK (portmap's first), whatever this one asked,
+	// and the test costs nothing, as Load has parsed it.
+	if inv.conf.PrevResult == nil {
+		return noPrevResult()
+	}
 	reqs, _, err := namedRequests(inv, args)
 	var pool config.PoolRequest
 	if err == nil {

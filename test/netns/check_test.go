@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"maps"
 	"testing"
 )
 
@@ -95,3 +96,70 @@ const (
 	codeUnreachable = 102
 	codeDrift       = 104
 )
+
+// CHECK consults prevResult, as the CNI spec says it must: the record's
+// steering goes to the container addresses the ADD's prevResult gave, and
+// CHECK's prevResult (the chain's final result) must still give them.
+func TestCheckFailsWhenPrevResultNoLongerGivesTheContainerAddressItsIPIsSteeredTo(t *testing.T) {
+	for _, tc := range []struct {
+		traffic string
+		parts   []string // what the failing CHECK names
+	}{
+		{"both", []string{sharedIP, "steered to 10.1.0.5", "prevResult", "10.1.0.99"}},
+		{"egress", []string{sharedIP, "10.1.0.5", "prevResult", "10.1.0.99"}},
+	} {
+		t.Run(tc.traffic, func(t *testing.T) {
+			h := newHost(t)
+			conf := h.steeredConfIn("1.0.0", "10.1.0.5/24", "fd00:1::5/64", sharedIP)
+			conf["traffic"] = tc.traffic
+			h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD c1")
+			h.run(attach("CHECK", "c1", conf)).mustOK(t, "CHECK with the ADD's prevResult")
+
+			// A later plugin of the chain may add an address: the one the
+			// rules use is still the container's.
+			more := h.steeredConfIn("1.0.0", "10.1.0.5/24", "fd00:1::5/64", sharedIP)
+			more["traffic"] = tc.traffic
+			pr := more["prevResult"].(map[string]any)
+			pr["ips"] = append(pr["ips"].([]any), map[string]any{"interface": 0, "address": "10.1.0.6/24"})
+			h.run(attach("CHECK", "c1", more)).mustOK(t, "CHECK with a prevResult that also gives 10.1.0.6")
+
+			other := h.steeredConfIn("1.0.0", "10.1.0.99/24", "fd00:1::5/64", sharedIP)
+			other["traffic"] = tc.traffic
+			before := h.settledView()
+			h.run(attach("CHECK", "c1", other)).mustFail(t, "CHECK with a prevResult that gives the container 10.1.0.99 only",
+				codeDrift, tc.parts...)
+			h.mustBeUnchanged(t, "a CHECK failing on prevResult", before)
+		})
+	}
+}
+
+// The runtime must send CHECK the ADD's result; without it CHECK fails
+// as ADD does (code 7), also for an attachment that asked for nothing.
+func TestCheckWithoutPrevResultFailsAsAddDoes(t *testing.T) {
+	for _, v := range checkVersions {
+		t.Run(v, func(t *testing.T) {
+			h := newHost(t)
+			conf := h.netConf(v, map[string]any{"runtimeConfig": runtimeIPs(sharedIP)})
+			h.run(attach("ADD", "c1", conf)).mustOK(t, "ADD c1")
+			nothing := h.netConf(v, nil)
+			h.run(attach("ADD", "c2", nothing)).mustOK(t, "ADD c2, which asks for nothing")
+			before := h.settledView()
+			for _, c := range []struct {
+				id   string
+				conf map[string]any
+			}{{"c1", conf}, {"c2", nothing}} {
+				for form, edit := range map[string]func(map[string]any){
+					"absent": func(m map[string]any) { delete(m, "prevResult") },
+					"null":   func(m map[string]any) { m["prevResult"] = nil },
+				} {
+					bare := maps.Clone(c.conf)
+					edit(bare)
+					h.run(attach("CHECK", c.id, bare)).mustFail(t, "CHECK "+c.id+" with prevResult "+form, 7, "prevResult", "missing")
+				}
+			}
+			h.mustBeUnchanged(t, "CHECK without prevResult", before)
+			h.run(attach("CHECK", "c1", conf)).mustOK(t, "CHECK c1 with its prevResult")
+			h.run(attach("CHECK", "c2", nothing)).mustOK(t, "CHECK c2 with its prevResult")
+		})
+	}
+}
