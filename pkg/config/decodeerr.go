@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 )
@@ -13,16 +14,30 @@ import (
 // ("Go struct field announceRaw.announce.count of type int"), which says
 // nothing to the person who wrote the config.
 func decodeError(stdin []byte, err error) error {
+	return decodeErrorIn("", stdin, err)
+}
+
+// decodeErrorIn is decodeError for a key whose value, raw, is decoded on
+// its own (as uplinkRouting is): the fields are named under key, and a
+// value of the wrong type for the key itself by key.
+func decodeErrorIn(key string, raw []byte, err error) error {
 	var typeErr *json.UnmarshalTypeError
-	if !errors.As(err, &typeErr) || typeErr.Field == "" {
+	field := key
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		field = strings.TrimPrefix(key+"."+typeErr.Field, ".")
+	}
+	if typeErr == nil || field == "" {
+		if key != "" {
+			err = fmt.Errorf("%s: %w", key, err)
+		}
 		return decodef("decoding network config: %v", err)
 	}
 	kind, _, _ := strings.Cut(typeErr.Value, " ") // "number 3.5": the number's text follows
 	got := "a JSON " + kind
-	if v := literalBefore(stdin, typeErr.Offset); v != "" {
+	if v := literalBefore(raw, typeErr.Offset); v != "" {
 		got = v + " is " + got
 	}
-	return decodef("decoding network config: %s: %s, not %s", typeErr.Field, got, jsonKind(typeErr.Type))
+	return decodef("decoding network config: %s: %s, not %s", field, got, jsonKind(typeErr.Type))
 }
 
 // literalBefore is the JSON literal (string, number, true, false, null)

@@ -20,6 +20,12 @@ func TestAValueOfTheWrongTypeIsNamedByItsKeyAndValue(t *testing.T) {
 		{map[string]any{"allowedRanges": []any{"10.0.0.0/8", true}}, `allowedRanges: true is a JSON bool, not a string`},
 		{map[string]any{"podAnnotation": []string{"a"}}, `podAnnotation: a JSON array, not a string`},
 		{map[string]any{"announce": 7}, `announce: 7 is a JSON number, not an object`},
+		// uplinkRouting is decoded on its own, and named as a key of the config.
+		{map[string]any{"uplinkRouting": map[string]any{"table": "100"}}, `uplinkRouting.table: "100" is a JSON string, not a whole number`},
+		{map[string]any{"uplinkRouting": map[string]any{"priority": 1.5}}, `uplinkRouting.priority: 1.5 is a JSON number, not a whole number`},
+		{map[string]any{"uplinkRouting": map[string]any{"mode": false}}, `uplinkRouting.mode: false is a JSON bool, not a string`},
+		{map[string]any{"uplinkRouting": map[string]any{"gateways": map[string]any{"eth1": "192.0.2.1"}}}, `uplinkRouting.gateways: "192.0.2.1" is a JSON string, not a list`},
+		{map[string]any{"uplinkRouting": "on"}, `uplinkRouting: "on" is a JSON string, not an object`},
 	} {
 		_, err := config.Load(netConf(t, tt.keys))
 		checkErr(t, err, config.ErrDecode, tt.want)

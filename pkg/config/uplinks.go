@@ -36,7 +36,7 @@ func (c *Config) setUplinkRouting(raw *netConf) error {
 	}
 	var u uplinkRoutingRaw
 	if err := json.Unmarshal(raw.UplinkRouting, &u); err != nil {
-		return decodef("uplinkRouting: %v", err)
+		return decodeErrorIn("uplinkRouting", raw.UplinkRouting, err)
 	}
 	switch u.Mode {
 	case "", "auto":
