@@ -129,7 +129,7 @@ func checkRequested(t *testing.T, c *config.Config, ips []config.IP) {
 			t.Fatalf("%s: returned %v, not a valid zoneless address", ip.Source, a)
 		}
 		if a.Is4In6() || a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() ||
-			a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || refusedClass(a) {
 			t.Fatalf("%s: returned %v, of a class that must be refused", ip.Source, a)
 		}
 		if first, dup := seen[a]; dup {
@@ -140,6 +140,17 @@ func checkRequested(t *testing.T, c *config.Config, ips []config.IP) {
 			t.Fatalf("%s: returned %v outside allowedRanges %v", ip.Source, a, c.AllowedRanges)
 		}
 	}
+}
+
+// refusedClass says whether a lies in a class refused by its prefix:
+// "this network", reserved, IPv4-compatible IPv6.
+func refusedClass(a netip.Addr) bool {
+	for _, p := range []string{"0.0.0.0/8", "240.0.0.0/4", "::/96"} {
+		if netip.MustParsePrefix(p).Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func inRanges(a netip.Addr, ranges []netip.Prefix) bool {

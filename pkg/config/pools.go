@@ -44,12 +44,15 @@ func (r PoolRequest) FromAnnotation() bool { return r.Source == poolFromAnnotati
 func unusableRanges() []unusableRange {
 	return []unusableRange{
 		{netip.MustParsePrefix("0.0.0.0/32"), "the unspecified address"},
+		{netip.MustParsePrefix("0.0.0.0/8"), `addresses of 0.0.0.0/8 ("this network")`},
 		{netip.MustParsePrefix("127.0.0.0/8"), "loopback addresses"},
 		{netip.MustParsePrefix("169.254.0.0/16"), "link-local addresses"},
 		{netip.MustParsePrefix("224.0.0.0/4"), "multicast addresses"},
 		{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
+		{netip.MustParsePrefix("240.0.0.0/4"), "reserved addresses (240.0.0.0/4)"},
 		{netip.MustParsePrefix("::/128"), "the unspecified address"},
 		{netip.MustParsePrefix("::1/128"), "the loopback address"},
+		{netip.MustParsePrefix("::/96"), "IPv4-compatible IPv6 addresses (::/96, deprecated)"},
 		{netip.MustParsePrefix("fe80::/10"), "link-local addresses"},
 		{netip.MustParsePrefix("ff00::/8"), "multicast addresses"},
 	}

@@ -82,6 +82,7 @@ func TestAPoolMustLieInAllowedRangesAndHoldNoUnusableAddress(t *testing.T) {
 	for rng, what := range map[string]string{
 		"127.0.0.0/30": "loopback", "224.0.0.0/30": "multicast", "169.254.1.0/30": "link-local",
 		"fe80::/64": "link-local", "::1-::2": "loopback", "255.255.255.254/31": "broadcast",
+		"0.1.2.0/30": `"this network"`, "240.0.0.0/30": "reserved", "::102:300/126": "IPv4-compatible",
 	} {
 		_, err := config.Load(netConf(t, map[string]any{"allowedRanges": []string{"0.0.0.0/0", "::/0"}, "pools": map[string]any{"p": []string{rng}}}))
 		checkErr(t, err, config.ErrInvalid, `pools.p[0]: "`+rng+`" holds`, what)

@@ -135,6 +135,7 @@ func (c *Config) check(where, v string, allowed func(netip.Addr) bool) (netip.Ad
 	return netip.Addr{}, invalidf("%s: %q is outside allowedRanges %s", where, v, c.rangesText())
 }
 
+// unusable says why a can never be an external IP, "" when it can be.
 func unusable(a netip.Addr) string {
 	switch {
 	case a.Is4In6():
@@ -149,6 +150,16 @@ func unusable(a netip.Addr) string {
 		return "a link-local address"
 	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "the broadcast address"
+	case a.Is4() && a.As4()[0] == 0:
+		// RFC 1122 3.2.1.3: a host sends from it only while it learns
+		// its own address; no LAN host would route replies to it.
+		return `in 0.0.0.0/8 ("this network"), which no host may send from`
+	case a.Is4() && a.As4()[0] >= 240:
+		return "in 240.0.0.0/4, reserved" // RFC 6890: reserved for future use
+	case a.Is6() && [12]byte(a.AsSlice()) == [12]byte{}:
+		// :: and ::1 are refused above; the rest of ::/96 embeds an IPv4
+		// address the way RFC 4291 2.5.5.1 deprecated.
+		return "an IPv4-compatible IPv6 address (::/96, deprecated)"
 	}
 	return ""
 }

@@ -201,6 +201,10 @@ func TestRequestsRefusesUnusableAddressesNamingSourceAndValue(t *testing.T) {
 	annotation := func(v string) map[string]any {
 		return map[string]any{"allowedRanges": ranges, "runtimeConfig": annotations("external-ip/addresses", "192.0.2.1,"+v)}
 	}
+	// allowedRanges that let every address past: what refuses is the class.
+	anywhere := func(v string) map[string]any {
+		return map[string]any{"allowedRanges": []string{"0.0.0.0/0", "::/0"}, "runtimeConfig": map[string]any{"externalIPs": []string{v}}}
+	}
 	tests := []struct {
 		name      string
 		keys      map[string]any
@@ -224,6 +228,12 @@ func TestRequestsRefusesUnusableAddressesNamingSourceAndValue(t *testing.T) {
 		{"IPv4-mapped IPv6", static("::ffff:1.2.3.4"), "", []string{`externalIPs[1]: "::ffff:1.2.3.4" is an IPv4-mapped IPv6 address`}},
 		{"IPv4-mapped IPv6 of an allowed v4", runtime("::ffff:192.0.2.4"), "", []string{`runtimeConfig.externalIPs[0]: "::ffff:192.0.2.4" is an IPv4-mapped`}},
 		{"broadcast", static("255.255.255.255"), "", []string{`externalIPs[1]: "255.255.255.255" is the broadcast address`}},
+		{"this network", anywhere("0.1.2.3"), "", []string{`runtimeConfig.externalIPs[0]: "0.1.2.3" is in 0.0.0.0/8 ("this network"), which no host may send from`}},
+		{"this network, last", static("0.255.255.255"), "", []string{`externalIPs[1]: "0.255.255.255" is in 0.0.0.0/8`}},
+		{"reserved", anywhere("240.0.0.1"), "", []string{`runtimeConfig.externalIPs[0]: "240.0.0.1" is in 240.0.0.0/4, reserved`}},
+		{"reserved, last before broadcast", static("255.255.255.254"), "", []string{`externalIPs[1]: "255.255.255.254" is in 240.0.0.0/4, reserved`}},
+		{"IPv4-compatible IPv6", anywhere("::1.2.3.4"), "", []string{`runtimeConfig.externalIPs[0]: "::1.2.3.4" is an IPv4-compatible IPv6 address (::/96, deprecated)`}},
+		{"IPv4-compatible IPv6, low", static("::2"), "", []string{`externalIPs[1]: "::2" is an IPv4-compatible IPv6 address`}},
 		{"outside allowedRanges v4", annotation("203.0.113.5"), "",
 			[]string{`pod annotation external-ip/addresses[1]: "203.0.113.5" is outside allowedRanges [192.0.2.0/24 198.51.100.0/24 2001:db8::/32]`}},
 		{"outside allowedRanges v6", multus("2001:db9::1"), "", []string{`args.cni.externalIPs[0]: "2001:db9::1" is outside allowedRanges`}},
