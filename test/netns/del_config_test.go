@@ -18,7 +18,8 @@ func TestDelReleasesWhatItsRecordSaysWhateverTheKeysItDoesNotUse(t *testing.T) {
 		"a prevResult of a bad shape": func(c map[string]any) {
 			c["prevResult"] = map[string]any{"cniVersion": "1.0.0", "ips": "10.0.0.5/24"}
 		},
-		"a relative logFile": func(c map[string]any) { c["logFile"] = "external-ip.log" },
+		"a relative logFile":    func(c map[string]any) { c["logFile"] = "external-ip.log" },
+		"an unusable static IP": func(c map[string]any) { c["externalIPs"] = []string{"127.0.0.1"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHost(t)
