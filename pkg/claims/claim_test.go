@@ -231,3 +231,23 @@ func TestWithoutTheRuntimesPodIdentityNothingIsClaimed(t *testing.T) {
 		t.Error("claims were made")
 	}
 }
+
+// The node publishes to the plugin every pool's name and, for a pool whose
+// spec.hold says how its IPs are held, that hold and its families: the
+// plugin's STATUS checks that the LAN can reach IPs held so.
+func TestThePublishedPoolsSayTheHoldAndFamiliesOfEachPoolThatHasOne(t *testing.T) {
+	api := claimstest.New(node("n1", nil),
+		pool("edge", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace(), Hold: "route"}),
+		pool("plain", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.8/29", "2001:db8::/125"), NamespaceSelector: everyNamespace()}),
+		pool("v6", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("2001:db8:1::/125"), NamespaceSelector: everyNamespace(), Hold: "address"}))
+	n := startNode(t, api, "n1")
+	want := []nodeapi.HeldPool{{Name: "edge", Hold: "route", IPv4: true}, {Name: "v6", Hold: "address", IPv6: true}}
+	var got nodeapi.Pools
+	waitFor(t, "the pools published", func() bool {
+		got, _, _ = nodeapi.Published(n.dir)
+		return len(got.Names) == 3
+	})
+	if !slices.Equal(got.Held, want) {
+		t.Errorf("published %+v, want the held pools %+v", got, want)
+	}
+}

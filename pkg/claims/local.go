@@ -120,13 +120,15 @@ func (n *Node) dropStray(ctx context.Context, a store.Attachment, names []string
 	n.forgetRecent(a)
 }
 
-// publish tells the plugin whether the cluster has pools.
+// publish tells the plugin whether the cluster has pools, and how those
+// that say so hold their IPs (whatever their nodeSelector: a node's labels
+// may change, and the file would lag).
 func (n *Node) publish(set *pools.Set) {
-	var names []string
+	var pub nodeapi.Pools
 	for _, p := range set.All() {
-		names = append(names, p.Name())
+		pub.Add(p.Name(), p.Obj.Spec.Hold, p.Ranges.Families())
 	}
-	if err := nodeapi.Publish(n.cfg.DataDir, nodeapi.Pools{Names: names}); err != nil {
+	if err := nodeapi.Publish(n.cfg.DataDir, pub); err != nil {
 		n.log.Error("claims: publishing the pools to the plugin", "error", err)
 	}
 }

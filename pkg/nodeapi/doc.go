@@ -17,7 +17,8 @@
 //
 //	pools           written by the node process while the cluster has pools:
 //	                the plugin reads it (one open) to know whether an IP it
-//	                is asked for needs a claim. Absent: today's path, no
+//	                is asked for needs a claim, and STATUS how the pools
+//	                that say so hold their IPs. Absent: today's path, no
 //	                socket, no cost, the node process may be down.
 //	att/<key>       an attachment that asked for a claim, written by the
 //	                plugin before it asks: DEL asks for a release only for

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/external-ip/external-ip/pkg/pools/iprange"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -29,6 +30,29 @@ const (
 // Pools is what the node process publishes while the cluster has pools.
 type Pools struct {
 	Names []string `json:"pools"`
+	// Held are the pools whose spec.hold says how a node holds their IPs:
+	// STATUS checks that the LAN can reach IPs held so, as it does for the
+	// config's own hold. Absent from a file of an earlier node process.
+	Held []HeldPool `json:"held,omitempty"`
+}
+
+// HeldPool is a pool that says how its IPs are held, with the families
+// it gives.
+type HeldPool struct {
+	Name string `json:"name"`
+	Hold string `json:"hold"`
+	IPv4 bool   `json:"ipv4,omitempty"`
+	IPv6 bool   `json:"ipv6,omitempty"`
+}
+
+// Add publishes a pool: its name, and its hold with its families when it
+// says one.
+func (p *Pools) Add(name, hold string, fams []iprange.Family) {
+	p.Names = append(p.Names, name)
+	if hold != "" {
+		p.Held = append(p.Held, HeldPool{Name: name, Hold: hold,
+			IPv4: slices.Contains(fams, iprange.IPv4), IPv6: slices.Contains(fams, iprange.IPv6)})
+	}
 }
 
 // Marker is an attachment that asked for a claim: who it was, for a

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/external-ip/external-ip/pkg/pools/iprange"
 	"github.com/external-ip/external-ip/pkg/store"
 )
 
@@ -110,6 +111,24 @@ func TestPublishedPoolsComeAndGo(t *testing.T) {
 	}
 	if _, ok, _ := Published(dir); ok {
 		t.Error("no pools, still published")
+	}
+}
+
+// A pool that says how its IPs are held is published with its hold and
+// families, for STATUS; one that does not, by its name alone.
+func TestPublishedPoolsSayTheHoldAndFamiliesOfThoseThatHaveOne(t *testing.T) {
+	dir := t.TempDir()
+	var p Pools
+	p.Add("edge", "route", []iprange.Family{iprange.IPv4})
+	p.Add("plain", "", []iprange.Family{iprange.IPv4, iprange.IPv6})
+	p.Add("v6", "address", []iprange.Family{iprange.IPv6})
+	if err := Publish(dir, p); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := Published(dir)
+	want := []HeldPool{{Name: "edge", Hold: "route", IPv4: true}, {Name: "v6", Hold: "address", IPv6: true}}
+	if !ok || err != nil || !slices.Equal(got.Names, []string{"edge", "plain", "v6"}) || !slices.Equal(got.Held, want) {
+		t.Errorf("published %+v (%v, %v), want names edge, plain, v6 and held %+v", got, ok, err, want)
 	}
 }
 

@@ -207,6 +207,37 @@ func releaseClaims(inv *invocation) {
 	}
 }
 
+// poolsReady is STATUS for the cluster's pools whose spec.hold is not the
+// config's hold, as the node process publishes them: an ADD of theirs
+// holds its IPs that other way, which needs other sysctls (forwarding
+// for routes, arp_ignore 0 for addresses), so the LAN's reach is checked
+// once more, for their families. The plugin does not ask the API: the
+// file is the one an ADD reads, one open and nothing more without pools.
+// Every such pool counts, whatever its nodeSelector (publish says why).
+func poolsReady(inv *invocation) error {
+	pub, _, err := nodeapi.Published(inv.conf.DataDir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	var hold string
+	var v4, v6 bool
+	for _, p := range pub.Held {
+		if config.Hold(p.Hold) != inv.conf.Hold {
+			names, hold = append(names, p.Name), p.Hold
+			v4, v6 = v4 || p.IPv4, v6 || p.IPv6
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	inv.holdAs(hold)
+	if err := inv.as.Ready(v4, v6); err != nil {
+		return fmt.Errorf("pool %s (hold %s): %w", strings.Join(names, ", "), hold, err)
+	}
+	return nil
+}
+
 // holdAs holds the ADD's IPs as the pool says, when it says.
 func (inv *invocation) holdAs(hold string) {
 	if hold == "" || config.Hold(hold) == inv.conf.Hold {

@@ -366,6 +366,9 @@ func cmdStatus(args *skel.CmdArgs) error {
 	if err := inv.as.Ready(inv.conf.Families()); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
+	if err := poolsReady(inv); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
 
 // gcConf is a GC request for network name keeping the given containers
@@ -135,6 +137,42 @@ func TestStatusFailsWithCode50AndTheReason(t *testing.T) {
 			h.run(call{command: "STATUS", conf: conf}).mustFail(t, "STATUS", 50, c.want)
 		})
 	}
+}
+
+// A cluster pool whose spec.hold is not the config's hold makes ADDs hold
+// its IPs that other way: STATUS checks that the LAN can reach them, for
+// the pool's families, as the node process publishes them.
+func TestStatusChecksTheHoldOfTheClustersPoolsThatHoldOtherwise(t *testing.T) {
+	h := newHost(t)
+	publish := func(held ...nodeapi.HeldPool) {
+		t.Helper()
+		p := nodeapi.Pools{Names: []string{"plain"}, Held: held}
+		for _, hp := range held {
+			p.Names = append(p.Names, hp.Name)
+		}
+		if err := nodeapi.Publish(h.dataDir, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.inNode("sysctl -qw net.ipv4.conf.uplink0.forwarding=0")
+	address := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0", "hold": "address"})
+	h.run(call{command: "STATUS", conf: address}).mustOK(t, "STATUS held as addresses, without IPv4 forwarding")
+	publish()
+	h.run(call{command: "STATUS", conf: address}).mustOK(t, "STATUS with a pool that says no hold")
+	publish(nodeapi.HeldPool{Name: "v6", Hold: "route", IPv6: true})
+	h.run(call{command: "STATUS", conf: address}).mustOK(t, "STATUS with an IPv6 pool held as routes (IPv6 forwarding on)")
+	publish(nodeapi.HeldPool{Name: "edge", Hold: "route", IPv4: true})
+	h.run(call{command: "STATUS", conf: address}).mustFail(t, "STATUS with an IPv4 pool held as routes, without IPv4 forwarding",
+		50, "pool edge", "hold route", "net.ipv4.conf.uplink0.forwarding")
+	h.inNode("sysctl -qw net.ipv4.conf.uplink0.forwarding=1")
+	h.run(call{command: "STATUS", conf: address}).mustOK(t, "STATUS once IPv4 forwarding is on")
+
+	h.inNode("sysctl -qw net.ipv4.conf.uplink0.arp_ignore=1")
+	route := h.gcConf("net-a", nil, map[string]any{"uplink": "uplink0", "hold": "route"})
+	h.run(call{command: "STATUS", conf: route}).mustOK(t, "STATUS held as routes, the same pool held as routes, arp_ignore 1")
+	publish(nodeapi.HeldPool{Name: "edge", Hold: "route", IPv4: true}, nodeapi.HeldPool{Name: "lan", Hold: "address", IPv4: true, IPv6: true})
+	h.run(call{command: "STATUS", conf: route}).mustFail(t, "STATUS with a pool held as addresses, arp_ignore 1",
+		50, "pool lan", "hold address", "arp_ignore")
 }
 
 func TestCorruptStateIsNamedWithCode5AndRepairRecovers(t *testing.T) {
