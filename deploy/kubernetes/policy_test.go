@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/external-ip/external-ip/pkg/claims"
+	"github.com/external-ip/external-ip/pkg/claims/leader"
 )
 
 // policy reads a shipped ValidatingAdmissionPolicy.
@@ -267,14 +267,14 @@ func TestTheBindingsNameThePoliciesAndTheParametersTheNodeProcessKeeps(t *testin
 			t.Errorf("%s: the policy's paramKind %v, the binding's paramRef %v", f, p.Spec.ParamKind, b.Spec.ParamRef)
 		}
 		if p.Spec.ParamKind != nil && p.Spec.ParamKind.Kind == "ConfigMap" &&
-			(b.Spec.ParamRef.Name != claims.PolicyParams || b.Spec.ParamRef.Namespace != daemonSetNamespace(t)) {
-			t.Errorf("%s: reads ConfigMap %s/%s; the leader writes %s/%s", f, b.Spec.ParamRef.Namespace, b.Spec.ParamRef.Name, daemonSetNamespace(t), claims.PolicyParams)
+			(b.Spec.ParamRef.Name != leader.PolicyParams || b.Spec.ParamRef.Namespace != daemonSetNamespace(t)) {
+			t.Errorf("%s: reads ConfigMap %s/%s; the leader writes %s/%s", f, b.Spec.ParamRef.Namespace, b.Spec.ParamRef.Name, daemonSetNamespace(t), leader.PolicyParams)
 		}
 	}
 	role := all["role.yaml"].(*rbacv1.Role)
-	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, claims.LeaseName) }) ||
-		!slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, claims.PolicyParams) }) {
-		t.Errorf("role.yaml names neither the Lease %s nor the ConfigMap %s", claims.LeaseName, claims.PolicyParams)
+	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, leader.LeaseName) }) ||
+		!slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.ResourceNames, leader.PolicyParams) }) {
+		t.Errorf("role.yaml names neither the Lease %s nor the ConfigMap %s", leader.LeaseName, leader.PolicyParams)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/claims"
 	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
+	"github.com/external-ip/external-ip/pkg/claims/leader"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -154,7 +155,7 @@ func nodeScenario(t *testing.T) ([]request, map[string]*corev1.Pod) {
 		Ranges: []v1alpha1.Range{"198.51.100.0/24"}}}))
 	var state string
 	waitUntil(t, "the leader's work done", func() bool {
-		cm, err := api.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), "external-ip", claims.PolicyParams)
+		cm, err := api.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), "external-ip", leader.PolicyParams)
 		l, _ := api.Tracker.List(v1alpha1.Claims, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.ClaimKind), "")
 		var names []string
 		if l != nil {

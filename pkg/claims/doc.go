@@ -26,12 +26,10 @@
 //     nobody holds, with its UID and resourceVersion as preconditions;
 //     a StatefulSet's claim stays with its ordinal.
 //   - The node reconciles its own holders with the plugin's intents and
-//     carries out the releases DELs deferred; the node process that holds
-//     the Lease reconciles the cluster: holders whose pod object is gone
-//     (read live, compared by UID: never while the pod exists), a
-//     StatefulSet's claims below its range or of a StatefulSet gone (known
-//     by its name: one made again under it keeps the claims), the
-//     pools' status, and the admission policy's view of the pools.
+//     carries out the releases DELs deferred. The node process that holds
+//     the Lease reconciles the cluster: package leader, which this package
+//     runs and hands the node as leader.Node (its caches, its pools and
+//     their counts, its writes of claims).
 //   - For the standby watch (Standby), a claim names the IP's active node:
 //     its first holder's, then the node that took the IP over; the watch
 //     asks it from the cache, and a takeover's write never holds the
@@ -40,8 +38,8 @@
 // Every refusal is an Event on the pod and a count for the metrics; the
 // pod is annotated with what it got. It touches nothing on the host but
 // its own files under dataDir/claims (package nodeapi's), and of the
-// cluster only claims, pool status, its Lease and ConfigMap, and the pods'
-// annotation and label; apiclient makes its clients (and bounds their
-// requests), trimmed the leader's informers of pods and StatefulSets,
+// cluster only claims and the pods' annotation and label (the leader, pool
+// status, its Lease and ConfigMap); apiclient makes its clients (and bounds
+// their requests), trimmed the leader's informers of pods and StatefulSets,
 // claimstest is a fake API server for its tests.
 package claims

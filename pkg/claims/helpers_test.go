@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -13,17 +12,14 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/apiclient"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
-	"github.com/external-ip/external-ip/pkg/store"
 )
 
 func quiet() *slog.Logger {
@@ -89,64 +85,21 @@ func clientsOf(api *claimstest.API) *apiclient.Clients {
 	return &apiclient.Clients{Kube: api.Kube, Pools: api.Pools, Claims: api.Claims}
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func pool(name string, spec v1alpha1.ExternalIPPoolSpec) *v1alpha1.ExternalIPPool {
-	return &v1alpha1.ExternalIPPool{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()}, Spec: spec}
-}
-
-func ranges(r ...string) []v1alpha1.Range {
-	out := make([]v1alpha1.Range, len(r))
-	for i, s := range r {
-		out[i] = v1alpha1.Range(s)
-	}
-	return out
-}
-
-func everyNamespace() *metav1.LabelSelector { return &metav1.LabelSelector{} }
-
-func namespace(name string, labels map[string]string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-}
-
-func node(name string, labels map[string]string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-}
-
-func pod(ns, name, nodeName string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
-		Spec: corev1.PodSpec{NodeName: nodeName}}
-}
-
-func statefulSet(ns, name string, replicas int32) *appsv1.StatefulSet {
-	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-sts-" + name)},
-		Spec: appsv1.StatefulSetSpec{Replicas: &replicas}}
-}
-
-// setPod is pod ordinal of set, with a UID of its own (each incarnation).
-func setPod(set *appsv1.StatefulSet, ordinal int, nodeName, incarnation string) *corev1.Pod {
-	p := pod(set.Namespace, fmt.Sprintf("%s-%d", set.Name, ordinal), nodeName)
-	p.UID = types.UID(string(p.UID) + "-" + incarnation)
-	p.Labels = map[string]string{appsv1.PodIndexLabel: fmt.Sprint(ordinal)}
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set.Name, UID: set.UID, Controller: ptrTo(true)}}
-	return p
-}
+// The objects and waits of claimstest, shared with the leader's tests.
+var (
+	waitFor        = claimstest.WaitFor
+	pool           = claimstest.Pool
+	ranges         = claimstest.Ranges
+	everyNamespace = claimstest.EveryNamespace
+	namespace      = claimstest.Namespace
+	node           = claimstest.Node
+	pod            = claimstest.Pod
+	statefulSet    = claimstest.StatefulSet
+	setPod         = claimstest.SetPod
+	attachment     = claimstest.Attachment
+)
 
 func ptrTo[T any](v T) *T { return &v }
-
-// attachment is the attachment of p's sandbox (one per container ID).
-func attachment(p *corev1.Pod, sandbox string) store.Attachment {
-	return store.Attachment{Network: "pods", ContainerID: string(p.UID) + "-" + sandbox, IfName: "eth0"}
-}
 
 // claimFor asks as the plugin does: the intent first, then the request.
 func (n *testNode) claimFor(t *testing.T, p *corev1.Pod, sandbox, pool string, addrs ...string) nodeapi.Response {
@@ -185,15 +138,7 @@ func (n *testNode) release(t *testing.T, p *corev1.Pod, sandbox string) {
 // claimsNow are the claims on the server, name -> claim.
 func claimsNow(t *testing.T, api *claimstest.API) map[string]*v1alpha1.ExternalIPClaim {
 	t.Helper()
-	l, err := api.Claims.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*v1alpha1.ExternalIPClaim{}
-	for i := range l.Items {
-		out[l.Items[i].Name] = &l.Items[i]
-	}
-	return out
+	return api.ClaimsNow(t)
 }
 
 func addrsOf(r nodeapi.Response) string {

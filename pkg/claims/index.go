@@ -104,3 +104,18 @@ func (n *Node) used(pool string, f pools.Family) int {
 	keys, _ := n.claims.GetIndexer().IndexKeys(byPoolFamily, poolFamilyKey(pool, f))
 	return len(keys)
 }
+
+// PoolCounts are every pool's numbers as this node's cache has them: the
+// metrics' and, on the leader, the pools' status.
+func (n *Node) PoolCounts() []pools.Count {
+	var out []pools.Count
+	for _, p := range n.set.Load().All() {
+		c := pools.Count{Pool: p.Name()}
+		if p.Ranges != nil {
+			c.Size = p.Ranges.Total()
+		}
+		c.Used = int64(n.used(p.Name(), pools.IPv4) + n.used(p.Name(), pools.IPv6))
+		out = append(out, c)
+	}
+	return out
+}

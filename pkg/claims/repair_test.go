@@ -18,6 +18,7 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
+	"github.com/external-ip/external-ip/pkg/claims/leader"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 	"github.com/external-ip/external-ip/test/logbuf"
 )
@@ -171,7 +172,7 @@ func (n *testNode) drainNotes(t *testing.T, api *claimstest.API, marker *corev1.
 // the test needs held.
 func leaseHeldElsewhere() *coordinationv1.Lease {
 	now := metav1.NewMicroTime(time.Now())
-	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: "external-ip"},
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leader.LeaseName, Namespace: "external-ip"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("elsewhere"), LeaseDurationSeconds: ptrTo(int32(3600)), AcquireTime: &now, RenewTime: &now}}
 }
 

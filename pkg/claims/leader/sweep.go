@@ -1,107 +1,22 @@
-package claims
+package leader
 
 import (
 	"context"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/apiclient"
-	"github.com/external-ip/external-ip/pkg/claims/trimmed"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
 )
-
-// LeaseName is the Lease, in the node process's namespace, that elects the
-// one node process that reconciles the cluster's claims.
-const LeaseName = "external-ip-claims"
-
-// lead takes part in the election until ctx ends, reconciling the
-// cluster's claims while it leads.
-func (n *Node) lead(ctx context.Context) {
-	client := n.cfg.Clients.Election
-	if client == nil {
-		client = n.cfg.Clients.Kube
-	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: n.cfg.Namespace},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: n.cfg.NodeName},
-	}
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			ReleaseOnCancel: true, Name: LeaseName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					n.log.Info("claims: leading the cluster's reconciliation", "node", n.cfg.NodeName)
-					n.reconcile(ctx)
-				},
-				OnStoppedLeading: func() { n.log.Info("claims: no longer leading", "node", n.cfg.NodeName) },
-			},
-		})
-	}
-}
-
-// leader is the state of one term of leadership.
-type leader struct {
-	*Node
-	pods, sets cache.SharedIndexInformer
-	kick       chan struct{}
-}
-
-// reconcile sweeps every claim now, on every change that may free one, and
-// every SweepEvery, until the term ends.
-func (n *Node) reconcile(ctx context.Context) {
-	f, holders := trimmed.Holders(n.cfg.Clients.Kube)
-	sets, setsInformer := trimmed.StatefulSets(n.cfg.Clients.Kube)
-	l := &leader{Node: n, pods: holders, sets: setsInformer, kick: make(chan struct{}, 1)}
-	kick := cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { l.kickNow() }, UpdateFunc: func(any, any) { l.kickNow() }}
-	l.pods.AddEventHandler(kick)
-	l.sets.AddEventHandler(kick)
-	// A holder gone, a pool to count: until the term ends.
-	if reg, err := n.claims.AddEventHandler(kick); err == nil {
-		defer n.claims.RemoveEventHandler(reg)
-	}
-	if reg, err := n.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { l.kickNow() }, UpdateFunc: func(any, any) { l.kickNow() }}); err == nil {
-		defer n.pools.RemoveEventHandler(reg)
-	}
-	f.Start(ctx.Done())
-	sets.Start(ctx.Done())
-	defer f.Shutdown()
-	defer sets.Shutdown()
-	f.WaitForCacheSync(ctx.Done())
-	sets.WaitForCacheSync(ctx.Done())
-	t := time.NewTicker(n.cfg.SweepEvery)
-	defer t.Stop()
-	for {
-		l.sweep(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-l.kick:
-		}
-	}
-}
-
-func (l *leader) kickNow() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-}
 
 // sweep releases what nobody holds any more, and tells the pools' status
 // and the admission policy what there is.
 func (l *leader) sweep(ctx context.Context) {
-	for _, o := range l.claims.GetStore().List() {
+	for _, o := range l.Claims().GetStore().List() {
 		if ctx.Err() != nil {
 			return
 		}
@@ -121,7 +36,7 @@ func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
 		if l.podAlive(ctx, c.Spec.Owner.Namespace, h.Pod, h.PodUID) {
 			continue
 		}
-		if err := l.removeHolder(ctx, c.Name, holderAttachment(h)); err != nil {
+		if err := l.RemoveHolder(ctx, c.Name, h); err != nil {
 			l.log.Warn("claims: releasing the holder of a gone pod", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod, "error", err)
 			continue
 		}
@@ -130,11 +45,11 @@ func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
 	if len(c.Spec.Holders) > 0 || l.ordinalWanted(ctx, c) {
 		return
 	}
-	if err := l.deleteClaim(ctx, c); err != nil && !apierrors.IsConflict(err) {
+	if err := l.DeleteClaim(ctx, c); err != nil && !apierrors.IsConflict(err) {
 		l.log.Warn("claims: deleting a claim nobody holds", "claim", c.Name, "error", err)
 		return
 	}
-	l.log.Info("claims: deleted a claim nobody holds", "claim", c.Name, "owner", ownerKey(c.Spec.Owner))
+	l.log.Info("claims: deleted a claim nobody holds", "claim", c.Name, "pool", c.Spec.Pool, "namespace", c.Spec.Owner.Namespace)
 }
 
 // podAlive says whether the pod with that UID exists; an answer it cannot
@@ -198,7 +113,7 @@ func (l *leader) statefulSet(ctx context.Context, ns, name string) (*appsv1.Stat
 // keeps it now, so that the claim says which one holds the ordinal.
 func (l *leader) followStatefulSet(ctx context.Context, name string, set *appsv1.StatefulSet) {
 	changed := false
-	err := l.update(ctx, name, func(c *v1alpha1.ExternalIPClaim) bool {
+	err := l.Update(ctx, name, func(c *v1alpha1.ExternalIPClaim) bool {
 		ref := c.Spec.Owner.StatefulSet
 		changed = ref != nil && ref.Name == set.Name && ref.UID != string(set.UID)
 		if changed {

@@ -1,4 +1,4 @@
-package claims
+package leader
 
 import (
 	"context"
@@ -20,36 +20,13 @@ import (
 // ranges (pools.Set.Published), written by the leader.
 const PolicyParams = "external-ip-pools"
 
-// PoolCount is one pool's numbers, for the status and the metrics.
-type PoolCount struct {
-	Pool       string
-	Size, Used int64
-}
-
-// Free is what is left, at least 0.
-func (c PoolCount) Free() int64 { return max(c.Size-c.Used, 0) }
-
-// PoolCounts are every pool's numbers as this node's cache has them.
-func (n *Node) PoolCounts() []PoolCount {
-	var out []PoolCount
-	for _, p := range n.set.Load().All() {
-		c := PoolCount{Pool: p.Name()}
-		if p.Ranges != nil {
-			c.Size = p.Ranges.Total()
-		}
-		c.Used = int64(n.used(p.Name(), pools.IPv4) + n.used(p.Name(), pools.IPv6))
-		out = append(out, c)
-	}
-	return out
-}
-
 // writeStatus gives every pool its counts and its Ready condition.
 func (l *leader) writeStatus(ctx context.Context) {
-	counts := map[string]PoolCount{}
-	for _, c := range l.PoolCounts() {
+	counts := map[string]pools.Count{}
+	for _, c := range l.Counts() {
 		counts[c.Pool] = c
 	}
-	for _, p := range l.set.Load().All() {
+	for _, p := range l.Set().All() {
 		want := p.Obj.DeepCopy()
 		c := counts[p.Name()]
 		want.Status.Size, want.Status.Used, want.Status.Free = c.Size, c.Used, c.Free()
@@ -77,7 +54,7 @@ func (l *leader) updateStatus(ctx context.Context, p *v1alpha1.ExternalIPPool) e
 
 // writePolicyParams keeps the admission policy's view of the pools.
 func (l *leader) writePolicyParams(ctx context.Context) {
-	data := l.set.Load().Published()
+	data := l.Set().Published()
 	cms := l.cfg.Clients.Kube.CoreV1().ConfigMaps(l.cfg.Namespace)
 	cm, err := cms.Get(ctx, PolicyParams, metav1.GetOptions{})
 	switch {
