@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -192,4 +193,37 @@ func TestAPodThatAsksAnotherPoolBeforeItsADDKeepsOnlyThatPoolsClaim(t *testing.T
 		cs := ownersClaims(t, api, p)
 		return len(cs) == 1 && cs[0].Spec.Pool == "b"
 	})
+}
+
+// The pod's early claims are made, but the informer has not seen their
+// creates when the pod's ADD comes: the ADD adopts them (kept as made
+// here until the cache shows them), never a second IP of a family; a
+// StatefulSet's pod, whose claims are its ordinal's, alike.
+func TestAnADDBeforeTheCacheShowsItsPodsEarlyClaimsAdoptsThem(t *testing.T) {
+	set := statefulSet("a", "db", 1)
+	for _, p := range []*corev1.Pod{asking("a", "web", "n1", "dual"), setPod(set, 0, "n1", "1")} {
+		t.Run(p.Name, func(t *testing.T) {
+			p.Annotations = map[string]string{"external-ip/pool": "dual"}
+			api := claimstest.New(namespace("a", nil), node("n1", nil), set,
+				pool("dual", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29", "2001:db8::/125"), NamespaceSelector: everyNamespace()}))
+			n := startNode(t, api, "n1")
+			api.HideNextCreate()
+			defer api.HideNextCreate()()
+			if _, err := api.Kube.CoreV1().Pods("a").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the two early claims on the server", func() bool { return len(claimsNow(t, api)) == 2 })
+			early := map[string]bool{}
+			for _, c := range claimsNow(t, api) {
+				if n.cached(netip.MustParseAddr(c.Spec.Address)) != nil {
+					t.Fatalf("the cache shows early claim %s, whose create the watch was to hide", c.Name)
+				}
+				early[c.Spec.Address] = true
+			}
+			resp := n.claimFor(t, p, "s1", "dual")
+			if got := claimsNow(t, api); len(resp.Addresses) != 2 || !early[resp.Addresses[0].String()] || !early[resp.Addresses[1].String()] || len(got) != 2 {
+				t.Fatalf("the ADD got %+v and the server has %d claims; want the early claims' %v, and no other claim", resp, len(got), early)
+			}
+		})
+	}
 }

@@ -6,9 +6,10 @@
 // copy, and a delete's preconditions. It records every request, so that a
 // test can compare them with the RBAC rules. A test can make it misbehave
 // as a real server and its network may: a create that commits but whose
-// answer is lost and whose watch event comes late (LoseNextCreate), and
-// another client's delete and create of a claim between a read and a
-// write (RemakeBefore).
+// answer is lost and whose watch event comes late (LoseNextCreate), a
+// create or deletes whose watch events come late (HideNextCreate,
+// HideDeletes), and another client's delete and create of a claim between
+// a read and a write (RemakeBefore).
 package claimstest
 
 import (
@@ -41,11 +42,14 @@ type API struct {
 
 	mu sync.Mutex
 	rv int64
-	// loseCreates is how many of the next creates lose their answer;
-	// held are the names whose watch events wait for echo's close.
-	loseCreates int
-	held        map[string]bool
-	echo        chan struct{}
+	// loseCreates is how many of the next creates lose their answer,
+	// hideCreates how many answer but are held from the watches, and
+	// hideDeletes holds every delete from them; held are the names whose
+	// watch events wait for echo's close.
+	loseCreates, hideCreates int
+	hideDeletes              bool
+	held                     map[string]bool
+	echo                     chan struct{}
 	// remakes are the claims to make anew before the next request of a
 	// verb on their name.
 	remakes map[[2]string]*v1alpha1.ExternalIPClaim
@@ -140,17 +144,20 @@ func (a *API) create(action k8stesting.Action) (bool, runtime.Object, error) {
 	m, _ := meta.Accessor(o)
 	a.remakeFor(action, m.GetName())
 	a.stamp(o)
-	lose := a.loseCreates > 0
-	if lose {
+	lose, hide := a.loseCreates > 0, a.hideCreates > 0
+	if lose || hide {
 		a.held[m.GetName()] = true // before the tracker tells its watchers
 	}
 	if err := a.Tracker.Create(action.GetResource(), o, action.GetNamespace()); err != nil {
 		delete(a.held, m.GetName())
 		return true, nil, err
 	}
-	if lose {
+	switch {
+	case lose:
 		a.loseCreates--
 		return true, nil, apierrors.NewTimeoutError("request did not complete within the allowed duration", 1)
+	case hide:
+		a.hideCreates--
 	}
 	return true, o, nil
 }
@@ -196,6 +203,9 @@ func (a *API) delete(action k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewConflict(d.GetResource().GroupResource(), d.Name, fmt.Errorf("precondition failed"))
 		}
 	}
+	if a.hideDeletes {
+		a.held[d.Name] = true // before the tracker tells its watchers
+	}
 	return true, nil, a.Tracker.Delete(d.GetResource(), d.GetNamespace(), d.Name)
 }
 
@@ -235,13 +245,37 @@ func (a *API) LoseNextCreate() (echo func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.loseCreates++
-	return func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		clear(a.held)
-		close(a.echo)
-		a.echo = make(chan struct{})
-	}
+	return a.release
+}
+
+// HideNextCreate makes the next create of one of our kinds commit and
+// answer, but its watch event wait until echo is called: a watch that
+// lags behind the create's answer, as the informer's often does.
+func (a *API) HideNextCreate() (echo func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hideCreates++
+	return a.release
+}
+
+// HideDeletes makes every delete of one of our kinds, until echo is
+// called, commit but its watch event wait: the caches keep showing what
+// the server no longer has.
+func (a *API) HideDeletes() (echo func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hideDeletes = true
+	return a.release
+}
+
+// release sends on the watch events held, and hides no more deletes.
+func (a *API) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hideDeletes = false
+	clear(a.held)
+	close(a.echo)
+	a.echo = make(chan struct{})
 }
 
 // RemakeBefore deletes the claim of c's name and makes c in its place
