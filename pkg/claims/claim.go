@@ -301,7 +301,8 @@ func (g *grant) exhausted(p *pools.Pool, f pools.Family) *nodeapi.Response {
 }
 
 // named claims an IP the pod named, for its namespace: made if absent,
-// joined if the namespace owns it already, refused if another does.
+// joined if the namespace owns it already, refused if another does or a
+// pool gave it to another pod (mayName).
 func (g *grant) named(ip netip.Addr) *nodeapi.Response {
 	p := g.n.set.Load().Covering(ip)
 	if p == nil {
@@ -312,13 +313,6 @@ func (g *grant) named(ip netip.Addr) *nodeapi.Response {
 		return resp
 	}
 	ns := g.who.pod.Namespace
-	owned := func(c *v1alpha1.ExternalIPClaim) *nodeapi.Response {
-		if c.Spec.Owner.Namespace != ns {
-			r := refuse(nodeapi.ReasonOwnedElsewhere, "%s: is owned by namespace %s; a pod of namespace %s may not hold it", ip, c.Spec.Owner.Namespace, ns)
-			return &r
-		}
-		return nil
-	}
 	create := g.n.cached(ip) == nil
 	for range 5 { // a claim deleted between our look and our join: again
 		if create {
@@ -333,7 +327,7 @@ func (g *grant) named(ip netip.Addr) *nodeapi.Response {
 				return &r
 			}
 		}
-		resp := g.join(ip, owned)
+		resp := g.join(ip, g.mayName)
 		if create = resp == retryJoin; create {
 			continue
 		}
@@ -344,6 +338,32 @@ func (g *grant) named(ip netip.Addr) *nodeapi.Response {
 	}
 	r := unavailable("claim %s: changed under every try", v1alpha1.ClaimName(ip))
 	return &r
+}
+
+// mayName refuses the pod a claim of another namespace, naming only that
+// namespace (never another tenant's pods), and one drawn from a pool for
+// another owner of its own: a pool's IP is its pod's, or its StatefulSet
+// ordinal's, alone; a pod naming it would take a share of its flows.
+func (g *grant) mayName(c *v1alpha1.ExternalIPClaim) *nodeapi.Response {
+	o, ns := c.Spec.Owner, g.who.pod.Namespace
+	var r nodeapi.Response
+	switch k := ownerKey(o); {
+	case o.Namespace != ns:
+		r = refuse(nodeapi.ReasonOwnedElsewhere, "%s: is owned by namespace %s; a pod of namespace %s may not hold it", c.Spec.Address, o.Namespace, ns)
+	case k != "" && k != ownerKey(g.who.poolOwner()):
+		r = refuse(nodeapi.ReasonOwnedByAnotherPod, "%s: was drawn from pool %s for %s; no other pod may hold it", c.Spec.Address, c.Spec.Pool, ownerName(o))
+	default:
+		return nil
+	}
+	return &r
+}
+
+// ownerName names a pool claim's owner, to a pod of its namespace.
+func ownerName(o v1alpha1.ClaimOwner) string {
+	if o.StatefulSet != nil {
+		return fmt.Sprintf("StatefulSet %s/%s's ordinal %d", o.Namespace, o.StatefulSet.Name, o.StatefulSet.Ordinal)
+	}
+	return "pod " + o.Namespace + "/" + o.Pod.Name
 }
 
 // retryJoin is join's answer when the claim went away under it.

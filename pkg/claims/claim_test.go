@@ -94,6 +94,59 @@ func TestTwoNodesRacingForEveryIPOfAPoolNeverGiveOneTwice(t *testing.T) {
 	}
 }
 
+// An IP drawn from a pool is its owner's (the pod, or the StatefulSet's
+// ordinal): another pod of the namespace naming it is refused, naming the
+// IP, the pool and the owner, and gets no share of the owner's flows; the
+// owner naming it again (another sandbox, the ordinal's next pod) joins
+// it; a pod of another namespace is refused naming the namespace alone.
+func TestAPoolsIPIsRefusedToAnyPodButItsOwnerThatNamesIt(t *testing.T) {
+	set := statefulSet("team-a", "db", 1)
+	web, db0, db0next := pod("team-a", "web", "n1"), setPod(set, 0, "n1", "1"), setPod(set, 0, "n1", "2")
+	other, far := pod("team-a", "other", "n1"), pod("team-b", "far", "n1")
+	api := claimstest.New(namespace("team-a", nil), namespace("team-b", nil), node("n1", nil), set, web, db0, other, far,
+		pool("p", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
+	n := startNode(t, api, "n1")
+	for _, tc := range []struct {
+		owner, next *corev1.Pod
+		what        string
+	}{
+		{web, web, "pod team-a/web"},
+		{db0, db0next, "StatefulSet team-a/db's ordinal 0"},
+	} {
+		drawn := n.claimFor(t, tc.owner, "s1", "p")
+		if len(drawn.Addresses) != 1 {
+			t.Fatalf("%s's pool ADD: %+v", tc.owner.Name, drawn)
+		}
+		ip := drawn.Addresses[0].String()
+		r := n.claimFor(t, other, "s1", "", ip)
+		want := ip + ": was drawn from pool p for " + tc.what + "; no other pod may hold it"
+		if r.Reason != nodeapi.ReasonOwnedByAnotherPod || r.Message != want {
+			t.Errorf("another pod of the namespace naming %s: %+v; want refused %s %q", ip, r, nodeapi.ReasonOwnedByAnotherPod, want)
+		}
+		if r := n.claimFor(t, far, "s1", "", ip); r.Reason != nodeapi.ReasonOwnedElsewhere || strings.Contains(r.Message, tc.owner.Name) {
+			t.Errorf("a pod of another namespace naming %s: %+v; want refused %s, naming no pod", ip, r, nodeapi.ReasonOwnedElsewhere)
+		}
+		if c := claimsNow(t, api)[ip]; c == nil || len(c.Spec.Holders) != 1 || c.Spec.Holders[0].PodUID != string(tc.owner.UID) {
+			t.Fatalf("claim of %s: %+v; want held by %s alone", ip, c, tc.owner.Name)
+		}
+		if tc.next != tc.owner {
+			n.release(t, tc.owner, "s1")
+			if err := api.Kube.CoreV1().Pods("team-a").Delete(context.Background(), tc.owner.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := api.Kube.CoreV1().Pods("team-a").Create(context.Background(), tc.next, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := n.claimFor(t, tc.next, "s2", "", ip); addrsOf(r) != ip {
+			t.Errorf("the owner (%s) naming its own %s: %+v; want it", tc.next.Name, ip, r)
+		}
+	}
+	waitFor(t, "the refusal's event on the other pod", func() bool {
+		return slices.ContainsFunc(eventsOn(t, api, other), func(e string) bool { return strings.HasPrefix(e, "Warning OwnedByAnotherPod: ") })
+	})
+}
+
 func TestANamedIPIsSharedWithinItsNamespaceAndRefusedToAnotherNamingTheOwner(t *testing.T) {
 	a1, a2, b := pod("team-a", "a1", "n1"), pod("team-a", "a2", "n1"), pod("team-b", "b", "n1")
 	api := claimstest.New(namespace("team-a", nil), namespace("team-b", nil), node("n1", nil), a1, a2, b,

@@ -21,7 +21,8 @@
 //     before its ADD goes with its claim.
 //   - An IP a pod names is claimed for its namespace: made if absent,
 //     joined (optimistic concurrency) if the namespace owns it, refused
-//     naming the owning namespace (never its pods) if another does.
+//     naming the owning namespace (never its pods) if another does; an IP
+//     a pool drew for a pod or an ordinal is refused to any other.
 //   - A release takes the attachment off its claims and deletes a claim
 //     nobody holds, with its UID and resourceVersion as preconditions;
 //     a StatefulSet's claim stays with its ordinal.

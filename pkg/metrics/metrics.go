@@ -80,7 +80,7 @@ func New(version, revision, dataDir string, others ...string) *Metrics {
 	m.pools = &poolCollector{}
 	m.allocFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "external_ip_allocation_failures_total",
-		Help: "Claims this node process refused or could not decide, by reason: PoolExhausted, UnknownPool, NamespaceNotAdmitted, NodeNotAdmitted, OwnedByAnotherNamespace, NotInAnyPool, PoolNotReady, NoPodIdentity, Unavailable.",
+		Help: "Claims this node process refused or could not decide, by reason: PoolExhausted, UnknownPool, NamespaceNotAdmitted, NodeNotAdmitted, OwnedByAnotherNamespace, OwnedByAnotherPod, NotInAnyPool, PoolNotReady, NoPodIdentity, Unavailable.",
 	}, []string{"reason"})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "external_ip_build_info",

@@ -28,7 +28,7 @@ func TestAllocationFailuresCountByReason(t *testing.T) {
 	m.Refused("PoolExhausted")
 	m.Refused("Unavailable")
 	expect(t, m, `
-# HELP external_ip_allocation_failures_total Claims this node process refused or could not decide, by reason: PoolExhausted, UnknownPool, NamespaceNotAdmitted, NodeNotAdmitted, OwnedByAnotherNamespace, NotInAnyPool, PoolNotReady, NoPodIdentity, Unavailable.
+# HELP external_ip_allocation_failures_total Claims this node process refused or could not decide, by reason: PoolExhausted, UnknownPool, NamespaceNotAdmitted, NodeNotAdmitted, OwnedByAnotherNamespace, OwnedByAnotherPod, NotInAnyPool, PoolNotReady, NoPodIdentity, Unavailable.
 # TYPE external_ip_allocation_failures_total counter
 external_ip_allocation_failures_total{reason="PoolExhausted"} 2
 external_ip_allocation_failures_total{reason="Unavailable"} 1

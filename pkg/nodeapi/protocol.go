@@ -43,6 +43,7 @@ const (
 	ReasonNamespaceNotAdmitted = "NamespaceNotAdmitted"
 	ReasonNodeNotAdmitted      = "NodeNotAdmitted"
 	ReasonOwnedElsewhere       = "OwnedByAnotherNamespace"
+	ReasonOwnedByAnotherPod    = "OwnedByAnotherPod"
 	ReasonNotInAnyPool         = "NotInAnyPool"
 	ReasonNoPodIdentity        = "NoPodIdentity"
 )
