@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
@@ -263,18 +264,58 @@ func elsewhere(resp *nodeapi.Response) bool { return resp == retryJoin || resp =
 // Kubernetes' Service allocator does, so that two nodes seldom try the
 // same IP first), then in order, an IP that no cached claim has
 // (pools.FreeIndexes), made with create-if-absent. Losing a race
-// (AlreadyExists) moves on to the next IP; having tried every IP, the pool
-// is exhausted.
+// (AlreadyExists) moves on to the next IP. Having tried every IP, or the
+// cache holding a claim of each, it asks the server (allocateListed)
+// before it answers that the pool is exhausted.
+func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
+	if uint64(g.n.used(p.Name(), f)) < p.Ranges.Size(f) {
+		taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
+		if ip, resp := g.createFree(p, f, owner, taken); ip.IsValid() || resp != nil {
+			return ip, resp
+		}
+	}
+	return g.allocateListed(p, f, owner)
+}
+
+// allocateListed is allocate once the cache finds no free IP: the cache
+// may not have seen the deletes of claims yet (a rollout in a small pool:
+// the old pod's claim deleted, the new pod's ADD the next moment). One
+// LIST of the pool's claims, by its label, says which IPs are free on the
+// server (with no resourceVersion, a consistent read: every delete
+// committed is in it). Its cost is bounded by the path: only a request
+// that would be refused as exhausted lists, once a family, and the list
+// returns the pool's claims alone, about as many as the cache holds of it
+// already (a claim of each IP of the family, or every create tried found
+// its IP taken): a pool that fills is small enough for a node to cache
+// whole; a large one's free IPs the cache finds, and it never lists.
+func (g *grant) allocateListed(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
+	sel := labels.Set{v1alpha1.LabelPool: p.Name()}.String()
+	l, err := g.n.cfg.Clients.Claims.List(g.ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		r := unavailable("listing the claims of pool %s: %v", p.Name(), err)
+		return netip.Addr{}, &r
+	}
+	claimed := map[netip.Addr]bool{}
+	for _, c := range l.Items {
+		if ip, err := netip.ParseAddr(c.Spec.Address); err == nil && pools.FamilyOf(ip) == f && p.Ranges.Covers(ip) {
+			claimed[ip] = true
+		}
+	}
+	taken := func(i uint64) bool { return claimed[p.Ranges.At(f, i)] }
+	if ip, resp := g.createFree(p, f, owner, taken); ip.IsValid() || resp != nil {
+		return ip, resp
+	}
+	return netip.Addr{}, g.exhausted(p, f, len(claimed))
+}
+
+// createFree makes, for owner, the claim of the first IP of family f that
+// taken does not have, in FreeIndexes' order; none made (each IP taken, or
+// made meanwhile by another node) is the zero Addr and no answer.
 // The claim made is kept among those made here until the cache shows it,
 // so that the owner's next look (its ADD, or an early claim) finds it.
-func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
-	size := p.Ranges.Size(f)
-	if uint64(g.n.used(p.Name(), f)) >= size {
-		return netip.Addr{}, g.exhausted(p, f)
-	}
-	taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
+func (g *grant) createFree(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner, taken func(uint64) bool) (netip.Addr, *nodeapi.Response) {
 	k := earlyKey{ownerKey(owner), p.Name(), f}
-	for i := range pools.FreeIndexes(size, g.n.randN, taken) {
+	for i := range pools.FreeIndexes(p.Ranges.Size(f), g.n.randN, taken) {
 		ip := p.Ranges.At(f, i)
 		c, err := g.n.create(g.ctx, newClaim(ip, p.Name(), owner, g.holder))
 		if err == nil {
@@ -291,12 +332,12 @@ func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwne
 			return netip.Addr{}, &r
 		}
 	}
-	return netip.Addr{}, g.exhausted(p, f)
+	return netip.Addr{}, nil
 }
 
-func (g *grant) exhausted(p *pools.Pool, f pools.Family) *nodeapi.Response {
+func (g *grant) exhausted(p *pools.Pool, f pools.Family, claimed int) *nodeapi.Response {
 	r := refuse(nodeapi.ReasonPoolExhausted, "external-ip/pool: pool %s has no free %s address (%d of %d claimed; kubectl get externalipclaims -l %s=%s)",
-		p.Name(), f, g.n.used(p.Name(), f), p.Ranges.Size(f), v1alpha1.LabelPool, p.Name())
+		p.Name(), f, claimed, p.Ranges.Size(f), v1alpha1.LabelPool, p.Name())
 	return &r
 }
 

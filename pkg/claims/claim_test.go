@@ -11,10 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/claimstest"
 	"github.com/external-ip/external-ip/pkg/nodeapi"
+	"github.com/external-ip/external-ip/pkg/pools"
 )
 
 func TestAPoolRequestGetsOneFreeIPOfEachFamilyAndARepeatGetsTheSame(t *testing.T) {
@@ -145,6 +147,46 @@ func TestAPoolsIPIsRefusedToAnyPodButItsOwnerThatNamesIt(t *testing.T) {
 	waitFor(t, "the refusal's event on the other pod", func() bool {
 		return slices.ContainsFunc(eventsOn(t, api, other), func(e string) bool { return strings.HasPrefix(e, "Warning OwnedByAnotherPod: ") })
 	})
+}
+
+// A rollout in a small pool: the old pod's claim is deleted, and the new
+// pod's ADD comes before the cache has seen the delete. The pool is full
+// only in the cache: the ADD asks the server (one LIST of the pool's
+// claims) and takes the IP freed; a pool full on the server too is
+// refused as exhausted, after its one LIST.
+func TestAPoolFullOnlyInTheCacheGivesTheIPTheServerHasFreed(t *testing.T) {
+	old, other, next, last := pod("a", "old", "n1"), pod("a", "other", "n1"), pod("a", "next", "n1"), pod("a", "last", "n1")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), old, other, next, last,
+		pool("tiny", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.1-192.0.2.2"), NamespaceSelector: everyNamespace()}))
+	n := startNode(t, api, "n1")
+	freed, r := n.claimFor(t, old, "s1", "tiny"), n.claimFor(t, other, "s1", "tiny")
+	if len(freed.Addresses) != 1 || len(r.Addresses) != 1 {
+		t.Fatalf("the first two ADDs: %+v, %+v; want an IP each", freed, r)
+	}
+	waitFor(t, "both claims cached", func() bool { return n.used("tiny", pools.IPv4) == 2 })
+	defer api.HideDeletes()()
+	n.release(t, old, "s1")
+	if n.cached(freed.Addresses[0]) == nil {
+		t.Fatal("the cache saw the delete that the watch was to hide")
+	}
+	from := len(api.Ours.Actions())
+	if r := n.claimFor(t, next, "s1", "tiny"); addrsOf(r) != freed.Addresses[0].String() {
+		t.Fatalf("the new pod's ADD, the pool full only in the cache: %+v; want the freed %s", r, freed.Addresses[0])
+	}
+	r = n.claimFor(t, last, "s1", "tiny")
+	want := "external-ip/pool: pool tiny has no free IPv4 address (2 of 2 claimed; kubectl get externalipclaims -l external-ip.io/pool=tiny)"
+	if r.Reason != nodeapi.ReasonPoolExhausted || r.Message != want {
+		t.Errorf("an ADD in a pool full on the server: %+v; want refused %s %q", r, nodeapi.ReasonPoolExhausted, want)
+	}
+	lists := 0
+	for _, a := range api.Ours.Actions()[from:] {
+		if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "externalipclaims" && !l.GetListRestrictions().Labels.Empty() {
+			lists++
+		}
+	}
+	if lists != 2 {
+		t.Errorf("the two ADDs listed the pool's claims %d times; want once each", lists)
+	}
 }
 
 func TestANamedIPIsSharedWithinItsNamespaceAndRefusedToAnotherNamingTheOwner(t *testing.T) {

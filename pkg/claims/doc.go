@@ -9,9 +9,10 @@
 //     now), else a free one: from a random place in the pool, the next IP no
 //     cached claim has, made with Create; AlreadyExists (another node won
 //     the race) moves on to the next. Having tried every IP, the pool is
-//     exhausted. Lookups go through the informer's indexes (by pool and
-//     family, by owner, by holder's attachment and node): no request lists
-//     the claims.
+//     exhausted once one list of its claims on the server agrees (the
+//     cache may lag behind deletes). Other lookups go through the
+//     informer's indexes (by pool and family, by owner, by holder's
+//     attachment and node).
 //   - A pod scheduled to this node that asks a pool by its annotation is
 //     claimed for at once, as its ADD would be, with a pending holder (this
 //     node and the pod, no attachment yet): the create is done long before
