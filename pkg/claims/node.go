@@ -133,8 +133,12 @@ func (n *Node) Run(ctx context.Context) error {
 	// The queue's goroutines run from New: shut down on every return,
 	// before the caches synced too.
 	defer n.early.queue.ShutDown()
-	go n.claims.RunWithContext(ctx)
-	go n.pools.RunWithContext(ctx)
+	// Their handlers write this node's files (the pools the plugin reads):
+	// none may still be running when Run returns.
+	var informers sync.WaitGroup
+	defer informers.Wait()
+	informers.Go(func() { n.claims.RunWithContext(ctx) })
+	informers.Go(func() { n.pools.RunWithContext(ctx) })
 	n.kube.Start(ctx.Done())
 	n.local.Start(ctx.Done())
 	defer n.kube.Shutdown()
