@@ -38,31 +38,6 @@ const (
 // request, which the node process serves when the config has no such pool.
 func (r PoolRequest) FromAnnotation() bool { return r.Source == poolFromAnnotation }
 
-// unusableRanges are address classes a pool may not cover: no IP of them
-// can be an external IP (requests.go's unusable). Made when a config has
-// pools, not at every start.
-func unusableRanges() []unusableRange {
-	return []unusableRange{
-		{netip.MustParsePrefix("0.0.0.0/32"), "the unspecified address"},
-		{netip.MustParsePrefix("0.0.0.0/8"), `addresses of 0.0.0.0/8 ("this network")`},
-		{netip.MustParsePrefix("127.0.0.0/8"), "loopback addresses"},
-		{netip.MustParsePrefix("169.254.0.0/16"), "link-local addresses"},
-		{netip.MustParsePrefix("224.0.0.0/4"), "multicast addresses"},
-		{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
-		{netip.MustParsePrefix("240.0.0.0/4"), "reserved addresses (240.0.0.0/4)"},
-		{netip.MustParsePrefix("::/128"), "the unspecified address"},
-		{netip.MustParsePrefix("::1/128"), "the loopback address"},
-		{netip.MustParsePrefix("::/96"), "IPv4-compatible IPv6 addresses (::/96, deprecated)"},
-		{netip.MustParsePrefix("fe80::/10"), "link-local addresses"},
-		{netip.MustParsePrefix("ff00::/8"), "multicast addresses"},
-	}
-}
-
-type unusableRange struct {
-	prefix netip.Prefix
-	what   string
-}
-
 // setPools reads `pools` (name -> ranges) and runtimeConfig's pool
 // request. A pool's ranges must lie in allowedRanges, which stays the
 // admin's one statement of what this network may hold; pools may not
@@ -121,10 +96,8 @@ func (c *Config) readPool(name string, texts []string) (LocalPool, error) {
 	allowed := c.allowedSet()
 	for i, r := range rs {
 		where := fmt.Sprintf("%s[%d]: %q", field, i, r.Text)
-		for _, u := range unusableRanges() {
-			if r.Cover.Overlaps(netipx.RangeOfPrefix(u.prefix)) {
-				return LocalPool{}, invalidf("%s holds %s", where, u.what)
-			}
+		if what := iprange.Unusable(r); what != "" {
+			return LocalPool{}, invalidf("%s holds %s", where, what)
 		}
 		if len(c.AllowedRanges) == 0 {
 			return LocalPool{}, invalidf("%s refused: allowedRanges is empty, and a pool's ranges must lie in it", where)

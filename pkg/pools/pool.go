@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
+	"github.com/external-ip/external-ip/pkg/pools/iprange"
 )
 
 // Reasons a pool gives no IP, its Ready condition's reason.
@@ -92,6 +93,9 @@ func read(o *v1alpha1.ExternalIPPool) *Pool {
 	}
 	var err error
 	if p.Ranges, err = ParseRanges(texts); err == nil {
+		err = usable(p.Ranges)
+	}
+	if err == nil {
 		p.namespaces, err = selector("spec.namespaceSelector", o.Spec.NamespaceSelector, labels.Nothing())
 	}
 	if err == nil {
@@ -101,6 +105,18 @@ func read(o *v1alpha1.ExternalIPPool) *Pool {
 		p.Reason, p.Refused = ReasonInvalid, err.Error()
 	}
 	return p
+}
+
+// usable refuses a range of addresses no external IP may be, as the
+// plugin refuses a node-local pool of them: the CRD's schema and the
+// admission policies check a range's form, not its class.
+func usable(rs Ranges) error {
+	for i, r := range rs {
+		if what := iprange.Unusable(r); what != "" {
+			return fmt.Errorf("spec.ranges[%d]: %q holds %s", i, r.Text, what)
+		}
+	}
+	return nil
 }
 
 func selector(field string, s *metav1.LabelSelector, unset labels.Selector) (labels.Selector, error) {

@@ -90,3 +90,26 @@ func TestPublishedBoundsAreTheKeysOfEachRangesEnds(t *testing.T) {
 		t.Errorf("published %q, want %q", got, want)
 	}
 }
+
+// A pool covering addresses no external IP may be (the plugin refuses a
+// node-local pool of them) gives none, and says which range and why.
+func TestAPoolCoveringUnusableAddressesGivesNone(t *testing.T) {
+	set := Resolve([]*v1alpha1.ExternalIPPool{
+		pool("lo", 0, v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/28", "126.255.255.250-127.0.0.5")}),
+		pool("mc", 0, v1alpha1.ExternalIPPoolSpec{Ranges: ranges("ff02::/120")}),
+		pool("ok", 0, v1alpha1.ExternalIPPoolSpec{Ranges: ranges("198.51.100.0/28")}),
+	})
+	for name, want := range map[string]string{
+		"lo": `spec.ranges[1]: "126.255.255.250-127.0.0.5" holds loopback addresses`,
+		"mc": `spec.ranges[0]: "ff02::/120" holds multicast addresses`,
+		"ok": "",
+	} {
+		p := set.Get(name)
+		if p.Refused != want || p.Ready() != (want == "") {
+			t.Errorf("pool %s: ready %v, %q; want %q", name, p.Ready(), p.Refused, want)
+		}
+	}
+	if p := set.Covering(netip.MustParseAddr("192.0.2.1")); p == nil || p.Name() != "lo" {
+		t.Errorf("192.0.2.1 lies in %v, want pool lo (which gives nothing, so that the refusal names it)", p)
+	}
+}
