@@ -36,6 +36,30 @@ func (l *link) lanHolds(t *testing.T, addr netip.Addr) {
 	ip(t, args...)
 	if addr.Is6() {
 		l.waitLANMulticast(t)
+		l.waitLANJoined(t, addr)
+	}
+}
+
+// waitLANJoined waits for the LAN end to have joined addr's solicited-node
+// group: even with nodad the kernel joins it from its address work queue
+// (addrconf_dad_begin), which a loaded machine runs late, and until then
+// the LAN end drops the probe's solicitation, which asks once.
+func (l *link) waitLANJoined(t *testing.T, addr netip.Addr) {
+	t.Helper()
+	a := addr.As16()
+	group := netip.AddrFrom16([16]byte{0: 0xff, 1: 0x02, 11: 0x01, 12: 0xff, 13: a[13], 14: a[14], 15: a[15]})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := exec.Command("ip", "-n", l.lanName(), "-6", "maddr", "show", "dev", lanIf).CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); err == nil && len(f) >= 2 && f[0] == "inet6" && f[1] == group.String() {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s joined no %s (the solicited-node group of %s) within 5s: %v %s", lanIf, group, addr, err, out)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
