@@ -107,3 +107,15 @@ func TestOverlapNamesTheRangesThatShareAnIP(t *testing.T) {
 		t.Error("192.0.2.0/28 and 192.0.2.16-192.0.2.20 share no IP")
 	}
 }
+
+// A range that spans the IPv4-mapped block with neither end in it covers
+// mapped addresses all the same.
+func TestARangeAcrossTheIPv4MappedBlockIsUnusable(t *testing.T) {
+	rs, err := Parse("pools.p", []string{"::fffe:0:0-::1:0:0:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Unusable(rs[0]); got != "IPv4-mapped IPv6 addresses" {
+		t.Errorf("Unusable(%s) = %q, want the IPv4-mapped class", rs[0].Text, got)
+	}
+}

@@ -6,26 +6,33 @@ import (
 	"go4.org/netipx"
 )
 
-// Unusable says which class of address no external IP may be of that r
-// covers, "" when it covers none. A node-local pool of the plugin's
-// config and a cluster's ExternalIPPool are both refused such a range: a
-// pod given one of its IPs would have a loopback, link-local, multicast or
-// reserved address held for it on the node, which no LAN host routes to.
-// The classes are those the plugin refuses a named IP of (package config,
-// unusable), as ranges.
+// Class is a class of address that no external IP may be: a pod given one
+// would have a loopback, link-local, multicast or reserved address held
+// for it on the node, which no LAN host routes to.
+type Class struct {
+	Prefix netip.Prefix
+	What   string
+}
+
+// Unusable says which class of Classes r covers, the first in their order,
+// "" when it covers none. A node-local pool of the plugin's config and a
+// cluster's ExternalIPPool are both refused such a range, and so is a pool
+// at `kubectl apply` (deploy/kubernetes/policy-pool-ranges.yaml, whose list
+// a test holds to this one). The classes are those the plugin refuses a
+// named IP of (package config, unusable), as ranges.
 func Unusable(r Range) string {
-	for _, u := range unusableRanges() {
-		if r.Cover.Overlaps(netipx.RangeOfPrefix(u.prefix)) {
-			return u.what
+	for _, c := range Classes() {
+		if r.Cover.Overlaps(netipx.RangeOfPrefix(c.Prefix)) {
+			return c.What
 		}
 	}
 	return ""
 }
 
-// unusableRanges is made when a pool is read, not at every start of the
+// Classes are made when a pool is read, not at every start of the
 // plugin, which links this package.
-func unusableRanges() []unusableRange {
-	return []unusableRange{
+func Classes() []Class {
+	return []Class{
 		{netip.MustParsePrefix("0.0.0.0/32"), "the unspecified address"},
 		{netip.MustParsePrefix("0.0.0.0/8"), `addresses of 0.0.0.0/8 ("this network")`},
 		{netip.MustParsePrefix("127.0.0.0/8"), "loopback addresses"},
@@ -36,12 +43,10 @@ func unusableRanges() []unusableRange {
 		{netip.MustParsePrefix("::/128"), "the unspecified address"},
 		{netip.MustParsePrefix("::1/128"), "the loopback address"},
 		{netip.MustParsePrefix("::/96"), "IPv4-compatible IPv6 addresses (::/96, deprecated)"},
+		// Neither end of a range may be one (ParseRanges), but a range may
+		// span them.
+		{netip.MustParsePrefix("::ffff:0:0/96"), "IPv4-mapped IPv6 addresses"},
 		{netip.MustParsePrefix("fe80::/10"), "link-local addresses"},
 		{netip.MustParsePrefix("ff00::/8"), "multicast addresses"},
 	}
-}
-
-type unusableRange struct {
-	prefix netip.Prefix
-	what   string
 }
