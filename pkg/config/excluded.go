@@ -47,6 +47,14 @@ func excludedCIDR(s string) (netip.Prefix, error) {
 		return p, errors.New("is an IPv4-mapped IPv6 CIDR; write it as IPv4")
 	case p != p.Masked():
 		return p, fmt.Errorf("has host bits set; write %s", p.Masked())
+	case p.Bits() == 0:
+		// SNAT to the external IP would never apply to the family, which
+		// a config means to say with traffic, if at all.
+		fam := "IPv4"
+		if p.Addr().Is6() {
+			fam = "IPv6"
+		}
+		return p, fmt.Errorf("excludes every %s destination, so no %s egress would take the external IP: remove it, or say traffic \"ingress\"", fam, fam)
 	}
 	return p, nil
 }

@@ -25,6 +25,9 @@ func TestEgressExcludedCIDRsRefusesABadCIDRNamingTheKeyAndTheValue(t *testing.T)
 		{"10.244.0.0/33", "not a CIDR"},
 		{"fe80::/64%eth0", "not a CIDR"},
 		{"::ffff:10.0.0.0/104", "IPv4-mapped"},
+		// Every destination kept from SNAT is egress steering off.
+		{"0.0.0.0/0", "excludes every IPv4 destination"},
+		{"::/0", "excludes every IPv6 destination"},
 	} {
 		_, err := config.Load(netConf(t, map[string]any{"egressExcludedCIDRs": []string{"10.96.0.0/12", c.value}}))
 		checkErr(t, err, config.ErrInvalid, "egressExcludedCIDRs[1]", fmt.Sprintf("%q", c.value), c.says)

@@ -50,7 +50,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mark: %#x is not one contiguous run of bits", c.Mask)
 	}
 	last := int64(c.Table) + int64(c.Slots())
-	if c.Table < 1 || last > 1<<31-1 || (c.Table < 256 && last >= 253) {
+	switch {
+	case c.Table < 1:
+		return fmt.Errorf("table: %d: must be at least 1", c.Table)
+	case last > 1<<31-1:
+		return fmt.Errorf("table: %d: its uplinks' tables %d to %d pass the kernel's last, %d", c.Table, int64(c.Table)+1, last, 1<<31-1)
+	case c.Table < 256 && last >= 253:
 		return fmt.Errorf("table: %d: tables %d to %d must avoid 0 and 253 to 255 (default, main, local)", c.Table, c.Table+1, last)
 	}
 	if c.Priority < 1 || c.Priority+1 >= 32766 {

@@ -31,3 +31,20 @@ func TestValidateRefusesMasksTablesAndPrioritiesThatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// Each refusal of the table says its own reason.
+func TestValidateSaysWhyATableCannotWork(t *testing.T) {
+	for _, tc := range []struct {
+		table int
+		says  string
+	}{
+		{0, "table: 0: must be at least 1"},
+		{240, "table: 240: tables 241 to 255 must avoid 0 and 253 to 255 (default, main, local)"},
+		{4000000000, "table: 4000000000: its uplinks' tables 4000000001 to 4000000015 pass the kernel's last, 2147483647"},
+	} {
+		err := Config{Mask: 0x0f000000, Table: tc.table, Priority: 4240}.Validate()
+		if err == nil || err.Error() != tc.says {
+			t.Errorf("table %d: %v, want %q", tc.table, err, tc.says)
+		}
+	}
+}
