@@ -209,7 +209,9 @@ func (i *Installer) installBinary(u *undo, st undoStore) (bool, error) {
 		return false, err
 	}
 	cur, meta, err := atomicfile.ReadRegular(i.BinDir, BinaryName)
-	if err != nil || bytes.Equal(cur, want) {
+	// Our bytes that no runtime can run (a chmod) are written again, as
+	// other bytes are.
+	if err != nil || bytes.Equal(cur, want) && meta.Mode&0o111 != 0 {
 		return false, err
 	}
 	if u.Binary == nil {

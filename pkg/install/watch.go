@@ -223,14 +223,15 @@ func (wt *watcher) loop(ctx context.Context, w *fsnotify.Watcher) error {
 }
 
 // relevant: a config file the runtime would read changed, or our binary
-// did. Our temp files (.tmp) and undo directory are not config files. Our
-// own rename of the binary is an event too: the install it raises finds
-// the binary in place and writes nothing, so it ends there.
+// did, its mode too (a chmod leaves it unrunnable). Our temp files (.tmp)
+// and undo directory are not config files. Our own rename of the binary
+// is an event too: the install it raises finds the binary in place and
+// writes nothing, so it ends there.
 func (wt *watcher) relevant(ev fsnotify.Event) bool {
-	if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename|fsnotify.Remove) == 0 {
-		return false
+	if ev.Name == filepath.Join(wt.i.BinDir, BinaryName) {
+		return ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename|fsnotify.Remove|fsnotify.Chmod) != 0
 	}
-	return ev.Name == filepath.Join(wt.i.BinDir, BinaryName) || slices.Contains(confExts, filepath.Ext(ev.Name))
+	return ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename|fsnotify.Remove) != 0 && slices.Contains(confExts, filepath.Ext(ev.Name))
 }
 
 // arm schedules a chaining in d, or at the end of a storm back-off.

@@ -324,7 +324,11 @@ func TestWatchRestoresARemovedBinaryWithinASecond(t *testing.T) {
 	eventually(t, 10*time.Second, "first chain", n.chained(t, "10-bridge.conflist"))
 	bin := filepath.Join(n.bin, BinaryName)
 	want, _ := os.ReadFile(n.exe)
-	restored := func() bool { b, err := os.ReadFile(bin); return err == nil && string(b) == string(want) }
+	restored := func() bool {
+		b, err := os.ReadFile(bin)
+		fi, serr := os.Stat(bin)
+		return err == nil && serr == nil && string(b) == string(want) && fi.Mode().Perm() == 0o755
+	}
 	for _, c := range []struct {
 		how    string
 		change func()
@@ -332,6 +336,8 @@ func TestWatchRestoresARemovedBinaryWithinASecond(t *testing.T) {
 		{"removed", func() { os.Remove(bin) }},
 		{"replaced with other bytes", func() { rewrite(t, n.bin, BinaryName, "#!/bin/sh\n# someone else's\n", t.TempDir()) }},
 		{"written over in place", func() { writeFile(t, bin, "#!/bin/sh\n# truncated", 0o755) }},
+		// Its bytes are ours, but no runtime can run it.
+		{"made not executable", func() { os.Chmod(bin, 0o644) }},
 	} {
 		time.Sleep(3 * watchSettle) // the events of the last restore are spent
 		c.change()
@@ -348,11 +354,11 @@ func TestWatchRestoresARemovedBinaryWithinASecond(t *testing.T) {
 	if fi2, err := os.Stat(bin); err != nil || !os.SameFile(fi, fi2) {
 		t.Errorf("the binary was written again with nothing changed (%v): the watch answers its own write", err)
 	}
-	if c := strings.Count(logs.String(), "installed the plugin binary"); c != 4 {
-		t.Errorf("the binary was written %d times, want 4 (the install and three restores):\n%s", c, logs)
+	if c := strings.Count(logs.String(), "installed the plugin binary"); c != 5 {
+		t.Errorf("the binary was written %d times, want 5 (the install and four restores):\n%s", c, logs)
 	}
 	if strings.Contains(logs.String(), "rewrite storm") {
-		t.Errorf("three restores counted as a storm:\n%s", logs)
+		t.Errorf("four restores counted as a storm:\n%s", logs)
 	}
 }
 
