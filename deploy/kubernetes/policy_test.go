@@ -2,12 +2,14 @@ package kubernetes
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	"go4.org/netipx"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/external-ip/external-ip/pkg/claims/leader"
+	"github.com/external-ip/external-ip/pkg/pools/iprange"
 )
 
 // policy reads a shipped ValidatingAdmissionPolicy.
@@ -133,7 +136,7 @@ func TestThePoolPolicyRefusesReversedAndOverlappingRangesNamingThem(t *testing.T
 		{[]string{"2001:db8::a-2001:db8::9"}, "spec.ranges: 2001:db8::a-2001:db8::9 has first after last"},
 		{[]string{"2001:db8:1::-2001:db8::ffff"}, "has first after last"},
 		{[]string{"2001:db8::ffff-2001:db8::1:0"}, ""},
-		{[]string{"::1-::2"}, ""},
+		{[]string{"::1:0:0:1-::1:0:0:2"}, ""},
 		{[]string{"192.0.2.0/24", "192.0.2.128/25"}, "spec.ranges: 192.0.2.0/24 and 192.0.2.128/25 overlap"},
 		{[]string{"192.0.2.0/28", "192.0.2.10-192.0.2.20"}, "spec.ranges: 192.0.2.0/28 and 192.0.2.10-192.0.2.20 overlap"},
 		{[]string{"192.0.2.1-192.0.2.40", "192.0.2.16/28"}, "spec.ranges: 192.0.2.1-192.0.2.40 and 192.0.2.16/28 overlap"},
@@ -146,6 +149,68 @@ func TestThePoolPolicyRefusesReversedAndOverlappingRangesNamingThem(t *testing.T
 			t.Errorf("ranges %q: %q, want %q", tc.ranges, msgs, tc.want)
 		}
 	}
+}
+
+// The pool policy refuses a range that covers a class of address no
+// external IP may be, naming the first class it covers, exactly as the
+// node processes do (package iprange): ranges at and around every class's
+// bounds, as CIDRs and as first-last, are judged by both.
+func TestThePoolPolicyRefusesRangesOfUnusableAddressesAsTheNodesDo(t *testing.T) {
+	p := policy(t, "policy-pool-ranges.yaml")
+	refused, passed := 0, 0
+	for _, text := range aroundUnusable() {
+		rs, err := iprange.ParseRanges([]string{text})
+		if err != nil {
+			continue // the CRD's schema refuses it before the policy
+		}
+		want := ""
+		if what := iprange.Unusable(rs[0]); what != "" {
+			want, refused = "spec.ranges: "+text+" holds "+what, refused+1
+		} else {
+			passed++
+		}
+		msgs, _ := evaluate(t, p, admission{object: poolParams("p", []string{text}, nil)})
+		if got := strings.Join(msgs, "\n"); got != want {
+			t.Errorf("range %s: %q, want %q", text, got, want)
+		}
+	}
+	if refused < 20 || passed < 20 {
+		t.Errorf("%d ranges refused and %d passed: the samples miss one side", refused, passed)
+	}
+}
+
+// aroundUnusable are ranges at and around the bounds of every class of
+// address no external IP may be: the class, its parent and the blocks of
+// its length beside it as CIDRs; single addresses beside it; first-last
+// ranges that end at its first IP, begin at its last, and stop just short
+// of it on either side.
+func aroundUnusable() []string {
+	out := []string{"::fffe:0:0-::1:0:0:0"}
+	cidr := func(a netip.Addr, bits int) {
+		if a.IsValid() && bits >= 0 {
+			out = append(out, netip.PrefixFrom(a, bits).Masked().String())
+		}
+	}
+	span := func(a, b netip.Addr) {
+		if a.IsValid() && b.IsValid() {
+			out = append(out, a.String()+"-"+b.String())
+		}
+	}
+	for _, c := range iprange.Classes() {
+		r, bits := netipx.RangeOfPrefix(c.Prefix), c.Prefix.Bits()
+		first, last := r.From(), r.To()
+		cidr(first, bits)
+		cidr(first, bits-1)
+		cidr(first.Prev(), bits)
+		cidr(last.Next(), bits)
+		cidr(first.Prev(), first.BitLen())
+		cidr(last.Next(), last.BitLen())
+		span(first.Prev(), first)
+		span(last, last.Next())
+		span(first.Prev().Prev(), first.Prev())
+		span(last.Next(), last.Next().Next())
+	}
+	return out
 }
 
 func TestThePoolOverlapPolicyRefusesAPoolThatSharesAnIPWithAnotherNamingBoth(t *testing.T) {

@@ -86,6 +86,10 @@ claims_pool() {
 step "the policies refuse what the node would"
 expect_fail "a reversed range is refused at the API" "192.0.2.20-192.0.2.3 has first after last" \
   claims_pool reversed '["192.0.2.20-192.0.2.3"]'
+expect_fail "a range of loopback addresses is refused at the API" "spec.ranges: 127.0.0.0/29 holds loopback addresses" \
+  claims_pool loopback '["127.0.0.0/29"]'
+expect_fail "a range reaching into IPv6 multicast is refused at the API" "spec.ranges: feff::ffff-ff00::1 holds multicast addresses" \
+  claims_pool multicast '["2001:db8::/64", "feff::ffff-ff00::1"]'
 expect_fail "a range written with host bits is refused by the schema" "a CIDR must have no host bits set" \
   claims_pool sloppy '["192.0.2.1/24"]'
 require "a pool of 50 IPs" claims_pool fifty '["198.51.100.1-198.51.100.50"]'
