@@ -346,3 +346,40 @@ func TestThePublishedPoolsSayTheHoldAndFamiliesOfEachPoolThatHasOne(t *testing.T
 		t.Errorf("published %+v, want the held pools %+v", got, want)
 	}
 }
+
+// A pool's hold is published only where its nodeSelector admits the node,
+// and follows the node's labels: the plugin's STATUS must not fail on
+// every node for a pool held otherwise on a few.
+func TestThePublishedHoldsFollowTheNodesLabels(t *testing.T) {
+	edge := &metav1.LabelSelector{MatchLabels: map[string]string{"edge": "true"}}
+	api := claimstest.New(node("n1", nil),
+		pool("edge", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace(), Hold: "route", NodeSelector: edge}),
+		pool("all", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("2001:db8::/125"), NamespaceSelector: everyNamespace(), Hold: "address"}))
+	n := startNode(t, api, "n1")
+	held := func(want ...string) func() bool {
+		return func() bool {
+			got, _, _ := nodeapi.Published(n.dir)
+			var names []string
+			for _, h := range got.Held {
+				names = append(names, h.Name)
+			}
+			return len(got.Names) == 2 && slices.Equal(names, want)
+		}
+	}
+	waitFor(t, "only pool all's hold, on a node pool edge leaves out", held("all"))
+	label := func(labels map[string]string) {
+		t.Helper()
+		no, err := api.Kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		no.Labels = labels
+		if _, err := api.Kube.CoreV1().Nodes().Update(context.Background(), no, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(map[string]string{"edge": "true"})
+	waitFor(t, "both holds once the node is labelled edge", held("all", "edge"))
+	label(nil)
+	waitFor(t, "pool edge's hold gone with the label", held("all"))
+}

@@ -121,12 +121,19 @@ func (n *Node) dropStray(ctx context.Context, a store.Attachment, names []string
 }
 
 // publish tells the plugin whether the cluster has pools, and how those
-// that say so hold their IPs (whatever their nodeSelector: a node's labels
-// may change, and the file would lag).
+// that say so and admit this node hold their IPs: STATUS checks only
+// those, so that a pool held otherwise on a few nodes does not make every
+// other node's network not ready. The Node's cached labels decide; the
+// file follows them (nodeInformer).
 func (n *Node) publish(set *pools.Set) {
+	labels, _ := n.cachedNodeLabels()
 	var pub nodeapi.Pools
 	for _, p := range set.All() {
-		pub.Add(p.Name(), p.Obj.Spec.Hold, p.Ranges.Families())
+		hold := p.Obj.Spec.Hold
+		if !p.AdmitsNode(labels) {
+			hold = ""
+		}
+		pub.Add(p.Name(), hold, p.Ranges.Families())
 	}
 	if err := nodeapi.Publish(n.cfg.DataDir, pub); err != nil {
 		n.log.Error("claims: publishing the pools to the plugin", "error", err)

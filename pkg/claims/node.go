@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,9 @@ type Node struct {
 	kube   informers.SharedInformerFactory // namespaces
 	local  informers.SharedInformerFactory // this node's pods and Node
 	set    atomic.Pointer[pools.Set]
-	synced atomic.Bool
+	// poolsMu serialises poolsChanged.
+	poolsMu sync.Mutex
+	synced  atomic.Bool
 	// locks serialise the calls of one attachment: a release waits for a
 	// claim still under way.
 	locks  keyedMutex
@@ -122,8 +125,17 @@ func (n *Node) nodeInformer() {
 	lw := listWatch(n.cfg.Clients.Kube.CoreV1().Nodes(), func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", n.cfg.NodeName).String()
 	}, n.cfg.Clients.Kube)
-	n.local.InformerFor(&corev1.Node{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+	inf := n.local.InformerFor(&corev1.Node{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 		return cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})
+	})
+	// The pools published to the plugin follow the node's labels.
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { n.poolsChanged() },
+		UpdateFunc: func(old, cur any) {
+			if !maps.Equal(old.(*corev1.Node).Labels, cur.(*corev1.Node).Labels) {
+				n.poolsChanged()
+			}
+		},
 	})
 }
 
@@ -164,9 +176,12 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// poolsChanged reads the pools again and publishes to the plugin whether
-// there are any.
+// poolsChanged reads the pools again and publishes them to the plugin. The
+// pools' and the Node's handlers both call it: one at a time, so that an
+// older read never overwrites a newer.
 func (n *Node) poolsChanged() {
+	n.poolsMu.Lock()
+	defer n.poolsMu.Unlock()
 	var objs []*v1alpha1.ExternalIPPool
 	for _, o := range n.pools.GetStore().List() {
 		objs = append(objs, o.(*v1alpha1.ExternalIPPool))

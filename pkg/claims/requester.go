@@ -74,8 +74,8 @@ func (n *Node) namespaceLabels(ctx context.Context, name string) (map[string]str
 // nodeLabels are this node's labels; a node not yet cached has none, which
 // a pool without nodeSelector admits and one with it does not.
 func (n *Node) nodeLabels(ctx context.Context) map[string]string {
-	if o, ok, _ := n.local.InformerFor(&corev1.Node{}, nil).GetStore().GetByKey(n.cfg.NodeName); ok {
-		return o.(*corev1.Node).Labels
+	if labels, ok := n.cachedNodeLabels(); ok {
+		return labels
 	}
 	node, err := n.cfg.Clients.Kube.CoreV1().Nodes().Get(ctx, n.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
@@ -103,4 +103,14 @@ func statefulSetOf(pod *corev1.Pod) *v1alpha1.StatefulSetRef {
 		return nil
 	}
 	return &v1alpha1.StatefulSetRef{Name: ref.Name, UID: string(ref.UID), Ordinal: int32(i)}
+}
+
+// cachedNodeLabels are this node's labels as its informer has them; ok is
+// false before it has the Node.
+func (n *Node) cachedNodeLabels() (labels map[string]string, ok bool) {
+	o, ok, _ := n.local.InformerFor(&corev1.Node{}, nil).GetStore().GetByKey(n.cfg.NodeName)
+	if !ok {
+		return nil, false
+	}
+	return o.(*corev1.Node).Labels, true
 }

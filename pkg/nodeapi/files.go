@@ -30,9 +30,10 @@ const (
 // Pools is what the node process publishes while the cluster has pools.
 type Pools struct {
 	Names []string `json:"pools"`
-	// Held are the pools whose spec.hold says how a node holds their IPs:
-	// STATUS checks that the LAN can reach IPs held so, as it does for the
-	// config's own hold. Absent from a file of an earlier node process.
+	// Held are the pools that admit this node and whose spec.hold says how
+	// a node holds their IPs: STATUS checks that the LAN can reach IPs held
+	// so, as it does for the config's own hold. Absent from a file of an
+	// earlier node process.
 	Held []HeldPool `json:"held,omitempty"`
 }
 

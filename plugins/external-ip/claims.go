@@ -213,7 +213,8 @@ func releaseClaims(inv *invocation) {
 // for routes, arp_ignore 0 for addresses), so the LAN's reach is checked
 // once more, for their families. The plugin does not ask the API: the
 // file is the one an ADD reads, one open and nothing more without pools.
-// Every such pool counts, whatever its nodeSelector (publish says why).
+// The node process publishes only the pools whose nodeSelector admits
+// this node (package claims, publish).
 func poolsReady(inv *invocation) error {
 	pub, _, err := nodeapi.Published(inv.conf.DataDir)
 	if err != nil {
