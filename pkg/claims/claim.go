@@ -268,7 +268,9 @@ func elsewhere(resp *nodeapi.Response) bool { return resp == retryJoin || resp =
 // cache holding a claim of each, it asks the server (allocateListed)
 // before it answers that the pool is exhausted.
 func (g *grant) allocate(p *pools.Pool, f pools.Family, owner v1alpha1.ClaimOwner) (netip.Addr, *nodeapi.Response) {
-	if uint64(g.n.used(p.Name(), f)) < p.Ranges.Size(f) {
+	size := p.Ranges.Size(f)
+	// Only a pool that looks full is counted claim by claim.
+	if uint64(g.n.given(p.Name(), f)) < size || uint64(g.n.used(p, f)) < size {
 		taken := func(i uint64) bool { return g.n.cached(p.Ranges.At(f, i)) != nil }
 		if ip, resp := g.createFree(p, f, owner, taken); ip.IsValid() || resp != nil {
 			return ip, resp

@@ -36,7 +36,7 @@ func TestAPoolRequestGetsOneFreeIPOfEachFamilyAndARepeatGetsTheSame(t *testing.T
 			t.Errorf("claim of %s: %+v", ip, c)
 		}
 	}
-	waitFor(t, "the claims cached", func() bool { return n.used("dual", 0)+n.used("dual", 1) == 2 })
+	waitFor(t, "the claims cached", func() bool { return n.given("dual", 0)+n.given("dual", 1) == 2 })
 	again := n.claimFor(t, p, "s1", "dual")
 	if addrsOf(again) != addrsOf(resp) {
 		t.Errorf("a re-ADD got %s, the ADD %s", addrsOf(again), addrsOf(resp))
@@ -163,7 +163,7 @@ func TestAPoolFullOnlyInTheCacheGivesTheIPTheServerHasFreed(t *testing.T) {
 	if len(freed.Addresses) != 1 || len(r.Addresses) != 1 {
 		t.Fatalf("the first two ADDs: %+v, %+v; want an IP each", freed, r)
 	}
-	waitFor(t, "both claims cached", func() bool { return n.used("tiny", pools.IPv4) == 2 })
+	waitFor(t, "both claims cached", func() bool { return n.given("tiny", pools.IPv4) == 2 })
 	defer api.HideDeletes()()
 	n.release(t, old, "s1")
 	if n.cached(freed.Addresses[0]) == nil {

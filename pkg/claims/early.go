@@ -211,10 +211,16 @@ func (e *earlyClaims) cached(o any) {
 // ownersClaim is the owner's claim of one family of one pool: the cache's,
 // else the one this process made early and the cache has not shown yet.
 // Of two (a create whose answer was lost, made again), the first by name,
-// as settle keeps.
+// as settle keeps. A claim nobody holds that an edit of the pool's ranges
+// left outside them is not kept for its owner (a StatefulSet's ordinal):
+// the owner gets an IP of the ranges, and the leader releases that one.
 func (e *earlyClaims) ownersClaim(k earlyKey) *v1alpha1.ExternalIPClaim {
 	var found *v1alpha1.ExternalIPClaim
+	p := e.n.set.Load().Get(k.pool)
 	for _, c := range e.n.byIndex(byOwner, k.owner) {
+		if len(c.Spec.Holders) == 0 && p != nil && p.Outside(c.Spec.Address) {
+			continue
+		}
 		if c.Spec.Pool == k.pool && familyOf(c) == k.family && (found == nil || c.Name < found.Name) {
 			found = c
 		}

@@ -99,10 +99,26 @@ func (n *Node) cached(ip netip.Addr) *v1alpha1.ExternalIPClaim {
 	return o.(*v1alpha1.ExternalIPClaim)
 }
 
-// used is how many IPs of family f the pool has given (claims in it).
-func (n *Node) used(pool string, f pools.Family) int {
+// given is how many claims of family f name the pool, inside its ranges
+// or not: used's bound from above, in O(1).
+func (n *Node) given(pool string, f pools.Family) int {
 	keys, _ := n.claims.GetIndexer().IndexKeys(byPoolFamily, poolFamilyKey(pool, f))
 	return len(keys)
+}
+
+// used is how many IPs of family f inside its ranges the pool has given.
+// A claim that an edit of the ranges left outside them is not the pool's
+// to count: it would make Used exceed Size, and the pool look exhausted
+// with IPs free. It stays until its holders go (package leader).
+func (n *Node) used(p *pools.Pool, f pools.Family) int {
+	keys, _ := n.claims.GetIndexer().IndexKeys(byPoolFamily, poolFamilyKey(p.Name(), f))
+	k := 0
+	for _, name := range keys {
+		if ip, err := v1alpha1.ParseClaimName(name); err == nil && p.Ranges.Covers(ip) {
+			k++
+		}
+	}
+	return k
 }
 
 // PoolCounts are every pool's numbers as this node's cache has them: the
@@ -114,7 +130,7 @@ func (n *Node) PoolCounts() []pools.Count {
 		if p.Ranges != nil {
 			c.Size = p.Ranges.Total()
 		}
-		c.Used = int64(n.used(p.Name(), pools.IPv4) + n.used(p.Name(), pools.IPv6))
+		c.Used = int64(n.used(p, pools.IPv4) + n.used(p, pools.IPv6))
 		out = append(out, c)
 	}
 	return out

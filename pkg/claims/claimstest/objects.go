@@ -104,3 +104,16 @@ func MuteKlog() {
 	klog.SetLogger(klog.Background().WithSink(nil))
 	klog.LogToStderr(false)
 }
+
+// SetRanges edits a pool's spec.ranges, as its owner would.
+func (a *API) SetRanges(t testing.TB, pool string, ranges ...string) {
+	t.Helper()
+	p, err := a.Pools.Get(context.Background(), pool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Ranges = Ranges(ranges...)
+	if _, err := a.Pools.Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -100,7 +100,9 @@ type ExternalIPPoolStatus struct {
 	// at most 2^63-1.
 	// +optional
 	Size int64 `json:"size,omitempty"`
-	// Used is how many of its IPs are claimed.
+	// Used is how many of its IPs are claimed: the claims naming the pool
+	// whose IP lies inside its ranges as they are now (one an edit left
+	// outside them counts no more).
 	// +optional
 	Used int64 `json:"used"`
 	// Free is Size - Used, at least 0.
@@ -132,7 +134,7 @@ type ExternalIPPoolList struct {
 // process makes it with create-if-absent before its node holds the IP, adds
 // and removes holders, and deletes it when the last holder is gone (a
 // StatefulSet's IP stays with its ordinal until the StatefulSet shrinks
-// below it or goes).
+// below it or goes, or its pool's ranges, edited, no longer hold it).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=eipclaim;eipclaims,categories=external-ip
