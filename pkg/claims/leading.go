@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/leader"
@@ -20,6 +21,7 @@ func (f forLeader) Claims() cache.SharedIndexInformer { return f.n.claims }
 func (f forLeader) Pools() cache.SharedIndexInformer  { return f.n.pools }
 func (f forLeader) Set() *pools.Set                   { return f.n.set.Load() }
 func (f forLeader) Counts() []pools.Count             { return f.n.PoolCounts() }
+func (f forLeader) Events() record.EventRecorder      { return f.n.events }
 
 func (f forLeader) Update(ctx context.Context, name string, change func(*v1alpha1.ExternalIPClaim) bool) error {
 	return f.n.update(ctx, name, change)

@@ -5,7 +5,9 @@
 // holders whose pod object is gone (read live, compared by UID: never while
 // the pod exists), deletes a claim nobody holds unless a StatefulSet of its
 // name keeps its ordinal (one made again under the name keeps it too, and
-// the claim takes its UID), writes every pool's status (its counts and
+// the claim takes its UID) and its pool's ranges still hold its IP, tells
+// the holders of a claim an edit left outside its pool's ranges (a Warning
+// event, once a term), writes every pool's status (its counts and
 // Ready condition) and the admission policy's view of the pools (the
 // ConfigMap PolicyParams).
 //

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/apiclient"
@@ -19,6 +20,10 @@ import (
 // LeaseName is the Lease, in the node process's namespace, that elects the
 // one node process that reconciles the cluster's claims.
 const LeaseName = "external-ip-claims"
+
+// ReasonOutsidePool is the reason of the Warning event on a pod that holds
+// a claim its pool's ranges, edited, no longer hold.
+const ReasonOutsidePool = "ExternalIPOutsidePool"
 
 // Config is what a term needs of the node process's configuration.
 type Config struct {
@@ -50,6 +55,8 @@ type Node interface {
 	RemoveHolder(ctx context.Context, name string, h v1alpha1.ClaimHolder) error
 	// DeleteClaim deletes c as it was read: not if it changed since.
 	DeleteClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) error
+	// Events records the events on pods, as the node's own are.
+	Events() record.EventRecorder
 }
 
 // Run takes part in the election until ctx ends, reconciling the
@@ -86,6 +93,9 @@ type leader struct {
 	log        *slog.Logger
 	pods, sets cache.SharedIndexInformer
 	kick       chan struct{}
+	// warned are the holders told this term that their claim lies
+	// outside its pool: claim UID/pod UID.
+	warned map[string]bool
 }
 
 // reconcile sweeps every claim now, on every change that may free one, and
@@ -93,7 +103,7 @@ type leader struct {
 func reconcile(ctx context.Context, cfg Config, n Node) {
 	f, holders := trimmed.Holders(cfg.Clients.Kube)
 	sets, setsInformer := trimmed.StatefulSets(cfg.Clients.Kube)
-	l := &leader{Node: n, cfg: cfg, log: cfg.Log, pods: holders, sets: setsInformer, kick: make(chan struct{}, 1)}
+	l := &leader{Node: n, cfg: cfg, log: cfg.Log, pods: holders, sets: setsInformer, kick: make(chan struct{}, 1), warned: map[string]bool{}}
 	kick := cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { l.kickNow() }, UpdateFunc: func(any, any) { l.kickNow() }}
 	l.pods.AddEventHandler(kick)
 	l.sets.AddEventHandler(kick)

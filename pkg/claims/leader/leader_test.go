@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,4 +217,57 @@ func TestTheLeaderWritesEachPoolsCountsAndTheAdmissionPolicysView(t *testing.T) 
 		cm, err := api.Kube.CoreV1().ConfigMaps("external-ip").Get(context.Background(), leader.PolicyParams, metav1.GetOptions{})
 		return err == nil && cm.Data["small"] == "4192.000.002.000-4192.000.002.007" && cm.Data["late"] != ""
 	})
+}
+
+// A pool whose ranges are edited to shrink: the leader releases a claim
+// left outside them that nobody holds (a StatefulSet's ordinal's too: it
+// gets an IP of the ranges next time), keeps a held one until its holders
+// go and tells them once with a Warning event, and the pool's status
+// counts only the claims inside its ranges.
+func TestTheLeaderReleasesAClaimOutsideItsPoolsShrunkRangesOnceNobodyHoldsIt(t *testing.T) {
+	set := claimstest.StatefulSet("a", "db", 1)
+	web, kept, db0 := claimstest.Pod("a", "web", "n1"), claimstest.Pod("a", "kept", "n1"), claimstest.SetPod(set, 0, "n1", "x")
+	api := claimstest.New(claimstest.Namespace("a", nil), claimstest.Node("n1", nil), set, web, kept, db0,
+		claimstest.Pool("p", v1alpha1.ExternalIPPoolSpec{Ranges: claimstest.Ranges("192.0.2.0/24"), NamespaceSelector: claimstest.EveryNamespace()}))
+	n := startNode(t, api, "n1", fast)
+	ipW, ipK, ipS := n.claimFor(t, web, "s", "p").Addresses[0], n.claimFor(t, kept, "s", "p").Addresses[0], n.claimFor(t, db0, "s", "p").Addresses[0]
+	n.release(t, db0, "s")
+	time.Sleep(200 * time.Millisecond) // a few sweeps: the ordinal's claim is kept
+	if api.ClaimsNow(t)[v1alpha1.ClaimName(ipS)] == nil {
+		t.Fatal("the ordinal's claim went before the ranges shrank")
+	}
+
+	api.SetRanges(t, "p", ipK.String()+"/32", "198.51.100.0/30")
+	claimstest.WaitFor(t, "the ordinal's claim outside the ranges released", func() bool { return api.ClaimsNow(t)[v1alpha1.ClaimName(ipS)] == nil })
+	claimstest.WaitFor(t, "the pool's status counting only the claim inside", func() bool {
+		p, err := api.Pools.Get(context.Background(), "p", metav1.GetOptions{})
+		return err == nil && p.Status.Size == 3 && p.Status.Used == 1 && p.Status.Free == 2
+	})
+	time.Sleep(300 * time.Millisecond) // more sweeps: one event, the held claim kept
+	if c := api.ClaimsNow(t)[v1alpha1.ClaimName(ipW)]; c == nil || len(c.Spec.Holders) != 1 {
+		t.Errorf("the held claim of %s outside the ranges: %+v; it stays until its holder goes", ipW, c)
+	}
+	warnings := outsideEvents(t, api, web)
+	if len(warnings) != 1 || warnings[0].Count != 1 || !strings.Contains(warnings[0].Message, ipW.String()) || !strings.Contains(warnings[0].Message, "pool p") {
+		t.Errorf("events %s on the holder: %+v; want one, once, naming %s and pool p", leader.ReasonOutsidePool, warnings, ipW)
+	}
+	if got := outsideEvents(t, api, kept); len(got) != 0 {
+		t.Errorf("events %s on the holder of a claim inside the ranges: %+v", leader.ReasonOutsidePool, got)
+	}
+}
+
+// outsideEvents are the ExternalIPOutsidePool events on p.
+func outsideEvents(t *testing.T, api *claimstest.API, p *corev1.Pod) []corev1.Event {
+	t.Helper()
+	l, err := api.Kube.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range l.Items {
+		if e.InvolvedObject.UID == p.UID && e.Reason == leader.ReasonOutsidePool && e.Type == corev1.EventTypeWarning {
+			out = append(out, e)
+		}
+	}
+	return out
 }

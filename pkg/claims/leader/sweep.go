@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/external-ip/external-ip/pkg/apis/externalip/v1alpha1"
 	"github.com/external-ip/external-ip/pkg/claims/apiclient"
@@ -29,8 +30,11 @@ func (l *leader) sweep(ctx context.Context) {
 // sweepClaim takes off the claim every holder whose pod object is gone
 // (deleted while its node was down, or a node that never came back), and
 // deletes a claim nobody holds, unless a StatefulSet of its name still has
-// its ordinal. A pod counts as gone only when the server says so: its cache is
-// a hint, the live object decides, compared by UID.
+// its ordinal and the pool's ranges still hold its IP: a pool edited to
+// shrink gives the ordinal's next pod an IP of its ranges. A held claim
+// outside them stays until its holders go, who are told. A pod counts as
+// gone only when the server says so: its cache is a hint, the live object
+// decides, compared by UID.
 func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
 	for _, h := range c.Spec.Holders {
 		if l.podAlive(ctx, c.Spec.Owner.Namespace, h.Pod, h.PodUID) {
@@ -42,14 +46,40 @@ func (l *leader) sweepClaim(ctx context.Context, c *v1alpha1.ExternalIPClaim) {
 		}
 		l.log.Info("claims: released the holder of a pod that is gone", "claim", c.Name, "pod", c.Spec.Owner.Namespace+"/"+h.Pod, "node", h.Node)
 	}
-	if len(c.Spec.Holders) > 0 || l.ordinalWanted(ctx, c) {
+	p := l.Set().Get(c.Spec.Pool)
+	outside := p != nil && p.Outside(c.Spec.Address)
+	if len(c.Spec.Holders) > 0 {
+		if outside {
+			l.warnOutside(c)
+		}
+		return
+	}
+	// An ordinal keeps its IP only while the pool's ranges hold it.
+	if !outside && l.ordinalWanted(ctx, c) {
 		return
 	}
 	if err := l.DeleteClaim(ctx, c); err != nil && !apierrors.IsConflict(err) {
 		l.log.Warn("claims: deleting a claim nobody holds", "claim", c.Name, "error", err)
 		return
 	}
-	l.log.Info("claims: deleted a claim nobody holds", "claim", c.Name, "pool", c.Spec.Pool, "namespace", c.Spec.Owner.Namespace)
+	l.log.Info("claims: deleted a claim nobody holds", "claim", c.Name, "pool", c.Spec.Pool, "namespace", c.Spec.Owner.Namespace, "outsideItsPool", outside)
+}
+
+// warnOutside tells each pod holding c, once a term, that its IP lies
+// outside its pool's ranges: it keeps it until it goes, and no pod gets
+// it after.
+func (l *leader) warnOutside(c *v1alpha1.ExternalIPClaim) {
+	for _, h := range c.Spec.Holders {
+		key := string(c.UID) + "/" + h.PodUID
+		if l.warned[key] {
+			continue
+		}
+		l.warned[key] = true
+		ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Spec.Owner.Namespace, Name: h.Pod, UID: types.UID(h.PodUID)}
+		l.Events().Eventf(ref, corev1.EventTypeWarning, ReasonOutsidePool,
+			"external IP %s lies outside the ranges of pool %s (edited since): the pod keeps it until it goes, then it is released and not given again", c.Spec.Address, c.Spec.Pool)
+		l.log.Info("claims: a held claim lies outside its pool's ranges", "claim", c.Name, "pool", c.Spec.Pool, "pod", c.Spec.Owner.Namespace+"/"+h.Pod)
+	}
 }
 
 // podAlive says whether the pod with that UID exists; an answer it cannot
