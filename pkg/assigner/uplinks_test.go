@@ -177,6 +177,10 @@ func (r *fakeRouting) LockNode(time.Duration) (func(), error) {
 	return func() { r.locked = false }, nil
 }
 
+func (r *fakeRouting) Recorded() (slots.Config, error) { return r.Config(), nil }
+
+func (r *fakeRouting) Adopt() error { return nil }
+
 var onEth1V4 = netip.MustParseAddr("203.0.113.10")
 
 func routedFixture(t *testing.T) (*fixture, *fakeRouting) {

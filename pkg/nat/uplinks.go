@@ -540,3 +540,15 @@ func (mk marking) readMarks(st *UplinkState, f family, mask uint32) error {
 func markOf(slot int, mask uint32) uint32 {
 	return uint32(slot) << bits.TrailingZeros32(mask) & mask
 }
+
+// routingPrefix names the empty chain that records the uplink routing's
+// config (package uplinkroute writes and reads it).
+const routingPrefix = "routing-"
+
+// RoutingRecord is the uplink routing's record, "" for none.
+func (mk marking) RoutingRecord() (string, error) { return mk.tab.c.Marker(routingPrefix) }
+
+// RecordRouting puts rec in place of the record was, in one transaction.
+func (mk marking) RecordRouting(was, rec string) error {
+	return mk.tab.c.SetMarker(mk.tab.table, routingPrefix, was, rec)
+}

@@ -76,7 +76,13 @@ func (h *HostTable) Close() error {
 
 // SetUplinkMask makes the table's base rules keep mask's bits, the uplink
 // routing's (package uplinkroute's NewHostRouting sets it).
-func (h *HostTable) SetUplinkMask(mask uint32) { h.mask = mask }
+// A table already open (read for the routing's record) takes it too.
+func (h *HostTable) SetUplinkMask(mask uint32) {
+	h.mask = mask
+	if h.t != nil {
+		h.t.UplinkMask = mask
+	}
+}
 
 func (h *HostTable) table() (*nat.Table, error) {
 	if h.t == nil {

@@ -5,8 +5,9 @@
 //   - repairing drift between the state and the kernel as `external-ip
 //     repair` does, under the state lock: addresses, NAT, and the routing
 //     of uplinks that are not the default route's (with the plugin
-//     entry's uplinkRouting, where `repair` takes the defaults, and the
-//     reloaded entry's from its reload on, see Use); at its period, and at
+//     entry's uplinkRouting, where `repair` takes the node's recorded
+//     one, and the reloaded entry's from its reload on, see Use); at its
+//     period, and at
 //     once when an uplink of a held IP comes up again (the node's link
 //     events, through LinkFunc), since going down flushed its proxy
 //     entries;

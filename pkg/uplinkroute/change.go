@@ -55,6 +55,11 @@ type Routing interface {
 	// the marking and the rules and tables takes, whatever its dataDir,
 	// waiting at most wait; unlock releases it.
 	LockNode(wait time.Duration) (unlock func(), err error)
+	// Recorded is the config the node's routing was made with, as
+	// recorded, the defaults when none is; Adopt, under the node lock,
+	// makes the record the routing's config.
+	Recorded() (slots.Config, error)
+	Adopt() error
 }
 
 // Need is one address a steering needs marked for an uplink: an
@@ -126,6 +131,10 @@ func (rt *Router) Lock() error {
 	}
 	unlock, err := rt.routing.LockNode(rt.wait)
 	if err != nil {
+		return err
+	}
+	if err := rt.routing.Adopt(); err != nil {
+		unlock()
 		return err
 	}
 	rt.unlock = unlock

@@ -102,6 +102,9 @@ func (h *HostRouting) Marked() (map[string]nat.UplinkSlot, error) {
 }
 
 func (h *HostRouting) Mark(chains []nat.UplinkChain) error {
+	if err := h.sameConfig(); err != nil {
+		return err
+	}
 	return h.nat.With(func(t *nat.Table) error { return t.MarkUplinks(chains) })
 }
 

@@ -87,13 +87,19 @@ func devices(dataDir, device string) ([]string, error) {
 }
 
 // cliAssigner works without a network's config: the uplink routing is
-// read and repaired with the default mark, tables and priorities, and
-// each routed uplink keeps the gateway its table has where the main
-// table names none.
+// read and repaired with the mark, tables and priorities the node's
+// routing records (the defaults when none is), and each routed uplink
+// keeps the gateway its table has where the main table names none. A
+// record that cannot be read leaves the defaults, whose rewrite of the
+// chains the routing then refuses.
 func cliAssigner(dataDir, device string, log *slog.Logger) *assigner.Assigner {
 	nat := steer.HostNAT()
+	c, err := uplinkroute.Recorded(nat)
+	if err != nil {
+		c = slots.Default()
+	}
 	return assigner.New(assigner.Options{Device: device, DataDir: dataDir, LockTimeout: 5 * time.Second, NAT: nat, Log: log,
-		Routing: uplinkroute.NewHostRouting(nat, slots.Default(), nil, false)})
+		Routing: uplinkroute.NewHostRouting(nat, c, nil, false)})
 }
 
 func repair(dataDir, device string, stdout, stderr io.Writer) int {
