@@ -141,6 +141,14 @@ func (rt *Router) Lock() error {
 	return nil
 }
 
+// Stale says whether the node's routing was made with another config
+// than this call's: Read sees none of that config's rules and routes,
+// which only Lock (Adopt) moves.
+func (rt *Router) Stale() (bool, error) {
+	c, err := rt.routing.Recorded()
+	return err == nil && c != rt.routing.Config(), err
+}
+
 // Release lets the node lock go, if the call holds it; a nil Router holds
 // nothing.
 func (rt *Router) Release() {

@@ -1,7 +1,9 @@
 package uplinkroute
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/external-ip/external-ip/pkg/errkind"
 	"github.com/external-ip/external-ip/pkg/nat"
@@ -54,14 +56,76 @@ func recorded(t *steer.HostTable) (slots.Config, string, error) {
 // Recorded is the node's recorded config (Recorded).
 func (h *HostRouting) Recorded() (slots.Config, error) { return Recorded(h.nat) }
 
-// Adopt makes the node's record h's config, under the node lock: a node
-// that records none records it.
+// Adopt makes the node's record h's config, under the node lock. A node
+// that records another one (an edited entry) first has that config's
+// rules and routes taken away and every marked uplink routed and marked
+// anew under h's (move); the record changes last, so that a crash before
+// it leaves the old record, and the next call moves again.
 func (h *HostRouting) Adopt() error {
-	_, name, err := recorded(h.nat)
-	if err != nil || name != "" {
+	was, name, err := recorded(h.nat)
+	if err != nil || was == h.c && name != "" {
 		return err
 	}
+	if was != h.c {
+		if err := h.move(was); err != nil {
+			return err
+		}
+	}
 	return h.nat.With(func(t *nat.Table) error { return t.RecordRouting(name, recordName(h.c)) })
+}
+
+// move takes away the rules and routes of ours that config was made (its
+// priorities, tables and mask: Read sees no other config's), then routes
+// each marked uplink's families by h's tables, with the gateway its old
+// table had (else its configured one), and makes its chains with h's
+// mark. Nothing but ours in was's range is touched.
+func (h *HostRouting) move(was slots.Config) error {
+	old := Open(was)
+	defer old.Close()
+	st, err := old.Read()
+	if err != nil {
+		return err
+	}
+	marked, err := h.Marked() // a table of another mask is made anew first
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for s := range st.Slots {
+		errs = append(errs, old.Remove(s, [2]bool{true, true}, [2]bool{}))
+	}
+	errs = append(errs, old.Remove(0, [2]bool{}, st.Suppress))
+	var chains []nat.UplinkChain
+	for name, u := range marked {
+		errs = append(errs, h.r.Ensure(u.Slot, name, 0, h.movedGateways(name, u, st.Slots[u.Slot]), true))
+		chains = append(chains, chainsOf(name, u)...)
+	}
+	errs = append(errs, h.nat.With(func(t *nat.Table) error { return t.MarkUplinks(chains) }))
+	h.now = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("moving the uplink routing from %s to %s: %w", configText(was), configText(h.c), err)
+	}
+	return nil
+}
+
+// movedGateways are the gateways of u's routed families: its old table's,
+// else the configured ones.
+func (h *HostRouting) movedGateways(name string, u nat.UplinkSlot, old *Slot) [2]netip.Addr {
+	var gw [2]netip.Addr
+	for f := range 2 {
+		if !u.Routed[f] {
+			continue
+		}
+		if old != nil {
+			gw[f] = old.Gateway[f]
+		}
+		for _, g := range h.gateways[name] {
+			if !gw[f].IsValid() && fam(g.Is6()) == f {
+				gw[f] = g
+			}
+		}
+	}
+	return gw
 }
 
 // sameConfig refuses a rewrite of the chains by a routing whose config

@@ -1,8 +1,11 @@
 package netns
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/containernetworking/cni/libcni"
 )
 
 // edited is an uplinkRouting of another mark, tables and priorities than
@@ -45,4 +48,66 @@ func TestRepairAndStatusKeepTheUplinkRoutingOfAnEntryThatIsNotTheDefault(t *test
 	u.defaultRules("after repair")
 	u.del(a)
 	u.noneOfOursLeft("after the last DEL", before)
+}
+
+// An uplinkRouting edited on a live node (a ConfigMap edit) moves the
+// node's routing at the next call, an ADD or a GC alone: the old mark's
+// rules and routes go, every routed uplink is routed and marked by the
+// new ones, and the pods ADDed before are still answered. The ADD used to
+// re-mark the chains with the new mark but make no rule for it, cutting
+// every routed pod's replies, and the old rules and table outlived every
+// DEL; the GC refused to rewrite the chains.
+func TestAnEditedUplinkRoutingMovesTheNodesRulesAndKeepsEveryPodAnswered(t *testing.T) {
+	for _, next := range []string{"ADD", "GC"} {
+		t.Run(next, func(t *testing.T) {
+			u := newTwoUplinks(t, uplinkOpts{})
+			before := u.policy()
+			a := u.add("a", eip4, eip6)
+			serve(t, a.netns, "a", svPort)
+			u.answered("after A's ADD with the defaults", a)
+			u.editEntry("uplinkRouting", edited)
+			pods := []*container{a}
+			if next == "ADD" {
+				b := u.add("b", eip4b)
+				serve(t, b.netns, "b", svPort)
+				if err := u.check(b); err != nil {
+					t.Errorf("CHECK B after its ADD with the edited entry: %v", err)
+				}
+				mustAsk(t, "the client after B's ADD", nsPath(u.client), "tcp", eip4b, svPort, "b", cliV4)
+				pods = append(pods, b)
+			} else {
+				u.gc(a)
+			}
+			when := "after the " + next + " with the edited entry"
+			u.answered(when, a)
+			u.defaultRules(when)
+			if rules := u.h.inNode("ip rule"); !strings.Contains(rules, "5001:\tfrom all fwmark 0x100000/0xf00000 lookup 5001 proto 225") {
+				t.Errorf("%s no rule of its mark at 5001:\n%s", when, rules)
+			}
+			u.gc(pods...)
+			u.answered("after a GC", a)
+			for _, c := range pods {
+				u.del(c)
+			}
+			u.noneOfOursLeft("after the last DEL", before)
+		})
+	}
+}
+
+// editEntry sets key in external-ip's entry of the world's list, the
+// bridge's and its IPAM's state kept, as an edited ConfigMap does.
+func (w *world) editEntry(key string, value any) {
+	w.t.Helper()
+	var conf map[string]any
+	if err := json.Unmarshal(w.list.Bytes, &conf); err != nil {
+		w.t.Fatal(err)
+	}
+	plugins := conf["plugins"].([]any)
+	plugins[len(plugins)-1].(map[string]any)[key] = value
+	b, _ := json.Marshal(conf)
+	list, err := libcni.ConfListFromBytes(b)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.list = list
 }

@@ -73,6 +73,7 @@ func TestTheNodeUpkeepFollowsAReloadedEntrysDataDirGatewaysAndMark(t *testing.T)
 	})
 	t.Logf("repaired %s after the deletion, with a repair period of %s", time.Since(repaired).Round(time.Millisecond), period)
 	u.answered("after the upkeep's repair", a)
+	u.defaultRules("after the upkeep's repair with the reloaded entry")
 	time.Sleep(3 * period)
 	b, _ := os.ReadFile(logs)
 	if n := strings.Count(string(b), `"msg":"repaired drift"`); n != 1 {
