@@ -85,13 +85,7 @@ func (r *reconciling) routing() error {
 		return nil
 	}
 	want, v, err := r.compareRouting(r.recs)
-	if err != nil {
-		return err
-	}
-	// A node routed with another config (an edited entry) is moved to
-	// this one under the lock, whatever the records need.
-	stale, err := r.router.Stale()
-	if err != nil || !stale && r.router.Agrees(want, v) {
+	if err != nil || r.router.Agrees(want, v) {
 		return err
 	}
 	// Mended under the node lock, from what is read again under it.

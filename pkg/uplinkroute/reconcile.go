@@ -163,8 +163,15 @@ func wantIP(want []Need, m nat.UplinkMember) netip.Addr {
 }
 
 // Agrees says whether the kernel's routing of ours (v) is what the
-// records need (want): then Reconcile has nothing to do.
+// records need (want), made with this call's config: then Reconcile has
+// nothing to do. A node routed with another config (an edited entry), or
+// whose record cannot be read, does not agree, whatever the records need:
+// the caller mends under the node lock, whose Lock moves the node (Adopt)
+// or says why it cannot.
 func (rt *Router) Agrees(want []Need, v *View) bool {
+	if stale, err := rt.Stale(); stale || err != nil {
+		return false
+	}
 	return len(rt.Missing(want, v))+len(Extra(want, v)) == 0
 }
 
