@@ -135,6 +135,28 @@ func TestAPendingHolderGoesWithItsPodAndTakesTheAttachmentOfAnADDWhoseFillWasLos
 	})
 }
 
+// A node process that stops while an ADD's fill is still to come (the
+// plugin not yet exited) is not held up by its local loop, which found
+// that attachment's holder pending and waits for its lock.
+func TestANodeStopsWhileAnADDsFillIsStillToCome(t *testing.T) {
+	p := asking("a", "web", "n1", "v4")
+	api := claimstest.New(namespace("a", nil), node("n1", nil), p,
+		pool("v4", v1alpha1.ExternalIPPoolSpec{Ranges: ranges("192.0.2.0/29"), NamespaceSelector: everyNamespace()}))
+	n := startNode(t, api, "n1", fast)
+	waitFor(t, "the early claim", func() bool { return len(ownersClaims(t, api, p)) == 1 })
+	if resp, _ := n.claimUnfilled(t, p, "s1", "v4"); len(resp.Addresses) != 1 {
+		t.Fatalf("claim: %+v", resp)
+	}
+	time.Sleep(300 * time.Millisecond) // the local loop (every 50 ms) reaches the attachment
+	stopped := make(chan struct{})
+	go func() { n.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the node did not stop within 5s while an ADD's fill was still to come")
+	}
+}
+
 // An ADD that comes while the pod's early claim is under way waits for it:
 // the pod never gets two IPs of a family.
 func TestAnADDRacingItsPodsEarlyClaimNeverMakesASecond(t *testing.T) {

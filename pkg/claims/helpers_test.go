@@ -75,7 +75,16 @@ func startNode(t *testing.T, api *claimstest.API, name string, tweak ...func(*Co
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { n.Run(ctx); close(done) }()
-	stop := func() { cancel(); <-done }
+	// A node that does not stop fails its test, rather than hanging the
+	// package's run until go test's timeout.
+	stop := func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("node %s did not stop within 30s of its context's end", name)
+		}
+	}
 	t.Cleanup(stop)
 	waitFor(t, "the caches synced", func() bool { return n.synced.Load() })
 	return &testNode{Node: n, dir: dir, rec: rec, stop: stop}

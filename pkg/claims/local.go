@@ -40,7 +40,10 @@ func (n *Node) carryOutDeferred(ctx context.Context) {
 		// Under the attachment's lock, settleDeferred looks again: a claim
 		// of the same attachment may have carried it out meanwhile, and
 		// this listing must not then take that claim's IPs.
-		unlock := n.locks.lock(attachmentKey(m.Attachment))
+		unlock, err := n.locks.LockContext(ctx, attachmentKey(m.Attachment))
+		if err != nil {
+			return // the node stops
+		}
 		var resp *nodeapi.Response
 		apiclient.Bounded(ctx, nodeapi.ClaimTimeout, func(ctx context.Context) { resp = n.settleDeferred(ctx, m.Attachment) })
 		unlock()
@@ -106,7 +109,11 @@ func (n *Node) dropStrayHolders(ctx context.Context) {
 }
 
 func (n *Node) dropStray(ctx context.Context, a store.Attachment, names []string) {
-	defer n.locks.lock(attachmentKey(a))()
+	unlock, err := n.locks.LockContext(ctx, attachmentKey(a))
+	if err != nil {
+		return // the node stops
+	}
+	defer unlock()
 	if has, err := nodeapi.HasIntent(n.cfg.DataDir, a); has || err != nil {
 		return // asked again meanwhile
 	}

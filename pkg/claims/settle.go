@@ -65,7 +65,11 @@ func (e *earlyClaims) settleOne(ctx context.Context, c *v1alpha1.ExternalIPClaim
 // has one IP of a family from a pool, and that pending holder goes.
 func (e *earlyClaims) settleAttached(ctx context.Context, c *v1alpha1.ExternalIPClaim, h, att v1alpha1.ClaimHolder) {
 	a := holderAttachment(att)
-	defer e.n.locks.lock(attachmentKey(a))()
+	unlock, err := e.n.locks.LockContext(ctx, attachmentKey(a))
+	if err != nil {
+		return // the node stops while the ADD's fill is still to come
+	}
+	defer unlock()
 	// A DEL that released the attachment since the intents were read has
 	// forgotten its intent: there is nothing to fill.
 	if has, err := nodeapi.HasIntent(e.n.cfg.DataDir, a); !has || err != nil {
@@ -75,7 +79,7 @@ func (e *earlyClaims) settleAttached(ctx context.Context, c *v1alpha1.ExternalIP
 		e.dropPending(ctx, c, h, []store.Attachment{a}, "the pod holds "+other+" of the same pool and family")
 		return
 	}
-	err := e.writeHolder(ctx, c, att)
+	err = e.writeHolder(ctx, c, att)
 	if apierrors.IsNotFound(err) {
 		// Gone since it was read (the leader's sweep, a delete): a fill
 		// of settle's never makes a claim again.
