@@ -58,7 +58,7 @@ func (c *change) steer(w *written) error {
 	}
 	p := steer.PlanChange(sc)
 	defer c.router.Release() // the node lock, if the routing took it
-	r, err := c.routeChange(sc.Touch, sc.Was, p.Targets, w)
+	r, err := c.routeChange(sc, p.Targets, w)
 	if err != nil {
 		return err
 	}
@@ -80,9 +80,11 @@ func (c *change) steer(w *written) error {
 
 // routeChange routes, before the NAT step's transaction, what the
 // attachment's steering needs now (uplinkroute.Router.Change); want is
-// each touched IP's targets after the change (touch's). Routes left without a chain
+// each touched IP's targets after the change (sc.Touch's). A container
+// address's member of the uplink-eg sets stays while another holder
+// still has its egress rule (steer.HasEgress). Routes left without a chain
 // are looked for only after a fault (mode.afterFault).
-func (c *change) routeChange(touch []netip.Addr, was []*steering, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
+func (c *change) routeChange(sc steer.Change, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
 	if c.router == nil {
 		return uplinkroute.Plan{}, nil
 	}
@@ -90,7 +92,9 @@ func (c *change) routeChange(touch []netip.Addr, was []*steering, want [][]netip
 	if c.j.Record != nil {
 		now = uplinkroute.Needs(c.j.Record.Steering, c.j.Record.IPs, w.uplinks)
 	}
-	leave := uplinkroute.Leaving(touch, was, want, now, w.uplinks)
+	leave := slices.DeleteFunc(uplinkroute.Leaving(sc.Touch, sc.Was, want, now, w.uplinks), func(n uplinkroute.Need) bool {
+		return n.Egress && steer.HasEgress(sc.Holders, n.Addr, n.Uplink)
+	})
 	return c.router.Change(uplinkroute.Change{Now: now, Leave: leave, AfterFault: c.mode.afterFault()})
 }
 

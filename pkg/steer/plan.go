@@ -76,6 +76,7 @@ func PlanChange(c Change) Plan {
 	if c.KeepShared {
 		p.Change.DelHairpin, p.Change.DelExclude = nil, nil
 	}
+	p.Change.DelEgress = slices.DeleteFunc(p.Change.DelEgress, func(k nat.EgressKey) bool { return HasEgress(c.Holders, k.Source, k.Uplink) })
 	for i, ip := range c.Touch {
 		p.Targets[i] = IngressTargets(ip, c.Holders[ip])
 		p.Change.Ingress[ip] = p.Targets[i]
@@ -86,6 +87,25 @@ func PlanChange(c Change) Plan {
 		}
 	}
 	return p
+}
+
+// HasEgress says whether a holder in holders has an egress rule from
+// source, via uplink when one is named. Attachments whose container
+// address is the same (overlapping container subnets across networks)
+// share its rule, keyed by address and uplink, and leave from the same IP
+// (the ADD refuses another): the rule's other records then hold that IP,
+// so the holders of the change's IPs are all that can still need it.
+func HasEgress(holders map[netip.Addr][]HeldBy, source netip.Addr, uplink string) bool {
+	for _, hs := range holders {
+		for _, h := range hs {
+			if slices.ContainsFunc(EgressOf(h.Steering), func(e store.EgressRule) bool {
+				return e.Source == source && (uplink == "" || e.Uplink == uplink)
+			}) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Gone is a target whose flows to ip are to be forgotten; with no target,
