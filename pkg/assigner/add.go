@@ -109,6 +109,9 @@ func (ad *adding) add() ([]Placed, error) {
 	}
 	ad.standby.Fill(rec, ad.ips, ad.opts.Standby)
 	rec.Steering = ad.newSteering()
+	if err := steer.ScreenEgress(ad.opts.NAT, ad.att, rec.Steering, ad.otherHolders); err != nil {
+		return nil, err
+	}
 	j := &journal{Op: store.OpAdd, Key: key, Record: rec, Touch: slices.Clone(ad.ips), Uplinks: uplinks, Proxied: proxied}
 	if old != nil {
 		if err := ad.remember(j, old); err != nil {

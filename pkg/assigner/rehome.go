@@ -22,7 +22,7 @@ func (ad *adding) followReHomed(self string) error {
 	if ad.opts.NAT == nil {
 		return nil
 	}
-	recs, err := ad.otherHolders(self)
+	recs, err := ad.otherHolders(self, slices.Collect(maps.Keys(ad.wasOn)))
 	if err != nil || len(recs) == 0 {
 		return err
 	}
@@ -80,11 +80,11 @@ func (ad *adding) move(ch nat.Change, rc uplinkroute.Change) error {
 	return ad.router.Settle(p, ch)
 }
 
-// otherHolders reads the records, other than self's, of the IPs that
-// already had holders when this ADD re-chose their uplink.
-func (ad *adding) otherHolders(self string) (map[string]*record, error) {
+// otherHolders reads the records, other than self's, of ips' holders:
+// the IPs this ADD re-homed, or the IP an egress rule leaves from.
+func (ad *adding) otherHolders(self string, ips []netip.Addr) (map[string]*record, error) {
 	recs := map[string]*record{}
-	for ip := range ad.wasOn {
+	for _, ip := range ips {
 		e, err := ad.st.ReadIP(ip)
 		if err != nil {
 			return nil, err

@@ -80,10 +80,8 @@ func (c *change) steer(w *written) error {
 
 // routeChange routes, before the NAT step's transaction, what the
 // attachment's steering needs now (uplinkroute.Router.Change); want is
-// each touched IP's targets after the change (sc.Touch's). A container
-// address's member of the uplink-eg sets stays while another holder
-// still has its egress rule (steer.HasEgress). Routes left without a chain
-// are looked for only after a fault (mode.afterFault).
+// each touched IP's targets after the change (sc.Touch's); an uplink-eg member another holder still needs stays.
+// Routes left without a chain are looked for only after a fault (mode.afterFault).
 func (c *change) routeChange(sc steer.Change, want [][]netip.Addr, w *written) (uplinkroute.Plan, error) {
 	if c.router == nil {
 		return uplinkroute.Plan{}, nil

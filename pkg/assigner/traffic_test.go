@@ -75,6 +75,11 @@ func (n *fakeNAT) SetEgress(k nat.EgressKey, ip netip.Addr) error {
 
 func (n *fakeNAT) DelEgress(k nat.EgressKey) error { delete(n.st.Egress, k); return nil }
 
+func (n *fakeNAT) EgressIP(k nat.EgressKey) (netip.Addr, bool, error) {
+	ip, ok := n.st.Egress[k]
+	return ip, ok, nil
+}
+
 func (n *fakeNAT) SetHairpin(h netip.Prefix) error {
 	if !slices.Contains(n.st.Hairpin, h) {
 		n.st.Hairpin = append(n.st.Hairpin, h)

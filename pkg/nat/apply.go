@@ -168,6 +168,13 @@ func (t *Table) SetEgress(k EgressKey, ip netip.Addr) error {
 	return nil
 }
 
+// EgressIP is the IP k's egress rule leaves from, read by its key alone.
+func (t *Table) EgressIP(k EgressKey) (netip.Addr, bool, error) {
+	val, ok, err := t.c.GetElement(familyOf(k.Source).snat, egressElement(k, k.Source).Key)
+	ip, _ := netip.AddrFromSlice(val)
+	return ip, ok && err == nil, err
+}
+
 // DelEgress removes k's egress rule; one already gone is no error.
 func (t *Table) DelEgress(k EgressKey) error {
 	s := t.set(familyOf(k.Source).snat)

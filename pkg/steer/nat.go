@@ -19,6 +19,8 @@ type NAT interface {
 	SetIngress(ip netip.Addr, targets []netip.Addr) error
 	SetEgress(k nat.EgressKey, ip netip.Addr) error
 	DelEgress(k nat.EgressKey) error
+	// EgressIP is the IP k's egress rule leaves from, if it has one.
+	EgressIP(k nat.EgressKey) (netip.Addr, bool, error)
 	SetHairpin(subnet netip.Prefix) error
 	DelHairpin(subnet netip.Prefix) error
 	Read() (*nat.State, error)
@@ -129,6 +131,11 @@ func (h *HostTable) SetEgress(k nat.EgressKey, ip netip.Addr) error {
 
 func (h *HostTable) DelEgress(k nat.EgressKey) error {
 	return h.With(func(t *nat.Table) error { return t.DelEgress(k) })
+}
+
+func (h *HostTable) EgressIP(k nat.EgressKey) (ip netip.Addr, ok bool, err error) {
+	err = h.With(func(t *nat.Table) error { ip, ok, err = t.EgressIP(k); return err })
+	return ip, ok, err
 }
 
 func (h *HostTable) SetHairpin(subnet netip.Prefix) error {
