@@ -71,6 +71,9 @@ func Check(rec *store.Record, container []netip.Prefix, d Diff, uplinkOf func(ne
 	}
 	if len(d.Egress) > 0 {
 		x := d.Egress[0]
+		if !x.Got.IsValid() {
+			return driftf("%s: no egress rule via %s (from %s) in table inet %s", x.Key.Source, x.Key.Uplink, x.Want, nat.TableName)
+		}
 		return driftf("%s: egress via %s is not from %s in table inet %s (it is %v)", x.Key.Source, x.Key.Uplink, x.Want, nat.TableName, x.Got)
 	}
 	for _, h := range s.Hairpin {

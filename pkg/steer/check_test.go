@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/external-ip/external-ip/pkg/nat"
 	"github.com/external-ip/external-ip/pkg/store"
 	"github.com/external-ip/external-ip/pkg/traffic"
 )
@@ -41,6 +42,28 @@ func TestCheckFailsWhenPrevResultNoLongerGivesAnAddressTheRulesUse(t *testing.T)
 			case tc.want == "" && err != nil:
 				t.Errorf("CHECK failed with a prevResult that gives every address the rules use: %v", err)
 			case tc.want != "" && (!errors.Is(err, ErrDrift) || !strings.Contains(fmt.Sprint(err), tc.want)):
+				t.Errorf("CHECK: %v, want drift %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckNamesAMissingEgressRuleByItsSourceUplinkAndIP(t *testing.T) {
+	s := Decide(traffic.Both, []netip.Prefix{ctrA4}, []netip.Addr{v4a}, placedOn(v4a, "eth0"), nil)
+	rec := &store.Record{IPs: []netip.Addr{v4a}, Steering: s}
+	k := nat.EgressKey{Source: ctrA4.Addr(), Uplink: "eth0"}
+	uplink := func(netip.Addr) (string, error) { return "eth0", nil }
+	for _, tc := range []struct {
+		name string
+		got  netip.Addr
+		want string
+	}{
+		{"missing", netip.Addr{}, "10.88.0.5: no egress rule via eth0 (from 198.51.100.1) in table inet external-ip"},
+		{"from another IP", v4b, "10.88.0.5: egress via eth0 is not from 198.51.100.1 in table inet external-ip (it is 198.51.100.2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(rec, []netip.Prefix{ctrA4}, Diff{Egress: []EgressDiff{{Key: k, Want: v4a, Got: tc.got}}}, uplink)
+			if !errors.Is(err, ErrDrift) || fmt.Sprint(err) != tc.want {
 				t.Errorf("CHECK: %v, want drift %q", err, tc.want)
 			}
 		})
