@@ -198,14 +198,35 @@ func (k *Netlink) ProxyEntries() ([]ProxyEntry, error) {
 	return out, nil
 }
 
+// sysctl reads a setting under /proc/sys/net with open, read and close
+// alone. os.ReadFile makes nine calls of one read: it also asks the
+// file's flags twice, registers it with the runtime's poller (procfs
+// files are pollable) and takes it off again, and asks its size; and the
+// registration wakes the poller's idle thread on the other core, once per
+// read. A steered ADD reads three settings, a DEL one.
 func sysctl(key string) (int, error) {
-	b, err := os.ReadFile("/proc/sys/net/" + key)
+	path := "/proc/sys/net/" + key
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
 	if err != nil {
-		return 0, err
+		return 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	defer unix.Close(fd)
+	var b [64]byte
+	n, err := retryEINTR(func() (int, error) { return unix.Read(fd, b[:]) })
 	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a number", key, b)
+		return 0, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || n == len(b) {
+		return 0, fmt.Errorf("%s: %q is not a number", key, b[:n])
 	}
 	return v, nil
+}
+
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		if n, err := f(); err != unix.EINTR {
+			return n, err
+		}
+	}
 }
