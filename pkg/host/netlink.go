@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -19,6 +20,8 @@ import (
 // most of the requests themselves.
 type Netlink struct {
 	handle *netlinksafe.Handle
+	// own is this package's socket for the requests it parses itself.
+	own *rtConn
 	// index keeps the interface index of each uplink looked up, so that
 	// its proxy entry needs no second lookup by name.
 	index map[string]int
@@ -34,6 +37,22 @@ func (k *Netlink) Close() {
 		k.handle.Close()
 		k.handle = nil
 	}
+	if k.own != nil {
+		k.own.close()
+		k.own = nil
+	}
+}
+
+// rt opens this package's own socket on first use (rtConn).
+func (k *Netlink) rt() (*rtConn, error) {
+	if k.own == nil {
+		c, err := openRT()
+		if err != nil {
+			return nil, err
+		}
+		k.own = c
+	}
+	return k.own, nil
 }
 
 // nl opens the socket on first use, so that an invocation that needs no
@@ -62,7 +81,7 @@ func (k *Netlink) LookupHolder(name string) (Link, error) {
 	a := link.Attrs()
 	h := Link{Index: a.Index, Kind: link.Type(), Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
 	if h.Kind == "bridge" {
-		if h.Ports, err = bridgePorts(a.Index); err != nil {
+		if h.Ports, err = k.bridgePorts(a.Index); err != nil {
 			return Link{}, errorf(ErrHost, "listing ports of %s: %w", name, err)
 		}
 	}
@@ -171,19 +190,28 @@ func (k *Netlink) SetHolderUp(dev int) error {
 
 // bridgePorts counts a bridge's ports with a link dump that the kernel
 // filters by master, so its cost does not grow with the node's interfaces.
-// The netlink library has no such filtered dump, so it goes on a socket of
-// its own; lookupHolder's result is kept for the invocation, so this runs
-// at most once per invocation.
-func bridgePorts(index int) (int, error) {
+// The netlink library has no such filtered dump, so it goes on this
+// package's own socket; lookupHolder's result is kept for the invocation,
+// so this runs at most once per invocation.
+func (k *Netlink) bridgePorts(index int) (int, error) {
+	c, err := k.rt()
+	if err != nil {
+		return 0, err
+	}
 	for range 3 {
 		req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 		req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 		req.AddData(nl.NewRtAttr(unix.IFLA_MASTER, nl.Uint32Attr(uint32(index))))
-		msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+		ports := 0
+		err := c.execute(req, func(m syscall.NetlinkMessage) {
+			if m.Header.Type == unix.RTM_NEWLINK {
+				ports++
+			}
+		})
 		if errors.Is(err, netlink.ErrDumpInterrupted) {
 			continue
 		}
-		return len(msgs), err
+		return ports, err
 	}
 	return 0, netlink.ErrDumpInterrupted
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 
 	"github.com/external-ip/external-ip/pkg/store"
 )
@@ -190,4 +191,34 @@ func holdOnce(k *Netlink, up Uplink, dev int, ip netip.Addr, h store.HeldAs) err
 		err = k.DelProxy(up.Name, ip)
 	}
 	return err
+}
+
+// A bridge with ports is no holder: LookupHolder counts them (a dump
+// filtered by master, on the package's own socket) and Judge refuses it.
+func TestHostKernelCountsABridgesPortsSoThatJudgeRefusesIt(t *testing.T) {
+	inNetNS(t, func(k *Netlink, up Uplink, dev int) {
+		if err := k.nl().LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br1"}}); err != nil {
+			t.Fatal(err)
+		}
+		br, err := k.LookupHolder("br1")
+		if err != nil || br.Kind != "bridge" || br.Ports != 0 {
+			t.Fatalf("LookupHolder(br1) = %+v, %v; want a bridge with no ports", br, err)
+		}
+		for _, name := range []string{"p1", "p2"} {
+			veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MasterIndex: br.Index}, PeerName: name + "x"}
+			if err := k.nl().LinkAdd(veth); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if br, err = k.LookupHolder("br1"); err != nil || br.Ports != 2 {
+			t.Fatalf("LookupHolder(br1) = %+v, %v; want 2 ports", br, err)
+		}
+		h := NewHolder(k, Device{Name: "br1", DataDir: "/run/x"})
+		if _, err := h.Judge(br); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bridge with 2 ports") {
+			t.Errorf("Judge(br1 with 2 ports) = %v, want refused as a bridge with 2 ports", err)
+		}
+		if holder, err := k.LookupHolder("eip0"); err != nil || holder.Ports != 0 || holder.Index != dev {
+			t.Errorf("LookupHolder(eip0) = %+v, %v; want the port-less holder %d", holder, err, dev)
+		}
+	})
 }

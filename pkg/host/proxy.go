@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -135,7 +136,7 @@ func (k *Netlink) DelProxy(uplink string, ip netip.Addr) error {
 }
 
 // HasProxy asks the kernel for the one entry (RTM_GETNEIGH with
-// NTF_PROXY, Linux 5.0 and later), on a socket of its own since the
+// NTF_PROXY, Linux 5.0 and later), on this package's own socket since the
 // netlink library has no such request: a listing of the uplink's proxy
 // entries grows with the IPs held as routes, and ADD asks before each IP
 // it gives its first proxy entry.
@@ -144,10 +145,13 @@ func (k *Netlink) HasProxy(uplink string, ip netip.Addr) (bool, error) {
 	if err != nil {
 		return false, errorf(ErrDrift, "uplink %s of %s: %w", uplink, ip, err)
 	}
-	req := nl.NewNetlinkRequest(unix.RTM_GETNEIGH, 0)
-	req.AddData(&netlink.Ndmsg{Family: uint8(n.Family), Index: uint32(n.LinkIndex), Flags: netlink.NTF_PROXY})
-	req.AddData(nl.NewRtAttr(netlink.NDA_DST, ip.AsSlice()))
-	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
+	c, err := k.rt()
+	if err == nil {
+		req := nl.NewNetlinkRequest(unix.RTM_GETNEIGH, 0)
+		req.AddData(&netlink.Ndmsg{Family: uint8(n.Family), Index: uint32(n.LinkIndex), Flags: netlink.NTF_PROXY})
+		req.AddData(nl.NewRtAttr(netlink.NDA_DST, ip.AsSlice()))
+		err = c.execute(req, func(syscall.NetlinkMessage) {})
+	}
 	switch {
 	case err == nil:
 		return true, nil

@@ -279,12 +279,13 @@ func (h *host) netlinkCalls(c call) (sockets int, requests map[string]int) {
 }
 
 // An ADD on a holder that exists asks for each link once: the holder, its
-// ports if it is a bridge (a filtered dump on a socket of its own, which
-// the netlink library cannot send), the uplink. Before, it asked 6 times on
-// 3 sockets. An IP's first proxy entry is looked for before it is made
-// (another program's is kept at DEL), one RTM_GETNEIGH on a socket of its
-// own for the same reason: a listing of the uplink's proxy entries would
-// grow with the IPs held.
+// ports if it is a bridge (a filtered dump, which the netlink library
+// cannot send), the uplink. Before, it asked 6 times on 3 sockets. An IP's
+// first proxy entry is looked for before it is made (another program's is
+// kept at DEL), one RTM_GETNEIGH, which the library cannot send either: a
+// listing of the uplink's proxy entries would grow with the IPs held. What
+// the library cannot send goes on one socket of package host's own, so an
+// ADD opens two: the library's and that one.
 func TestAnAddOnAnExistingHolderAsksForEachLinkOnce(t *testing.T) {
 	h := newHost(t)
 	h.addOn("testnet", "a", "2001:db8:1::10")
@@ -294,8 +295,8 @@ func TestAnAddOnAnExistingHolderAsksForEachLinkOnce(t *testing.T) {
 	}
 	conf := h.netConf("1.1.0", map[string]any{"runtimeConfig": runtimeIPs("2001:db8:1::11")})
 	sockets, requests := h.netlinkCalls(attach("ADD", "b", conf))
-	if sockets > 2+bridge || requests["RTM_GETLINK"] > 2+bridge {
-		t.Errorf("the ADD opened %d netlink sockets and sent %v, want at most %d sockets and %d RTM_GETLINK", sockets, requests, 2+bridge, 2+bridge)
+	if sockets > 2 || requests["RTM_GETLINK"] > 2+bridge {
+		t.Errorf("the ADD opened %d netlink sockets and sent %v, want at most 2 sockets and %d RTM_GETLINK", sockets, requests, 2+bridge)
 	}
 	if requests["RTM_NEWADDR"] != 1 || requests["RTM_NEWNEIGH"] != 1 || requests["RTM_GETNEIGH"] != 1 {
 		t.Errorf("the ADD sent %v, want one RTM_NEWADDR, one RTM_GETNEIGH and one RTM_NEWNEIGH: the count missed its requests", requests)
