@@ -70,18 +70,16 @@ func (k *Netlink) nl() netlinksafe.Handle {
 }
 
 func (k *Netlink) LookupHolder(name string) (Link, error) {
-	link, err := k.nl().LinkByName(name)
-	var notFound netlink.LinkNotFoundError
+	l, err := k.getLink(name, 0)
 	switch {
-	case errors.As(err, &notFound):
+	case errors.Is(err, ErrNoLink):
 		return Link{}, nil
 	case err != nil:
 		return Link{}, errorf(ErrHost, "looking up holder device %s: %w", name, err)
 	}
-	a := link.Attrs()
-	h := Link{Index: a.Index, Kind: link.Type(), Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
+	h := Link{Index: l.index, Kind: l.kind, Alias: l.alias, Up: l.flags&unix.IFF_UP != 0}
 	if h.Kind == "bridge" {
-		if h.Ports, err = k.bridgePorts(a.Index); err != nil {
+		if h.Ports, err = k.bridgePorts(l.index); err != nil {
 			return Link{}, errorf(ErrHost, "listing ports of %s: %w", name, err)
 		}
 	}
@@ -418,29 +416,19 @@ func (k *Netlink) MainRoute(ip netip.Addr, skip int) (Route, error) {
 }
 
 func (k *Netlink) UplinkByName(name string) (Uplink, error) {
-	link, err := k.nl().LinkByName(name)
+	l, err := k.getLink(name, 0)
 	if err != nil {
-		return Uplink{}, errorf(ErrRefused, "uplink %s: %w", name, linkErr(err))
+		return Uplink{}, errorf(ErrRefused, "uplink %s: %w", name, err)
 	}
-	return k.toUplink(link)
+	return k.toUplink(l)
 }
 
 func (k *Netlink) UplinkByIndex(index int) (Uplink, error) {
-	link, err := k.nl().LinkByIndex(index)
+	l, err := k.getLink("", index)
 	if err != nil {
-		return Uplink{}, errorf(ErrRefused, "uplink with index %d: %w", index, linkErr(err))
+		return Uplink{}, errorf(ErrRefused, "uplink with index %d: %w", index, err)
 	}
-	return k.toUplink(link)
-}
-
-// linkErr turns the library's "link not found" into ErrNoLink, which the
-// callers tell apart from other failures.
-func linkErr(err error) error {
-	var notFound netlink.LinkNotFoundError
-	if errors.As(err, &notFound) {
-		return ErrNoLink
-	}
-	return err
+	return k.toUplink(l)
 }
 
 // retryDump repeats a dump that a concurrent change interrupted, as
@@ -455,16 +443,15 @@ func retryDump(f func() error) error {
 	return err
 }
 
-func (k *Netlink) toUplink(link netlink.Link) (Uplink, error) {
-	a := link.Attrs()
+func (k *Netlink) toUplink(l linkMsg) (Uplink, error) {
 	if k.index == nil {
 		k.index = map[string]int{}
 	}
-	k.index[a.Name] = a.Index
-	if len(a.HardwareAddr) != 6 {
-		return Uplink{}, errorf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", a.Name)
+	k.index[l.name] = l.index
+	if len(l.mac) != 6 {
+		return Uplink{}, errorf(ErrRefused, "uplink %s: has no Ethernet hardware address to announce from", l.name)
 	}
-	fwd, err := sysctl("ipv6/conf/" + a.Name + "/forwarding")
-	return Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: err == nil && fwd > 0,
-		Down: a.Flags&net.FlagUp == 0, NoCarrier: a.OperState != netlink.OperUp && a.OperState != netlink.OperUnknown}, nil
+	fwd, err := sysctl("ipv6/conf/" + l.name + "/forwarding")
+	return Uplink{Name: l.name, Index: l.index, MAC: l.mac, Router: err == nil && fwd > 0,
+		Down: l.flags&unix.IFF_UP == 0, NoCarrier: l.oper != uint8(netlink.OperUp) && l.oper != uint8(netlink.OperUnknown)}, nil
 }

@@ -3,9 +3,11 @@ package host
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -219,6 +221,64 @@ func TestHostKernelCountsABridgesPortsSoThatJudgeRefusesIt(t *testing.T) {
 		}
 		if holder, err := k.LookupHolder("eip0"); err != nil || holder.Ports != 0 || holder.Index != dev {
 			t.Errorf("LookupHolder(eip0) = %+v, %v; want the port-less holder %d", holder, err, dev)
+		}
+	})
+}
+
+// LookupHolder and UplinkByName/ByIndex read links themselves (getLink):
+// what they say of each kind of link must be what the netlink library's
+// full reading says, and a missing link must stay "missing" (no holder
+// yet; ErrNoLink for an uplink, whose proxy entry is then gone with it).
+func TestHostKernelReadsEachLinkAsTheNetlinkLibraryDoes(t *testing.T) {
+	inNetNS(t, func(k *Netlink, up Uplink, dev int) {
+		if err := k.nl().LinkSetAlias(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: dev}}, HolderAlias("/run/x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.nl().LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "down0"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"eip0", "up0", "peer0", "lo", "down0"} {
+			link, err := k.nl().LinkByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := link.Attrs()
+			want := Link{Index: a.Index, Kind: link.Type(), Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
+			if got, err := k.LookupHolder(name); err != nil || (got != Link{Index: want.Index, Kind: want.Kind, Alias: want.Alias, Up: want.Up, Ports: got.Ports}) {
+				t.Errorf("LookupHolder(%s) = %+v, %v; the library says %+v", name, got, err, want)
+			}
+			fwd, _ := sysctl("ipv6/conf/" + name + "/forwarding")
+			wantUp := Uplink{Name: a.Name, Index: a.Index, MAC: a.HardwareAddr, Router: fwd > 0,
+				Down: a.Flags&net.FlagUp == 0, NoCarrier: a.OperState != netlink.OperUp && a.OperState != netlink.OperUnknown}
+			byName, err := k.UplinkByName(name)
+			if len(a.HardwareAddr) != 6 {
+				if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no Ethernet hardware address") {
+					t.Errorf("UplinkByName(%s) = %v; the library reads no MAC, so want it refused for that", name, err)
+				}
+				continue
+			}
+			if err != nil || !reflect.DeepEqual(byName, wantUp) {
+				t.Errorf("UplinkByName(%s) = %+v, %v; the library says %+v", name, byName, err, wantUp)
+			}
+			if byIndex, err := k.UplinkByIndex(a.Index); err != nil || !reflect.DeepEqual(byIndex, wantUp) {
+				t.Errorf("UplinkByIndex(%d) = %+v, %v; the library says %+v", a.Index, byIndex, err, wantUp)
+			}
+		}
+		if got, err := k.LookupHolder("nosuch0"); err != nil || got != (Link{}) {
+			t.Errorf("LookupHolder(nosuch0) = %+v, %v; want no device and no error", got, err)
+		}
+		if _, err := k.UplinkByName("nosuch0"); !errors.Is(err, ErrNoLink) || !errors.Is(err, ErrRefused) {
+			t.Errorf("UplinkByName(nosuch0) = %v; want ErrRefused and ErrNoLink", err)
+		}
+		if _, err := k.UplinkByIndex(99999); !errors.Is(err, ErrNoLink) {
+			t.Errorf("UplinkByIndex(99999) = %v; want ErrNoLink", err)
+		}
+		ip := netip.MustParseAddr("198.51.100.8")
+		if err := k.DelProxy("nosuch0", ip); err != nil {
+			t.Errorf("DelProxy on a vanished uplink = %v; want nil (its entries went with it)", err)
+		}
+		if _, err := k.HasProxy("nosuch0", ip); !errors.Is(err, ErrNoLink) || !errors.Is(err, ErrDrift) {
+			t.Errorf("HasProxy on a vanished uplink = %v; want ErrDrift and ErrNoLink", err)
 		}
 	})
 }

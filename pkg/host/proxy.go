@@ -89,11 +89,11 @@ func family(ip netip.Addr) int {
 func (k *Netlink) proxyNeigh(uplink string, ip netip.Addr) (*netlink.Neigh, error) {
 	index, ok := k.index[uplink]
 	if !ok {
-		link, err := k.nl().LinkByName(uplink)
+		l, err := k.getLink(uplink, 0)
 		if err != nil {
-			return nil, linkErr(err)
+			return nil, err
 		}
-		index = link.Attrs().Index
+		index = l.index
 	}
 	return &netlink.Neigh{
 		LinkIndex: index,

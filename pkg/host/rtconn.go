@@ -1,8 +1,12 @@
 package host
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -105,4 +109,112 @@ func nlErrno(data []byte) error {
 		return syscall.Errno(-e)
 	}
 	return nil
+}
+
+// linkMsg is what this package reads of a link: what the holder's and an
+// uplink's checks use (Link, Uplink).
+type linkMsg struct {
+	index int
+	flags uint32
+	name  string
+	// kind is the kernel's (IFLA_INFO_KIND), "device" for a link with
+	// none (a physical one, lo), as the netlink library names it.
+	kind  string
+	alias string
+	mac   net.HardwareAddr
+	oper  uint8
+}
+
+// rtextFilterSkipStats asks the kernel to leave a link's statistics out
+// of its answer (RTEXT_FILTER_SKIP_STATS, include/uapi/linux/rtnetlink.h).
+const rtextFilterSkipStats = 1 << 3
+
+// getLink asks for the link called name, or of index when name is "",
+// ErrNoLink when there is none. The netlink library's LinkByName and
+// LinkByIndex read every attribute of the answer into a Link (its
+// statistics, every per-family setting): about 0.04 ms of an ADD's CPU
+// for the holder alone (perf, 300 steered ADDs, floor 1.5 ms). This reads
+// the six that are used, on the package's own socket (rtConn).
+func (k *Netlink) getLink(name string, index int) (linkMsg, error) {
+	c, err := k.rt()
+	if err != nil {
+		return linkMsg{}, err
+	}
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
+	ifi := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	ifi.Index = int32(index)
+	req.AddData(ifi)
+	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(rtextFilterSkipStats)))
+	if name != "" {
+		typ := unix.IFLA_IFNAME
+		if len(name) > unix.IFNAMSIZ-1 {
+			typ = unix.IFLA_ALT_IFNAME
+		}
+		req.AddData(nl.NewRtAttr(typ, nl.ZeroTerminated(name)))
+	}
+	var l linkMsg
+	found, perr := false, error(nil)
+	err = c.execute(req, func(m syscall.NetlinkMessage) {
+		if m.Header.Type == unix.RTM_NEWLINK {
+			l, perr = parseLink(m.Data)
+			found = perr == nil
+		}
+	})
+	switch {
+	case errors.Is(err, unix.ENODEV), err == nil && perr == nil && !found:
+		return linkMsg{}, ErrNoLink
+	case err != nil:
+		return linkMsg{}, err
+	}
+	return l, perr
+}
+
+// parseLink reads an RTM_NEWLINK message's data. Its attribute values
+// point into the socket's buffer: what is kept is copied.
+func parseLink(b []byte) (linkMsg, error) {
+	if len(b) < unix.SizeofIfInfomsg {
+		return linkMsg{}, fmt.Errorf("short link message of %d bytes", len(b))
+	}
+	ifi := nl.DeserializeIfInfomsg(b)
+	attrs, err := nl.ParseRouteAttr(b[unix.SizeofIfInfomsg:])
+	if err != nil {
+		return linkMsg{}, err
+	}
+	l := linkMsg{index: int(ifi.Index), flags: ifi.Flags, kind: "device"}
+	for _, a := range attrs {
+		switch a.Attr.Type & nl.NLA_TYPE_MASK {
+		case unix.IFLA_IFNAME:
+			l.name = cString(a.Value)
+		case unix.IFLA_IFALIAS:
+			l.alias = cString(a.Value)
+		case unix.IFLA_ADDRESS:
+			// All zeros (lo's) is none, as the library reads it.
+			if slices.ContainsFunc(a.Value, func(b byte) bool { return b != 0 }) {
+				l.mac = slices.Clone(net.HardwareAddr(a.Value))
+			}
+		case unix.IFLA_OPERSTATE:
+			if len(a.Value) > 0 {
+				l.oper = a.Value[0]
+			}
+		case unix.IFLA_LINKINFO:
+			infos, err := nl.ParseRouteAttr(a.Value)
+			if err != nil {
+				return linkMsg{}, err
+			}
+			for _, i := range infos {
+				if i.Attr.Type&nl.NLA_TYPE_MASK == unix.IFLA_INFO_KIND {
+					l.kind = cString(i.Value)
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+// cString is a NUL-terminated attribute's string.
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
 }
