@@ -15,9 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Netlink is the kernel seen through netlink and /proc/sys. It keeps one
-// netlink socket for the invocation: a socket per request costs more than
-// most of the requests themselves.
+// Netlink is the kernel seen through netlink and /proc/sys. It keeps its
+// netlink sockets for the invocation, a socket per request costing more
+// than most of the requests themselves: its own (rtConn) for the lookups
+// an ADD and a DEL make (holder, uplink, a bridge's ports, a proxy
+// entry), the netlink library's for the rest, each opened on first use.
 type Netlink struct {
 	handle *netlinksafe.Handle
 	// own is this package's socket for the requests it parses itself.
