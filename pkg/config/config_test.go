@@ -330,6 +330,27 @@ func TestLoadDecodesValidAttachmentsForGC(t *testing.T) {
 	}
 }
 
+// A DEL steers by its record, never by prevResult: LoadForDel does not
+// read it, so a result of any shape is neither parsed nor reported, as the
+// key was absent.
+func TestLoadForDelDoesNotReadPrevResult(t *testing.T) {
+	for name, prev := range map[string]any{
+		"a result":             json.RawMessage(`{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5/24"}]}`),
+		"not an object":        "garbage",
+		"an unknown version":   json.RawMessage(`{"cniVersion":"9.9.9"}`),
+		"a bad address inside": json.RawMessage(`{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.5"}]}`),
+	} {
+		c, ignored, err := config.LoadForDel(netConf(t, map[string]any{"prevResult": prev}))
+		if err != nil || len(ignored) > 0 {
+			t.Errorf("%s: LoadForDel: %v, passed over %v; want neither", name, err, ignored)
+			continue
+		}
+		if c.PrevResult != nil || c.PrevResultJSON != nil || c.ContainerAddrs() != nil {
+			t.Errorf("%s: LoadForDel parsed prevResult: %#v", name, c.PrevResult)
+		}
+	}
+}
+
 // A DEL releases what its record says: a key it does not use that is
 // wrong is passed over (and reported) with its default, never a failure;
 // the keys it needs are checked as ever.
@@ -338,7 +359,6 @@ func TestLoadForDelPassesOverTheKeysADelDoesNotUse(t *testing.T) {
 		"traffic":           {"traffic": "Both"},
 		"announce.count":    {"announce": map[string]any{"count": 50}},
 		"a count's type":    {"announce": map[string]any{"count": "three"}},
-		"prevResult":        {"prevResult": "garbage"},
 		"logFile":           {"logFile": "relative.log"},
 		"uplink":            {"uplink": "eth%d"},
 		"allowedRanges":     {"allowedRanges": []string{"192.0.2.0/24", "nonsense"}},
