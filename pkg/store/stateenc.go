@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/netip"
 	"slices"
@@ -27,8 +28,8 @@ type stateEncoder interface {
 }
 
 // encodeState is json.Marshal(v), by hand where v knows how. A journal
-// with steps (a rare re-ADD or undo of steering) goes to encoding/json,
-// which re-escapes the steps' raw data as it copies it.
+// with a step whose raw data is not JSON goes to encoding/json, for its
+// error.
 func encodeState(v any) ([]byte, error) {
 	if e, ok := handEncoder(v); ok {
 		return e.appendJSON(nil), nil
@@ -38,7 +39,7 @@ func encodeState(v any) ([]byte, error) {
 
 // handEncoder is v's own encoder, when encodeState uses it for v.
 func handEncoder(v any) (stateEncoder, bool) {
-	if j, ok := v.(*Journal); ok && len(j.Steps) > 0 {
+	if j, ok := v.(*Journal); ok && slices.ContainsFunc(j.Steps, badData) {
 		return nil, false
 	}
 	e, ok := v.(stateEncoder)
@@ -72,7 +73,38 @@ func (j *Journal) appendJSON(b []byte) []byte {
 	if len(j.Proxied) > 0 {
 		b = appendAddrs(appendKey(b, ',', "proxied"), j.Proxied)
 	}
+	if len(j.Steps) > 0 {
+		b = appendList(appendKey(b, ',', "steps"), j.Steps, func(b []byte, s Step) []byte { return s.appendJSON(b) })
+	}
 	return append(b, '}')
+}
+
+// badData says that s's data is not JSON, which encoding/json refuses to
+// copy.
+func badData(s Step) bool { return len(s.Data) > 0 && !json.Valid(s.Data) }
+
+// appendJSON encodes s, whose data handEncoder has found to be JSON. Every
+// release of a steered attachment journals one (a DEL's): encoding/json
+// took 0.085 ms of each DEL to build the encoders of the journal's types
+// (profile of 300 steered IPv4 DELs at an exec floor of 1.5 ms; end to
+// end, with the hand decoder of statedec.go: see there).
+func (s Step) appendJSON(b []byte) []byte {
+	b = appendString(appendKey(b, '{', "kind"), s.Kind)
+	if len(s.Data) > 0 {
+		b = appendRaw(appendKey(b, ',', "data"), s.Data)
+	}
+	return append(b, '}')
+}
+
+// appendRaw copies raw, which is JSON, as encoding/json copies a
+// RawMessage: compacted, and <, >, &, U+2028 and U+2029 escaped.
+func appendRaw(b []byte, raw json.RawMessage) []byte {
+	var compact, escaped bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		panic("store: step data that handEncoder found to be JSON does not compact: " + err.Error())
+	}
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return append(b, escaped.Bytes()...)
 }
 
 // appendJSON encodes r; a nil record is null, as in a release's journal.

@@ -21,7 +21,7 @@ import (
 // fails otherwise), and TestStateEncodersWriteEveryField then fills its
 // every field.
 func encodedTypes() []any {
-	return []any{&Journal{}, &Record{}, &Steering{}, IPEntry{}, &Netns{}}
+	return []any{&Journal{}, &Record{}, &Steering{}, IPEntry{}, &Netns{}, Step{}}
 }
 
 // filler makes non-zero values of every kind, each one different, so that
@@ -112,8 +112,7 @@ func (f *filler) addr() netip.Addr {
 // variants are v filled, then v filled but for one exported field (at
 // any depth) left zero: between them, every optional field is both
 // written and left out, and every field is written by the hand encoder
-// in some variant, also where another field (a journal's steps) sends
-// the full value to encoding/json.
+// in some variant.
 func variants(t *testing.T, proto any) map[string]any {
 	out := map[string]any{}
 	full := newFilled(t, proto)

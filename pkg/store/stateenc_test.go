@@ -59,3 +59,21 @@ func FuzzStateEncodingIsEncodingJSONs(f *testing.F) {
 		checkStateEncoding(t, name, x, y)
 	})
 }
+
+// A step's raw data is copied as encoding/json copies a RawMessage
+// (compacted, HTML-escaped), whatever its spacing and escapes; data that
+// is not JSON fails as encoding/json fails.
+func FuzzStepDataIsCopiedAsEncodingJSONCopiesIt(f *testing.F) {
+	for _, seed := range []string{``, `null`, `{"traffic":"both","egress":[{"source":"10.0.0.5"}]}`,
+		" { \"a\" : [ 1 , 2.5e3 , \"<&>\u2028\" ] }\n", "\"\u2028\xe2\x80\xa9\"", `{"a":`, `1 2`, "\"\xff\"", `[]`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		j := &Journal{Op: OpRelease, Key: "k", Steps: []Step{{Kind: StepNAT, Data: data}, {Kind: StepNAT}}}
+		want, wantErr := json.Marshal(j)
+		got, err := encodeState(j)
+		if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("data %q: encodeState wrote %s (error %v); encoding/json %s (error %v)", data, got, err, want, wantErr)
+		}
+	})
+}

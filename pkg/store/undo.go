@@ -102,11 +102,7 @@ func natStep(s *Steering) []Step {
 	if s == nil {
 		return nil
 	}
-	data, err := json.Marshal(s)
-	if err != nil {
-		return nil // a steering of addresses and names always marshals
-	}
-	return []Step{{Kind: StepNAT, Data: data}}
+	return []Step{{Kind: StepNAT, Data: s.appendJSON(nil)}}
 }
 
 // natUndone carries, into the change that undoes j, the steering j was
