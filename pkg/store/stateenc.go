@@ -20,7 +20,7 @@ import (
 // TestStateEncodersWriteEveryField fills every field by reflection, so a
 // field added without its encoder fails), so files written by
 // either read the same, and writeJSON still sees an unchanged file as
-// unchanged. Reading stays with encoding/json.
+// unchanged. Reading is statedec.go's.
 
 // stateEncoder is a state file's value that encodes itself.
 type stateEncoder interface {

@@ -29,6 +29,8 @@ func encodedTypes() []any {
 type filler struct {
 	n int
 	t *testing.T
+	// plain makes strings that JSON writes without an escape.
+	plain bool
 }
 
 var (
@@ -57,7 +59,11 @@ func (f *filler) fill(v reflect.Value, path string) {
 	}
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d<&>\u2028é\x01\xff\"", f.n))
+		s := fmt.Sprintf("s%d<&>\u2028é\x01\xff\"", f.n)
+		if f.plain {
+			s = fmt.Sprintf("s%d é", f.n)
+		}
+		v.SetString(s)
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -113,12 +119,12 @@ func (f *filler) addr() netip.Addr {
 // any depth) left zero: between them, every optional field is both
 // written and left out, and every field is written by the hand encoder
 // in some variant.
-func variants(t *testing.T, proto any) map[string]any {
+func variants(t *testing.T, proto any, plain bool) map[string]any {
 	out := map[string]any{}
-	full := newFilled(t, proto)
+	full := newFilled(t, proto, plain)
 	out["every field"] = full.Interface()
 	for _, path := range fieldPaths(full) {
-		v := newFilled(t, proto)
+		v := newFilled(t, proto, plain)
 		zeroAt(v, path)
 		out["every field but "+strings.Join(path, ".")] = v.Interface()
 	}
@@ -126,9 +132,9 @@ func variants(t *testing.T, proto any) map[string]any {
 }
 
 // newFilled is a new value of proto's type, every field filled.
-func newFilled(t *testing.T, proto any) reflect.Value {
+func newFilled(t *testing.T, proto any, plain bool) reflect.Value {
 	typ := reflect.TypeOf(proto)
-	f := &filler{t: t}
+	f := &filler{t: t, plain: plain}
 	if typ.Kind() == reflect.Pointer {
 		v := reflect.New(typ.Elem())
 		f.fill(v.Elem(), typ.Elem().Name())
@@ -177,7 +183,7 @@ func TestStateEncodersWriteEveryField(t *testing.T) {
 	compared := 0
 	for _, proto := range encodedTypes() {
 		hand := 0
-		for name, v := range variants(t, proto) {
+		for name, v := range variants(t, proto, false) {
 			compared++
 			want, err := json.Marshal(v)
 			if err != nil {
@@ -202,29 +208,34 @@ func TestStateEncodersWriteEveryField(t *testing.T) {
 // appendJSON methods, so that a new hand-encoded type cannot be left out
 // of encodedTypes.
 func TestEveryHandEncodedTypeIsFilled(t *testing.T) {
+	checkListed(t, "appendJSON", "encodedTypes", encodedTypes())
+}
+
+// checkListed fails for each type of the package's source with a method
+// called method that is not among listed (listName).
+func checkListed(t *testing.T, method, listName string, listed []any) {
+	t.Helper()
 	files, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parsed []*ast.File
-	for _, fi := range files {
-		if name := fi.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
-			f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parsed = append(parsed, f)
-		}
-	}
-	var listed []string
-	for _, p := range encodedTypes() {
-		listed = append(listed, reflect.Indirect(reflect.ValueOf(p)).Type().Name())
+	var names []string
+	for _, p := range listed {
+		names = append(names, reflect.Indirect(reflect.ValueOf(p)).Type().Name())
 	}
 	found := 0
-	for _, file := range parsed {
+	for _, fi := range files {
+		name := fi.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, d := range file.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv == nil || fn.Name.Name != "appendJSON" {
+			if !ok || fn.Recv == nil || fn.Name.Name != method {
 				continue
 			}
 			found++
@@ -232,12 +243,12 @@ func TestEveryHandEncodedTypeIsFilled(t *testing.T) {
 			if star, ok := recv.(*ast.StarExpr); ok {
 				recv = star.X
 			}
-			if name := recv.(*ast.Ident).Name; !slices.Contains(listed, name) {
-				t.Errorf("%s has a hand encoder (appendJSON) but is not in encodedTypes, so no test fills its fields", name)
+			if name := recv.(*ast.Ident).Name; !slices.Contains(names, name) {
+				t.Errorf("%s has a %s method but is not in %s, so no test fills its fields", name, method, listName)
 			}
 		}
 	}
 	if found == 0 {
-		t.Error("found no appendJSON method in the package's source: the test reads the wrong files")
+		t.Errorf("found no %s method in the package's source: the test reads the wrong files", method)
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -180,15 +179,15 @@ func (s *Store) WriteIP(ip netip.Addr, e IPEntry) error {
 	return s.writeJSON(inIP, ipName(ip), e)
 }
 
-// readJSON decodes a state file into v; a missing file is (false, nil). A
-// file that exists but does not decode is an error naming it: state is
-// never reset silently.
+// readJSON decodes a state file into v, a new value; a missing file is
+// (false, nil). A file that exists but does not decode is an error naming
+// it: state is never reset silently.
 func (s *Store) readJSON(w where, name string, v any) (bool, error) {
 	b, err := s.readFile(w, name)
 	if b == nil || err != nil {
 		return false, err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := decodeState(b, v); err != nil {
 		return false, errorf(ErrState, "state file %s is corrupt: %v; see the README's recovery section", s.path(w, name), err)
 	}
 	return true, nil
