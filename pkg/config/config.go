@@ -177,7 +177,7 @@ type step struct {
 func load(stdin []byte, forDel bool) (*Config, []error, error) {
 	raw := &netConf{}
 	var ignored []error
-	if err := json.NewDecoder(bytes.NewReader(stdin)).Decode(raw); err != nil {
+	if err := decodeNetConf(stdin, raw); err != nil {
 		if !forDel || !elsewhereThanDelsKeys(stdin, err) {
 			return nil, nil, decodeError(stdin, err)
 		}
