@@ -256,6 +256,15 @@ func parsePrevResult(cniVersion string, raw json.RawMessage) (types.Result, bool
 	if raw[0] != '{' {
 		return nil, false, fmt.Errorf("could not parse prevResult: %s is not an object", raw)
 	}
+	if res, ok := plainResult(cniVersion, raw); ok {
+		return res, res.CNIVersion == cniVersion && verbatim(raw), nil
+	}
+	return libraryPrevResult(cniVersion, raw)
+}
+
+// libraryPrevResult is parsePrevResult for an object, through the CNI
+// library alone.
+func libraryPrevResult(cniVersion string, raw json.RawMessage) (types.Result, bool, error) {
 	var v struct {
 		CNIVersion string `json:"cniVersion"`
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,8 +21,15 @@ var rawType = reflect.TypeFor[json.RawMessage]()
 // the hand decoder drops or swaps with another shows.
 func fill(t *testing.T, v reflect.Value, n *int) {
 	*n++
-	if v.Type() == rawType {
+	switch v.Type() {
+	case rawType:
 		v.SetBytes(fmt.Appendf(nil, `{"n":[%d," x "]}`, *n))
+		return
+	case reflect.TypeFor[net.IP]():
+		v.Set(reflect.ValueOf(net.IPv4(10, 1, byte(*n), 1)))
+		return
+	case reflect.TypeFor[net.IPNet]():
+		v.Set(reflect.ValueOf(net.IPNet{IP: net.IPv4(10, 2, byte(*n), 5), Mask: net.CIDRMask(*n%32, 32)}))
 		return
 	}
 	switch v.Kind() {
@@ -73,6 +81,27 @@ func fieldPaths(v reflect.Value) [][]int {
 	return out
 }
 
+// variants are a value filled, and filled but for one field (at any
+// depth through pointers and structs) left zero.
+func variants[T any](t *testing.T, filled func(*testing.T) *T) map[string]*T {
+	out := map[string]*T{"every field": filled(t)}
+	for _, path := range fieldPaths(reflect.ValueOf(filled(t))) {
+		c := filled(t)
+		v := reflect.ValueOf(c).Elem()
+		var names []string
+		for _, i := range path {
+			for v.Kind() == reflect.Pointer {
+				v = v.Elem()
+			}
+			names = append(names, v.Type().Field(i).Name)
+			v = v.Field(i)
+		}
+		v.SetZero()
+		out["every field but "+strings.Join(names, ".")] = c
+	}
+	return out
+}
+
 func filledNetConf(t *testing.T) *netConf {
 	n, c := 0, &netConf{}
 	fill(t, reflect.ValueOf(c).Elem(), &n)
@@ -84,22 +113,7 @@ func filledNetConf(t *testing.T) *netConf {
 // agrees with encoding/json: a field added to netConf without its
 // decoder is passed over, and this test fails.
 func TestNetConfDecoderReadsEveryField(t *testing.T) {
-	variants := map[string]*netConf{"every field": filledNetConf(t)}
-	for _, path := range fieldPaths(reflect.ValueOf(filledNetConf(t))) {
-		c := filledNetConf(t)
-		v := reflect.ValueOf(c).Elem()
-		var names []string
-		for _, i := range path {
-			for v.Kind() == reflect.Pointer {
-				v = v.Elem()
-			}
-			names = append(names, v.Type().Field(i).Name)
-			v = v.Field(i)
-		}
-		v.SetZero()
-		variants["every field but "+strings.Join(names, ".")] = c
-	}
-	for name, c := range variants {
+	for name, c := range variants(t, filledNetConf) {
 		b, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
