@@ -14,6 +14,7 @@ FUZZ_REQUESTS ?= 100000x
 FUZZ_STATE    ?= 1500x
 FUZZ_CONF     ?= 30000x
 FUZZ_ENCODE   ?= 50000x
+FUZZ_DECODE   ?= 100000x
 # What `external-ip version` and the image's labels say.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -56,6 +57,11 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_REQUESTS) -fuzz='^FuzzRequests$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_STATE) -fuzz='^FuzzStateFiles$$' ./pkg/assigner/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_ENCODE) -fuzz='^FuzzStateEncodingIsEncodingJSONs$$' ./pkg/store/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_ENCODE) -fuzz='^FuzzStepDataIsCopiedAsEncodingJSONCopiesIt$$' ./pkg/store/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_DECODE) -fuzz='^FuzzDecoderIsEncodingJSON$$' ./pkg/plainjson/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_DECODE) -fuzz='^FuzzStateDecodingIsEncodingJSONs$$' ./pkg/store/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_DECODE) -fuzz='^FuzzNetConfDecodingIsEncodingJSONs$$' ./pkg/config/
+	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_DECODE) -fuzz='^FuzzPrevResultDecodingIsTheLibrarys$$' ./pkg/config/
 	$(GO) test $(FUZZFLAGS) -fuzztime=$(FUZZ_CONF) -fuzz='^FuzzChainedListLoadsInLibcni$$' ./pkg/install/
 
 demo: deps
