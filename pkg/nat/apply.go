@@ -251,17 +251,11 @@ func (t *Table) Seen(addr netip.Addr) (bool, error) {
 // flows, from one listing of its sets per connection.
 func (t *Table) hasSeenSets() (bool, error) {
 	if t.seenSets == nil {
-		sets, err := t.c.GetSets(t.table)
+		names, err := t.c.SetNames()
 		if err != nil {
-			return false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
+			return false, err
 		}
-		n := 0
-		for _, s := range sets {
-			if s.Name == ipv4.seen || s.Name == ipv6.seen {
-				n++
-			}
-		}
-		have := n == 2
+		have := names[ipv4.seen] && names[ipv6.seen]
 		t.seenSets = &have
 	}
 	return *t.seenSets, nil

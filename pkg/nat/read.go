@@ -103,12 +103,9 @@ func (r reading) readBase(st *State, ours map[string]*nftables.Chain) error {
 // The library formats its listing errors with %v, so a missing map is
 // found by listing the table's sets, not by the listing's ENOENT.
 func (r reading) elements(name string) ([]nftables.SetElement, bool, error) {
-	sets, err := r.tab.c.GetSets(r.tab.table)
-	if err != nil {
-		return nil, false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
-	}
-	if !slices.ContainsFunc(sets, func(s *nftables.Set) bool { return s.Name == name }) {
-		return nil, false, nil
+	names, err := r.tab.c.SetNames()
+	if err != nil || !names[name] {
+		return nil, false, err
 	}
 	els, err := r.tab.c.GetSetElements(r.tab.set(name))
 	if err != nil {

@@ -237,13 +237,9 @@ func (t *Table) lostElements() (bool, error) {
 	if !t.c.Exists() { // the listing's error would not say ENOENT
 		return true, nil
 	}
-	sets, err := t.c.GetSets(t.table)
+	have, err := t.c.SetNames()
 	if err != nil {
-		return false, fmt.Errorf("listing sets of table inet %s: %w", TableName, err)
-	}
-	have := map[string]bool{}
-	for _, s := range sets {
-		have[s.Name] = true
+		return false, err
 	}
 	for _, s := range append(t.sets(), uplinkSets(t.table)...) {
 		if !have[s.Name] {

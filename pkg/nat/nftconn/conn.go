@@ -64,3 +64,17 @@ func (c *Conn) Exists() bool {
 	_, err := c.ListTableOfFamily(c.table, nftables.TableFamilyINet)
 	return err == nil
 }
+
+// SetNames names the table's sets and maps, from one listing of them. The
+// library formats a missing table's error with %v: it does not say ENOENT.
+func (c *Conn) SetNames() (map[string]bool, error) {
+	sets, err := c.GetSets(&nftables.Table{Name: c.table, Family: nftables.TableFamilyINet})
+	if err != nil {
+		return nil, fmt.Errorf("listing sets of table inet %s: %w", c.table, err)
+	}
+	out := make(map[string]bool, len(sets))
+	for _, s := range sets {
+		out[s.Name] = true
+	}
+	return out, nil
+}
