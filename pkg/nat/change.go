@@ -248,21 +248,26 @@ func (t *Table) baseIntact() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if _, ok := uses[layoutChain(t.mask())]; !ok {
-		return false, nil
+	intact, zero := countedBase(uses, t.mask())
+	if zero {
+		return t.rulesIntact()
 	}
-	for _, b := range baseChains(t.mask()) {
-		use, ok := uses[b.name]
-		switch {
-		case !ok:
-			return false, nil
-		case use == 0:
-			return t.rulesIntact()
-		case use != b.count:
-			return false, nil
+	return intact, nil
+}
+
+// countedBase reads a dump of the chains' use counts as baseIntact does:
+// intact with the layout marker and each base chain's use its number of
+// rules; zero when a chain's use reads 0 (its rules then tell).
+func countedBase(uses map[string]uint32, mask uint32) (intact, zero bool) {
+	if _, ok := uses[layoutChain(mask)]; !ok {
+		return false, false
+	}
+	for _, b := range baseChains(mask) {
+		if use, ok := uses[b.name]; !ok || use != b.count {
+			return false, ok && use == 0
 		}
 	}
-	return true, nil
+	return true, false
 }
 
 // rulesIntact tells whether each base chain holds as many rules as Ensure

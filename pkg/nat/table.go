@@ -36,7 +36,7 @@ const (
 type Table struct {
 	c     *nftconn.Conn // stages and commits every change, and reads
 	table *nftables.Table
-	// seenSets is whether the table has seen4 and seen6, once asked.
+	// seenSets is whether the table has seen4 and seen6, once known.
 	seenSets *bool
 	// named is sets(), made by the first set() (see set).
 	named []*nftables.Set

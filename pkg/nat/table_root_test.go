@@ -715,7 +715,9 @@ func TestTheRulesRecordWhatHadAFlow(t *testing.T) {
 
 // A table without the sets of addresses that had flows (one of an earlier
 // layout, or whose set was deleted by hand) recorded nothing: every
-// address reads as having had flows, so that a DEL still cleans up.
+// address reads as having had flows, so that a DEL still cleans up. So
+// it does on a connection whose dump of the chains (Uplinks, a DEL's)
+// found the base chains emptied, which is what lets a set go.
 func TestATableWithoutTheSeenSetsReadsEveryAddressAsSeen(t *testing.T) {
 	inNetNS(t, func(netns string, tb *Table) {
 		ensureApart(t)
@@ -727,13 +729,52 @@ func TestATableWithoutTheSeenSetsReadsEveryAddressAsSeen(t *testing.T) {
 			nft(t, netns, "flush", "chain", "inet", TableName, c)
 		}
 		nft(t, netns, "delete", "set", "inet", TableName, "seen4")
+		for _, dumped := range []bool{false, true} {
+			other, err := Open()
+			must(t, err)
+			defer other.Close()
+			if dumped {
+				_, err = other.Uplinks()
+				must(t, err)
+			}
+			for _, a := range []netip.Addr{ext4, ext6} {
+				if seen, err := other.Seen(a); !seen || err != nil {
+					t.Errorf("with no set seen4 (chains dumped first: %v), %s reads as seen %v (%v), want seen", dumped, a, seen, err)
+				}
+			}
+		}
+	})
+}
+
+// A DEL's dump of the chains (Uplinks) that finds the base intact tells
+// that the seen sets are there: the base rules use them, and the kernel
+// refuses to delete a set in use. Seen then reads a missing element as
+// unseen without listing the table's sets; a connection that made no such
+// dump lists them once.
+func TestSeenAfterUplinksFoundTheBaseIntactListsNoSets(t *testing.T) {
+	inNetNS(t, func(netns string, tb *Table) {
+		ensureApart(t)
+		if _, err := tb.Uplinks(); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []netip.Addr{ext4, ctrA, ext6} {
+			if seen, err := tb.Seen(a); seen || err != nil {
+				t.Errorf("%s reads as seen %v (%v) before any flow", a, seen, err)
+			}
+		}
+		if n := tb.c.SetListings; n != 0 {
+			t.Errorf("Seen after Uplinks found the base intact listed the sets %d times, want none", n)
+		}
 		other, err := Open()
 		must(t, err)
 		defer other.Close()
-		for _, a := range []netip.Addr{ext4, ext6} {
-			if seen, err := other.Seen(a); !seen || err != nil {
-				t.Errorf("with no set seen4, %s reads as seen %v (%v), want seen", a, seen, err)
+		for _, a := range []netip.Addr{ext4, ctrA} {
+			if seen, err := other.Seen(a); seen || err != nil {
+				t.Errorf("%s reads as seen %v (%v) before any flow", a, seen, err)
 			}
+		}
+		if n := other.c.SetListings; n != 1 {
+			t.Errorf("Seen with no dump of the chains listed the sets %d times, want once per connection", n)
 		}
 	})
 }

@@ -321,6 +321,9 @@ func (mk marking) Uplinks() (map[string]UplinkSlot, error) {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
 	mk.tab.uses, mk.tab.usesAt = uses, mk.tab.c.Commits
+	if intact, _ := countedBase(uses, mk.tab.mask()); intact {
+		mk.tab.seenSets = &intact // the base rules hold them (hasSeenSets)
+	}
 	return slotsOf(uses, mk.tab.mask()), nil
 }
 

@@ -21,8 +21,8 @@ type Conn struct {
 	// a change made at once from one made step by step.
 	Commits int
 	// ChainDumps counts ChainUses' dumps, for the tests that hold a
-	// steered ADD to one.
-	ChainDumps int
+	// steered ADD to one; SetListings counts SetNames' listings.
+	ChainDumps, SetListings int
 }
 
 // Open connects to nf_tables in the current network namespace, for the
@@ -68,6 +68,7 @@ func (c *Conn) Exists() bool {
 // SetNames names the table's sets and maps, from one listing of them. The
 // library formats a missing table's error with %v: it does not say ENOENT.
 func (c *Conn) SetNames() (map[string]bool, error) {
+	c.SetListings++
 	sets, err := c.GetSets(&nftables.Table{Name: c.table, Family: nftables.TableFamilyINet})
 	if err != nil {
 		return nil, fmt.Errorf("listing sets of table inet %s: %w", c.table, err)
