@@ -225,8 +225,8 @@ func (t *Table) ensureBase() error {
 // baseIntact tells whether each base chain holds as many rules as Ensure
 // puts there, in a table of this version's layout (layoutChain). It costs
 // one dump of the table's chains, read for each chain's name and use
-// count (chainUses): it finds a chain with rules added or taken away, and
-// a table made by an earlier version or whose Ensure was cut short (no
+// count (nftconn's Take): it finds a chain with rules added or taken away,
+// and a table made by an earlier version or whose Ensure was cut short (no
 // marker); a rule edited by hand is Read's to find (CHECK, GC, repair,
 // status). A missing table or chain is not intact. A base chain whose use
 // reads 0, as a flushed one does (the fault that leaves an ADD's elements
@@ -241,7 +241,7 @@ func (t *Table) ensureBase() error {
 // a check beside a concurrent Ensure may read that batch's counts; only
 // if the batch then failed would it have read wrong.
 func (t *Table) baseIntact() (bool, error) {
-	uses, err := t.takeUses()
+	uses, err := t.c.Take() // Uplinks', read before the change
 	if isNotFound(err) {
 		return false, nil
 	}

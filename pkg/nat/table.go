@@ -43,27 +43,11 @@ type Table struct {
 	// UplinkMask is the mark bits the uplink marking's base rules keep
 	// (uplinks.go); 0 is DefaultUplinkMask.
 	UplinkMask uint32
-	// uses is the dump of the chains' use counts that Uplinks read, left
-	// for the next base check (takeUses) if no commit of ours came between
-	// (usesAt): the marking read before an ADD's change and the change's
-	// base check then cost one dump.
-	uses   map[string]uint32
-	usesAt int
 	// remade says that Ensure found the table or one of its sets missing
 	// on this connection and made it empty (lostElements): every other
 	// attachment's elements, and the record of their flows, are gone.
 	remade bool
 	marking
-}
-
-// takeUses is the dump Uplinks left, once, or a new one.
-func (t *Table) takeUses() (map[string]uint32, error) {
-	uses, at := t.uses, t.usesAt
-	t.uses = nil
-	if uses != nil && at == t.c.Commits {
-		return uses, nil
-	}
-	return t.c.ChainUses()
 }
 
 func (t *Table) mask() uint32 {

@@ -299,14 +299,16 @@ func chainNames(cs []UplinkChain) []string {
 
 // Uplinks reads which uplink has which slot, which families each routes
 // and how many members each family's chain has, from the dump of the
-// table's chains (chainUses), the one a steered ADD's base check reads
-// too; none when there is no table.
+// table's chains that the routing record was read from (RoutingRecord,
+// under the node lock) if no commit of ours came since (nftconn's Take),
+// and leaves it to a steered ADD's base check; none when there is no
+// table.
 //
 // A table of another layout or mask (an upgrade) is made this layout's
 // first (Ensure, which moves layout 4's marking): a change planned on the
 // old marking would find none of its uplinks marked.
 func (mk marking) Uplinks() (map[string]UplinkSlot, error) {
-	uses, err := mk.tab.c.ChainUses()
+	uses, err := mk.tab.c.Take()
 	if isNotFound(err) {
 		return map[string]UplinkSlot{}, nil
 	}
@@ -320,7 +322,7 @@ func (mk marking) Uplinks() (map[string]UplinkSlot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of table inet %s: %w", TableName, err)
 	}
-	mk.tab.uses, mk.tab.usesAt = uses, mk.tab.c.Commits
+	mk.tab.c.Keep(uses)
 	if intact, _ := countedBase(uses, mk.tab.mask()); intact {
 		mk.tab.seenSets = &intact // the base rules hold them (hasSeenSets)
 	}

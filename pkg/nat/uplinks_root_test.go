@@ -46,6 +46,36 @@ func TestUplinksAndTheBaseCheckAreOneDumpOfTheChains(t *testing.T) {
 	})
 }
 
+// A call that takes the node lock reads the routing record, then the
+// marking (uplinkroute's Adopt, then Marked): one dump of the chains for
+// both, and a new one once a commit of ours came between.
+func TestTheRoutingRecordAndTheMarkingAreOneDumpOfTheChains(t *testing.T) {
+	inNetNS(t, func(_ string, tb *Table) {
+		must(t, tb.Ensure())
+		must(t, tb.Apply(Change{UplinkMark: []UplinkChain{up1v4}}))
+		must(t, tb.RecordRouting("", "0f000000-100-1000"))
+		before := tb.c.ChainDumps
+		rec, err := tb.RoutingRecord()
+		must(t, err)
+		got, err := tb.Uplinks()
+		must(t, err)
+		if rec != "0f000000-100-1000" || !got["uplink1"].Routed[0] {
+			t.Errorf("record %q, marking %+v: want 0f000000-100-1000 and uplink1 routed", rec, got)
+		}
+		if n := tb.c.ChainDumps - before; n != 1 {
+			t.Errorf("the record and the marking made %d dumps of the chains, want 1", n)
+		}
+		must(t, tb.UnmarkUplinks([]UplinkChain{up1v4}))
+		before = tb.c.ChainDumps
+		if got, err = tb.Uplinks(); err != nil || len(got) != 0 {
+			t.Errorf("after the chain went, Uplinks = %+v, %v; want none", got, err)
+		}
+		if n := tb.c.ChainDumps - before; n != 1 {
+			t.Errorf("Uplinks after a commit of ours made %d dumps, want its own 1", n)
+		}
+	})
+}
+
 // A change makes a new uplink's chain and its members in its own
 // transaction, with its steering; a removal of a member that is not
 // there still lets the change through in one transaction; the kernel

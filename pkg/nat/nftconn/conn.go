@@ -23,6 +23,26 @@ type Conn struct {
 	// ChainDumps counts ChainUses' dumps, for the tests that hold a
 	// steered ADD to one; SetListings counts SetNames' listings.
 	ChainDumps, SetListings int
+	// kept is a dump of ChainUses that Keep left, at Commits keptAt.
+	kept   map[string]uint32
+	keptAt int
+}
+
+// Keep leaves uses, a dump of ChainUses, to the next Take: the routing
+// record read under the node lock, the marking read then and the change's
+// base check cost one dump.
+func (c *Conn) Keep(uses map[string]uint32) { c.kept, c.keptAt = uses, c.Commits }
+
+// Take is the dump Keep left, once, while no commit of ours came since,
+// else a new one. Another process's commit meanwhile is not seen (nat's
+// baseIntact says what that costs).
+func (c *Conn) Take() (map[string]uint32, error) {
+	uses, at := c.kept, c.keptAt
+	c.kept = nil
+	if uses != nil && at == c.Commits {
+		return uses, nil
+	}
+	return c.ChainUses()
 }
 
 // Open connects to nf_tables in the current network namespace, for the

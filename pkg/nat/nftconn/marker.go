@@ -10,7 +10,8 @@ import (
 
 // Marker is the rest of the name of the table's empty chain named with
 // prefix: a record kept in the table itself, so that it lives and dies
-// with the table (a reboot, another network namespace); "" for none.
+// with the table (a reboot, another network namespace); "" for none. Its
+// dump of the chains is left to the next Take (Keep).
 func (c *Conn) Marker(prefix string) (string, error) {
 	uses, err := c.ChainUses()
 	if errors.Is(err, syscall.ENOENT) {
@@ -19,6 +20,7 @@ func (c *Conn) Marker(prefix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	c.Keep(uses)
 	for name := range uses {
 		if rest, ok := strings.CutPrefix(name, prefix); ok {
 			return rest, nil
