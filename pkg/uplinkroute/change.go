@@ -322,8 +322,18 @@ func (rt *Router) Change(c Change) (Plan, error) {
 // the default route's uplink of a node that routes nothing takes no lock.
 func (rt *Router) read(c Change) (map[string]nat.UplinkSlot, []Need, error) {
 	// Locked before the first read where the change may route: a node
-	// that routes reads its marking once.
-	may, err := rt.mayRoute(append(slices.Clip(c.Now), c.Leave...))
+	// that routes reads its marking once. A change that only takes away
+	// (a DEL) reads first and locks if it touches the marking: the lookup
+	// of the default route that mayRoute makes cost every DEL 0.08 ms of
+	// CPU (A/B paired, 95% interval 0.03 to 0.18, exec floor 1.82 ms),
+	// where a DEL of a routed uplink's reads twice, the second time from
+	// the routing record's dump (nat's Uplinks): no cost seen (-0.03 ms,
+	// -0.12 to +0.04).
+	var may bool
+	var err error
+	if len(c.Now) > 0 {
+		may, err = rt.mayRoute(append(slices.Clip(c.Now), c.Leave...))
+	}
 	if err == nil && (may || c.AfterFault) {
 		err = rt.Lock()
 	}
