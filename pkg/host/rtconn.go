@@ -70,20 +70,35 @@ func (c *rtConn) execute(req *nl.NetlinkRequest, f func(m syscall.NetlinkMessage
 		// writes are never touched.
 		c.buf = make([]byte, 64<<10)
 	}
+	return readAnswer(c.recv, c.buf, req.NlMsghdr, f)
+}
+
+// recv reads one datagram of an answer into buf. MSG_TRUNC: n is the
+// answer's whole length, to tell a cut one.
+func (c *rtConn) recv(buf []byte) (n int, err error) {
+	n, _, err = unix.Recvfrom(c.fd, buf, unix.MSG_TRUNC)
+	return n, err
+}
+
+// readAnswer reads the answer to the request whose header is req, a
+// datagram at a time from recv into buf, as execute describes. recv
+// returns a datagram's whole length, as recvfrom with MSG_TRUNC does. It
+// is an argument so that a test can give the answers a kernel gives
+// rarely: a signal's EINTR, a cut answer, an interrupted dump.
+func readAnswer(recv func(buf []byte) (n int, err error), buf []byte, req unix.NlMsghdr, f func(m syscall.NetlinkMessage)) error {
 	dump, intr := req.Flags&unix.NLM_F_DUMP == unix.NLM_F_DUMP, false
 	for {
-		// MSG_TRUNC: the answer's whole length, to tell a cut one.
-		n, _, err := unix.Recvfrom(c.fd, c.buf, unix.MSG_TRUNC)
+		n, err := recv(buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if n > len(c.buf) {
+		if n > len(buf) {
 			return fmt.Errorf("netlink answer of %d bytes: %w", n, unix.EMSGSIZE)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(c.buf[:n])
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
 		if err != nil {
 			return err
 		}
