@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netlink/nl"
@@ -99,4 +100,23 @@ func TestALinkOfAKindTheLibraryRenamesIsNamedAsTheLibraryNamesIt(t *testing.T) {
 			t.Errorf("LookupHolder(t0).Kind = %q (%v); the library says %q, which Judge's refusal named before", got.Kind, err, link.Type())
 		}
 	})
+}
+
+// The socket's read gives an answer's whole length (recvfrom with
+// MSG_TRUNC), which readAnswer needs to refuse a cut answer: without it
+// the read gives the buffer's length and the cut answer is parsed. lo's
+// answer is longer than a header and an ifinfomsg.
+func TestTheSocketsReadGivesACutAnswersWholeLength(t *testing.T) {
+	c, err := openRT()
+	if err != nil {
+		t.Skipf("cannot open a NETLINK_ROUTE socket here: %v", err)
+	}
+	defer c.close()
+	c.buf = make([]byte, unix.SizeofNlMsghdr+unix.SizeofIfInfomsg)
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated("lo")))
+	if err := c.execute(req, func(syscall.NetlinkMessage) {}); !errors.Is(err, unix.EMSGSIZE) {
+		t.Errorf("lo's answer in a %d-byte buffer gave %v; want EMSGSIZE", len(c.buf), err)
+	}
 }
