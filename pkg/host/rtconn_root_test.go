@@ -56,10 +56,10 @@ func TestAnAnswerLeftOnTheSocketIsNeverTakenForALaterRequests(t *testing.T) {
 	})
 }
 
-// A link whose RTM_NEWLINK answer is larger than rtConn's 32 KiB buffer
+// A link whose RTM_NEWLINK answer is larger than a dump's 32 KiB batch
 // (here an uplink with 400 alternative names, 46 KB) is read by the
 // netlink library, whose buffer is 64 KiB: getLink must read it too, not
-// refuse the uplink with EMSGSIZE.
+// refuse the uplink with EMSGSIZE (as it did with a 32 KiB buffer).
 func TestALinkWhoseAnswerIsOver32KiBIsReadAsTheNetlinkLibraryReadsIt(t *testing.T) {
 	inNetNS(t, func(k *Netlink, up Uplink, dev int) {
 		var b strings.Builder
