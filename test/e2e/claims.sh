@@ -76,14 +76,28 @@ EOF
 done
 step_done
 
-# claims_pool NAME RANGES [SPEC-JSON]: a pool every namespace may draw from.
-claims_pool() {
+# claims_pool NAME RANGES [SPEC-JSON]: a pool every namespace may draw from;
+# claims_pool_dry: the same, a server-side dry run.
+claims_pool_json() {
   jq -n --arg name "$1" --argjson ranges "$2" --argjson extra "${3:-{\}}" \
     '{apiVersion: "external-ip.io/v1alpha1", kind: "ExternalIPPool", metadata: {name: $name},
-      spec: ({ranges: $ranges, namespaceSelector: {}} + $extra)}' | kubectl apply -f -
+      spec: ({ranges: $ranges, namespaceSelector: {}} + $extra)}'
+}
+claims_pool() { claims_pool_json "$@" | kubectl apply -f -; }
+claims_pool_dry() { claims_pool_json "$@" | kubectl create --dry-run=server -f -; }
+# claims_refused POLICY CMD...: CMD fails, refused by POLICY. The API
+# server's admission plugin loads a policy and its binding from an informer
+# of its own, a while after they are accepted and type-checked: until then
+# what the policy refuses goes in. So each step waits first for a dry run
+# that its policy refuses.
+claims_refused() {
+  local policy=$1 out; shift
+  ! out=$("$@" 2>&1) && grep -q -- "ValidatingAdmissionPolicy '$policy'" <<<"$out"
 }
 
 step "the policies refuse what the node would"
+e2e_wait_for 30 "policy external-ip-pool-ranges in force" \
+  claims_refused external-ip-pool-ranges claims_pool_dry probe '["192.0.2.20-192.0.2.3"]'
 expect_fail "a reversed range is refused at the API" "192.0.2.20-192.0.2.3 has first after last" \
   claims_pool reversed '["192.0.2.20-192.0.2.3"]'
 expect_fail "a range of loopback addresses is refused at the API" "spec.ranges: 127.0.0.0/29 holds loopback addresses" \
@@ -93,6 +107,8 @@ expect_fail "a range reaching into IPv6 multicast is refused at the API" "spec.r
 expect_fail "a range written with host bits is refused by the schema" "a CIDR must have no host bits set" \
   claims_pool sloppy '["192.0.2.1/24"]'
 require "a pool of 50 IPs" claims_pool fifty '["198.51.100.1-198.51.100.50"]'
+e2e_wait_for 30 "policy external-ip-pool-overlaps in force" \
+  claims_refused external-ip-pool-overlaps claims_pool_dry probe '["198.51.100.0/26"]'
 expect_fail "a pool overlapping it is refused, naming both ranges and the pool" \
   "spec.ranges: 198.51.100.0/26 overlaps 198.51.100.1-198.51.100.50 of pool fifty: pools may not share an IP" \
   claims_pool over '["198.51.100.0/26"]'
@@ -172,13 +188,17 @@ step_done
 step "the admission policies on pods"
 require "a pool for namespace claims only" claims_pool only-claims '["203.0.113.0/28"]' '{"namespaceSelector": null, "namespaces": ["claims"]}'
 e2e_wait_for 30 "the leader's ConfigMap names it" bash -c "kubectl -n external-ip get configmap external-ip-pools -o json | jq -e '.data[\"only-claims\"]'"
-claims_pod() { # NAMESPACE ANNOTATIONS-JSON
+claims_pod() { # NAMESPACE ANNOTATIONS-JSON [KUBECTL-FLAGS...]
   jq -n --arg ns "$1" --argjson a "$2" '{apiVersion: "v1", kind: "Pod", metadata: {generateName: "asks-", namespace: $ns, annotations: $a},
     spec: {nodeName: "e2e-n1", automountServiceAccountToken: false, containers: [{name: "c", image: "localhost/e2e/none:latest"}]}}' |
-    kubectl create -f -
+    kubectl create "${@:3}" -f -
 }
 kubectl create namespace other >&2
 kubectl -n other create serviceaccount default >&2 || true
+e2e_wait_for 30 "policy external-ip-pod-pools in force" \
+  claims_refused external-ip-pod-pools claims_pod claims '{"external-ip/pool": "nope"}' --dry-run=server
+e2e_wait_for 30 "policy external-ip-pod-namespaces in force" \
+  claims_refused external-ip-pod-namespaces claims_pod other '{"external-ip/pool": "only-claims"}' --dry-run=server
 expect_fail "a pod asking an unknown pool is refused at creation" "external-ip/pool: no pool named nope" claims_pod claims '{"external-ip/pool": "nope"}'
 expect_fail "a pod of a namespace the pool does not admit is refused at creation" \
   "external-ip/pool: pool only-claims does not admit namespace other" claims_pod other '{"external-ip/pool": "only-claims"}'
@@ -199,6 +219,8 @@ for n in 1 2; do
     kubectl create -f - >&2
 done
 ours='{"metadata": {"annotations": {"external-ip/assigned": "203.0.113.1"}, "labels": {"external-ip.io/holder": "true"}}}'
+e2e_wait_for 30 "policy external-ip-node-pods in force" \
+  claims_refused external-ip-node-pods as_node none -n claims patch pod on-n1 --dry-run=server --type=merge -p "$ours"
 check "node process 1 writes its annotation and label on a pod of its node (server-side dry run)" \
   as_node 1 -n claims patch pod on-n1 --dry-run=server --type=merge -p "$ours"
 expect_fail "it may not change that pod's image (server-side dry run): Forbidden" \
