@@ -9,9 +9,13 @@
 // any commit of anyone's left it pending: a pod's ADD that follows its
 // predecessor's DEL would wait for that DEL's worker. Callers say what a
 // socket is (Packet, Netfilter); a Keeper decides how it outlives the
-// plugin: in a detached child that the plugin
-// starts anyway (Board: the announcer of the later rounds), else parked
-// in the kernel (package park), else in a child started only to hold it.
+// plugin: a netfilter socket in the dataDir's sink if one takes it
+// (package sink: a process that releases nothing while calls keep
+// coming, since a release then holds the commit lock through another
+// DEL's destroy work), else, like every other, in a detached child that
+// the plugin starts anyway (Board: the announcer of the later rounds),
+// else parked in the kernel (package park), else in a child started only
+// to hold it.
 // Every child that inherits sockets is told through a pipe when the
 // plugin has closed its own copies, so that the child's close is the last.
 //

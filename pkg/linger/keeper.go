@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -38,6 +39,10 @@ func (s Socket) String() string {
 
 // Options say how a Keeper may keep files; the plugin sets them once.
 type Options struct {
+	// Sink takes netfilter sockets and keeps them open until calls stop
+	// coming (package sink), and closes ours; when it fails the files are
+	// still ours. Tried first, for netfilter sockets only. Nil: none.
+	Sink func(files []*os.File) error
 	// Park has the kernel hold files past the exit and closes ours (see
 	// park.Files); when it fails the files are still ours. Nil parks
 	// nothing.
@@ -98,6 +103,7 @@ func (k *Keeper) kept(by string) {
 // nothing kept it gets none. When start fails the files stay kept, for
 // the next child or for Done.
 func (k *Keeper) Board(start func(files []*os.File) error) error {
+	k.toSink()
 	if len(k.files) == 0 {
 		return start(nil)
 	}
@@ -135,6 +141,7 @@ func (k *Keeper) hand(start func([]*os.File) error, files []*os.File) (*os.File,
 // closed its copies. Callers close their own copies first. What could not
 // be kept was closed here, and is the error, for a warning.
 func (k *Keeper) Done() error {
+	k.toSink()
 	var err error
 	if files := k.files; len(files) > 0 {
 		k.files = nil
@@ -165,6 +172,33 @@ func (k *Keeper) holdPastExit(files []*os.File) error {
 	k.signals = append(k.signals, w)
 	k.kept("a holding child")
 	return nil
+}
+
+// toSink hands the netfilter sockets kept so far to the sink, if there is
+// one; what it refuses stays kept, for a child or Done.
+func (k *Keeper) toSink() {
+	if k.o.Sink == nil {
+		return
+	}
+	var nf, rest []*os.File
+	var restKinds []Socket
+	for i, f := range k.files {
+		if k.kinds[i] == Netfilter {
+			nf = append(nf, f)
+		} else {
+			rest, restKinds = append(rest, f), append(restKinds, k.kinds[i])
+		}
+	}
+	if len(nf) == 0 {
+		return
+	}
+	if err := k.o.Sink(nf); err != nil {
+		k.o.Log.Debug("the sink refused the netfilter sockets, kept otherwise", "error", err)
+		return
+	}
+	k.files, k.kinds = rest, slices.Repeat([]Socket{Netfilter}, len(nf))
+	k.kept("the sink")
+	k.kinds = restKinds
 }
 
 // dupAll copies files for a child to inherit, close-on-exec from the

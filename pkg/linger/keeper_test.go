@@ -178,3 +178,38 @@ func TestDoneLogsWhatItKeptAndHow(t *testing.T) {
 		t.Errorf("log %q lacks %q", buf.String(), want)
 	}
 }
+
+// A sink takes the netfilter sockets, before a child or the park could:
+// the packet sockets go on as before. One that refuses leaves them all to
+// the other ways.
+func TestTheSinkTakesTheNetfilterSocketsFirst(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		ch := &children{t: t}
+		var sunk [][]*os.File
+		k := New(Options{Hold: ch.start, Sink: func(files []*os.File) error {
+			if refuse {
+				return errors.New("no sink")
+			}
+			sunk = append(sunk, files)
+			t.Cleanup(func() { closeAll(files) })
+			return nil
+		}})
+		packet, netfilter := newStandIn(t), newStandIn(t)
+		k.Keep(packet.w, Packet)
+		k.Keep(netfilter.w, Netfilter)
+		if err := k.Done(); err != nil {
+			t.Fatalf("Done: %v", err)
+		}
+		switch {
+		case refuse && (len(sunk) != 0 || len(ch.got) != 1 || len(ch.got[0]) != 3):
+			t.Fatalf("refused: sink %v, children %v, want the child to hold both", sunk, ch.got)
+		case !refuse && (len(sunk) != 1 || len(sunk[0]) != 1 || sunk[0][0] != netfilter.w):
+			t.Fatalf("the sink took %v, want the netfilter socket alone", sunk)
+		case !refuse && (len(ch.got) != 1 || len(ch.got[0]) != 2 || ch.got[0][1] != packet.w):
+			t.Fatalf("children %v, want one holding the hold pipe and the packet socket", ch.got)
+		}
+		if !packet.open(t) || !netfilter.open(t) {
+			t.Error("a socket was closed in the process")
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/steer"
 )
 
@@ -94,7 +95,14 @@ func runForget(env string) int {
 	log = log.With("pid", os.Getpid())
 	defer done()
 	nat := steer.HostNAT()
-	defer nat.Close()
+	// Its ctnetlink socket's release would hold the commit lock through a
+	// pending destroy work, as the plugin's would: the sink takes it when
+	// one runs; else it is closed here, off every call's path.
+	keep := linger.New(linger.Options{Sink: sinkIn(job.DataDir, log), Log: log})
+	defer func() {
+		nat.Linger(keep)
+		keep.Done()
+	}()
 	as := assigner.New(assigner.Options{Device: job.Device, DataDir: job.DataDir, LockTimeout: config.DefaultLockTimeout, Log: log, NAT: nat})
 	q := as.Conntrack()
 	drain := q.Run

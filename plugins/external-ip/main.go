@@ -10,9 +10,13 @@ import (
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/sink"
 )
 
 func main() {
+	if dir := os.Getenv(sink.EnvDir); dir != "" {
+		os.Exit(runSink(dir))
+	}
 	if plan := os.Getenv(announce.EnvPlan); plan != "" {
 		os.Exit(runAnnouncer(plan))
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"github.com/external-ip/external-ip/pkg/sink"
 	"github.com/external-ip/external-ip/test/wire"
 )
 
@@ -445,11 +446,20 @@ func pluginProcs(t *testing.T, netns string) []string {
 		if err != nil || (exe != pluginBin && (crashBin == "" || exe != crashBin)) {
 			continue
 		}
+		if isSink(p) {
+			continue // holds sockets, writes nothing (package sink)
+		}
 		if n, err := os.Readlink(p + "/ns/net"); err == nil && n == want {
 			out = append(out, filepath.Base(p))
 		}
 	}
 	return out
+}
+
+// isSink says whether the process at /proc path p is a dataDir's sink.
+func isSink(p string) bool {
+	env, _ := os.ReadFile(p + "/environ")
+	return bytes.Contains(env, []byte("\x00"+sink.EnvDir+"=")) || bytes.HasPrefix(env, []byte(sink.EnvDir+"="))
 }
 
 func TestLaterRoundsLeaveADDAndArriveIntervalApart(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/external-ip/external-ip/pkg/park"
+	"github.com/external-ip/external-ip/pkg/sink"
 )
 
 // parkingWorks says whether this process can park a file, as the plugin
@@ -41,9 +42,9 @@ func TestSlowSocketsAreParkedOrElseHeldByAChild(t *testing.T) {
 			logFile := t.TempDir() + "/external-ip.log"
 			conf := h.netConf("1.0.0", map[string]any{"logFile": logFile, "logLevel": "debug", "traffic": "both",
 				"runtimeConfig": runtimeIPs("192.0.2.74")})
-			var env []string
+			env := []string{sink.RefuseEnv + "=1"} // the sink would take the netfilter sockets
 			if refuse {
-				env = []string{park.RefuseEnv + "=1"}
+				env = append(env, park.RefuseEnv+"=1")
 			}
 			h.runWith(bin, call{command: "ADD", containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}, env...).mustOK(t, "ADD")
 			h.runWith(bin, call{command: "DEL", containerID: "c1", ifName: "eth0", netns: "/var/run/netns/c1", conf: conf}, env...).mustOK(t, "DEL")
