@@ -15,8 +15,8 @@ func filledResults(t *testing.T) (*bench, *results) {
 	b := &bench{opts: options{churnRounds: 5, uplinkRounds: 5}, bins: map[string]string{}, trafficKey: true}
 	res := &results{byName: map[string]*series{}}
 	n := &node{name: "n"}
-	b.referenceUnits(res, n)
-	b.eipUnits(res, n)
+	b.referenceUnits(res, n, n)
+	b.eipUnits(res, n, n)
 	c := &churn{b: b, n: n, cycle: cycle{n: n}}
 	c.units(res)
 	c.cycleUnits(res)

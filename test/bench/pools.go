@@ -113,7 +113,7 @@ func runOnly(b *bench, group func(*bench, *results, *node) error) error {
 	// referenceUnits' first two units are the floor and host-local; portmap's
 	// (a second per iteration on a loaded machine) are left out.
 	ref := &results{byName: map[string]*series{}}
-	b.referenceUnits(ref, n0)
+	b.referenceUnits(ref, n0, n0)
 	for _, s := range ref.rows {
 		if !strings.HasPrefix(s.name, "portmap") {
 			res.rows, res.byName[s.name] = append(res.rows, s), s

@@ -103,7 +103,23 @@ func (r *results) regime() string {
 	if p(f, 50) >= fastFloor {
 		kind = "slow (1.5 ms or more): ratios are compressed toward 1; quote them as a slow run's"
 	}
-	return fmt.Sprintf("regime: exec floor p50 %s, p95 %s: %s", ms(p(f, 50)), ms(p(f, 95)), kind)
+	return fmt.Sprintf("regime: exec floor p50 %s, p95 %s: %s; %s", ms(p(f, 50)), ms(p(f, 95)), kind, rcuRegime())
+}
+
+// rcuRegime says how long the kernel's grace periods are, which a DEL's
+// destroy work waits for (and, holding the commit lock, a netfilter
+// socket's release with it): normal ones last several ms, expedited ones
+// far less, and some machines expedite them all.
+func rcuRegime() string {
+	b, err := os.ReadFile("/sys/kernel/rcu_expedited")
+	v := strings.TrimSpace(string(b))
+	switch {
+	case err != nil:
+		return fmt.Sprintf("RCU grace periods unknown (%v)", err)
+	case v == "0":
+		return "RCU grace periods normal (rcu_expedited 0, the kernel's default)"
+	}
+	return "RCU grace periods expedited (rcu_expedited " + v + "): the destroy work's waits are shorter than a default kernel's"
 }
 
 // latencyTable is the markdown table of every series; x host-local compares

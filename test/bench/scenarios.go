@@ -174,8 +174,12 @@ func (b *bench) run() error {
 	if err != nil {
 		return err
 	}
-	b.referenceUnits(res, n0)
-	b.eipUnits(res, n0)
+	np, err := b.newNode("np")
+	if err != nil {
+		return err
+	}
+	b.referenceUnits(res, n0, np)
+	b.eipUnits(res, n0, np)
 	churn, err := newChurn(b, res)
 	if err != nil {
 		return err
@@ -243,9 +247,11 @@ func (b *bench) iterate(res *results) {
 	}
 }
 
-// referenceUnits: the exec floor, host-local and portmap on both
-// backends.
-func (b *bench) referenceUnits(res *results, n0 *node) {
+// referenceUnits: the exec floor and host-local on n0, portmap on both
+// backends on np: each portmap call closes its netfilter sockets as it
+// exits, which would hold the commit lock through the destroy work of
+// external-ip's DELs on n0 and make its next commit wait.
+func (b *bench) referenceUnits(res *results, n0, np *node) {
 	floor := res.add(floorRow, "exec", "reference")
 	res.units = append(res.units, func(it int) {
 		c := b.eipCall(b.bins["floor"], "ADD", n0, 1, trafficNone, "198.19.0.1")
@@ -260,7 +266,7 @@ func (b *bench) referenceUnits(res *results, n0 *node) {
 		return
 	}
 	for _, backend := range []string{"iptables", "nftables"} {
-		b.pair(res, "portmap "+backend+" ADD", "reference", n0, b.refCall(n0, "portmap", "pm-"+backend, b.portmapConf(n0, backend)), "10.64.0.3/10")
+		b.pair(res, "portmap "+backend+" ADD", "reference", np, b.refCall(np, "portmap", "pm-"+backend, b.portmapConf(np, backend)), "10.64.0.3/10")
 	}
 }
 
@@ -297,10 +303,14 @@ func eipRow(verb, fam, traffic string) string {
 }
 
 // eipUnits are external-ip's rows on the empty node: each family with
-// steering off and on, the cgo build, and the build that never parks (a
-// child holds the sockets kept past the exit), whose rows against the
-// default build's are what parking saves over that child.
-func (b *bench) eipUnits(res *results, n0 *node) {
+// steering off and on and the cgo build; and on the node np, the build
+// that neither gives to a sink nor parks (a child holds the sockets kept
+// past the exit), whose rows against the default build's are what the
+// sink and parking save over that child. On a node of its own: each of
+// its children releases a netfilter socket as it ends, which holds the
+// commit lock through any destroy work pending then, and would make the
+// empty node's other rows wait.
+func (b *bench) eipUnits(res *results, n0, np *node) {
 	s := 1
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		for _, traffic := range b.trafficModes() {
@@ -309,7 +319,7 @@ func (b *bench) eipUnits(res *results, n0 *node) {
 		}
 	}
 	b.eipPair(res, "external-ip ADD IPv4, traffic "+b.defaultTraffic()+", cgo build", "what-if", n0, "external-ip-cgo", s, false, b.defaultTraffic())
-	b.eipPair(res, "external-ip ADD IPv4, traffic "+b.defaultTraffic()+", holding child (nopark build)", "what-if", n0, "external-ip-nopark", s+1, false, b.defaultTraffic())
+	b.eipPair(res, "external-ip ADD IPv4, traffic "+b.defaultTraffic()+", holding child (nopark build)", "what-if", np, "external-ip-nopark", s+1, false, b.defaultTraffic())
 }
 
 func famName(v6 bool) string {
