@@ -69,7 +69,8 @@ demo: deps
 
 # bench interleaves external-ip's ADD and DEL (steering off and on, with
 # attachments held) with the exec floor, host-local and portmap, prints the
-# tables and writes docs/benchmark.svg and docs/benchmark.csv; docs/performance.md
+# tables and writes docs/benchmark.svg and docs/benchmark.csv (and
+# docs/benchmark-pools-standby.*, a second pass); docs/performance.md
 # is written from them by hand. As root, on a quiet machine. BENCHFLAGS adds
 # the profiling hooks (-strace -perf -inittrace) or -quick.
 bench: deps

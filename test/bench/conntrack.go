@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/test/bench/ctfill"
 )
 
 // conntrackUnits add the default mode's ADD/DEL pair of each family on a
@@ -23,7 +22,7 @@ func (b *bench) conntrackUnits(res *results) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := n.ns.Do(func(ns.NetNS) error { return addFlows(b.opts.conntrack) }); err != nil {
+	if err := n.ns.Do(func(ns.NetNS) error { return ctfill.Fill(b.opts.conntrack) }); err != nil {
 		return nil, fmt.Errorf("filling %s's conntrack table: %w", n.name, err)
 	}
 	logf("%s: %d conntrack entries of each family", n.name, b.opts.conntrack)
@@ -32,36 +31,4 @@ func (b *bench) conntrackUnits(res *results) (*node, error) {
 		b.eipPair(res, name, "held", n, "external-ip", 200+i, v6, b.defaultTraffic())
 	}
 	return n, nil
-}
-
-// addFlows creates count UDP entries of each family between addresses no
-// scenario uses, alive for an hour: longer than any run.
-func addFlows(count int) error {
-	for i := range count {
-		for _, pair := range [][2]netip.Addr{
-			{netip.MustParseAddr("198.51.100.7"), addrPlus("203.0.113.0", i%250)},
-			{netip.MustParseAddr("2001:db8:ff::7"), addrPlus("2001:db8:fe::", i)},
-		} {
-			if err := netlink.ConntrackCreate(netlink.ConntrackTable, flowFamily(pair[0]), udpFlow(pair[0], pair[1], uint16(1024+i))); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func flowFamily(a netip.Addr) netlink.InetFamily {
-	if a.Is6() {
-		return unix.AF_INET6
-	}
-	return unix.AF_INET
-}
-
-func udpFlow(src, dst netip.Addr, sport uint16) *netlink.ConntrackFlow {
-	return &netlink.ConntrackFlow{
-		FamilyType: uint8(flowFamily(src)),
-		Forward:    netlink.IPTuple{SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), Protocol: unix.IPPROTO_UDP, SrcPort: sport, DstPort: 53},
-		Reverse:    netlink.IPTuple{SrcIP: dst.AsSlice(), DstIP: src.AsSlice(), Protocol: unix.IPPROTO_UDP, SrcPort: 53, DstPort: sport},
-		TimeOut:    3600,
-	}
 }

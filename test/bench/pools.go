@@ -103,13 +103,19 @@ func baselineUnit(b *bench, res *results, n0 *node) error {
 	return nil
 }
 
-// runOnly is -pools-only and -standby-only: the exec floor, host-local,
-// the empty node's explicit-IP row and the group's rows.
+// runOnly is -pools-only and -standby-only: the group's phase alone.
 func runOnly(b *bench, group func(*bench, *results, *node) error) error {
 	res, n0, err := emptyNode(b)
 	if err != nil {
 		return err
 	}
+	return b.phase(res, n0, group)
+}
+
+// phase runs the exec floor, host-local, the empty node's explicit-IP
+// row and group's rows on n0, in iterations of their own, and reports
+// them.
+func (b *bench) phase(res *results, n0 *node, group func(*bench, *results, *node) error) error {
 	// referenceUnits' first two units are the floor and host-local; portmap's
 	// (a second per iteration on a loaded machine) are left out.
 	ref := &results{byName: map[string]*series{}}

@@ -77,7 +77,11 @@ func (b *bench) writeOut(r *results) error {
 	if err := os.MkdirAll(b.opts.out, 0o755); err != nil {
 		return err
 	}
-	svgPath, csvPath := filepath.Join(b.opts.out, "benchmark.svg"), filepath.Join(b.opts.out, "benchmark.csv")
+	base := "benchmark"
+	if r.phase != "" {
+		base += "-" + r.phase
+	}
+	svgPath, csvPath := filepath.Join(b.opts.out, base+".svg"), filepath.Join(b.opts.out, base+".csv")
 	if err := os.WriteFile(svgPath, []byte(r.svg(b.opts.n)), 0o644); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,6 +61,9 @@ type results struct {
 	byName map[string]*series
 	units  []unit
 	tables []string // printed after the comparisons: the standby rows' check traffic
+	// phase names a run of a group's rows after the main one ("pools",
+	// "standby"): its plot and samples are benchmark-PHASE.*.
+	phase string
 }
 
 // add makes a row of one sample per iteration; a unit that records more
@@ -196,12 +200,6 @@ func (b *bench) run() error {
 		if err == nil {
 			err = b.uplinkUnits(res)
 		}
-		if err == nil && b.opts.pools {
-			err = poolUnits(b, res, n0)
-		}
-		if err == nil && b.opts.standby {
-			err = standbyUnits(b, res, n0)
-		}
 		if err != nil {
 			return err
 		}
@@ -213,10 +211,46 @@ func (b *bench) run() error {
 	if err := b.report(res); err != nil {
 		return err
 	}
-	if ct == nil {
+	if ct != nil {
+		if err := b.concurrency(ct, res.regime()); err != nil {
+			return err
+		}
+	}
+	return b.laterPass(res, n0)
+}
+
+// laterPass runs the pool and standby rows in a second pass beside every
+// main unit, as before: their control plane, running beside the main
+// rows, widened their tails (docs/performance.md, "How it measures").
+// Of the main rows it reports only their references.
+func (b *bench) laterPass(res *results, n0 *node) error {
+	if b.opts.churnOnly || !(b.opts.pools || b.opts.standby) {
 		return nil
 	}
-	return b.concurrency(ct, res.regime())
+	main, tables := len(res.rows), len(res.tables)
+	for _, s := range res.rows {
+		s.samples, s.fails = nil, 0
+	}
+	if b.opts.pools {
+		if err := poolUnits(b, res, n0); err != nil {
+			return err
+		}
+	}
+	if b.opts.standby {
+		if err := standbyUnits(b, res, n0); err != nil {
+			return err
+		}
+	}
+	fmt.Println("\n## The pool and standby rows, in a second pass beside the main rows")
+	b.iterate(res)
+	refs := []string{floorRow, "host-local ADD", "host-local DEL", eipRow("ADD", "IPv4", b.defaultTraffic()), eipRow("DEL", "IPv4", b.defaultTraffic())}
+	out := &results{byName: map[string]*series{}, phase: "pools-standby", tables: res.tables[tables:]}
+	for i, s := range res.rows {
+		if i >= main || slices.Contains(refs, s.name) {
+			out.rows, out.byName[s.name] = append(out.rows, s), s
+		}
+	}
+	return b.report(out)
 }
 
 // emptyNode makes the results and the empty node n0, checked by sanity.
@@ -241,8 +275,8 @@ func (b *bench) iterate(res *results) {
 		}
 		if it >= 0 && (it+1 == o.n || (it+1)%20 == 0 || time.Since(tick) > 15*time.Second) {
 			tick = time.Now()
-			logf("iteration %d/%d: p50 so far: host-local ADD %s, external-ip ADD IPv4 %s",
-				it+1, o.n, ms(p(res.byName["host-local ADD"], 50)), ms(p(res.byName[eipRow("ADD", "IPv4", trafficNone)], 50)))
+			logf("iteration %d/%d: p50 so far: host-local ADD %s, external-ip ADD IPv4, traffic "+b.defaultTraffic()+" %s",
+				it+1, o.n, ms(p(res.byName["host-local ADD"], 50)), ms(p(res.byName[eipRow("ADD", "IPv4", b.defaultTraffic())], 50)))
 		}
 	}
 }

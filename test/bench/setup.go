@@ -173,14 +173,10 @@ func install(from, to string) error {
 // newNode makes a node namespace as test/netns does: uplink0 with
 // 192.0.2.1/24 and 2001:db8:1::1/64 (plus the benchmarking /15),
 // forwarding on (IPv4 for IPs held as routes, the default when steered),
-// DAD off, and a veth to a LAN namespace. Its IGMP reports are not
-// tracked: each IPv4 address added (the holder here is a bridge, which
-// reports; a node's dummy does not) would leave a conntrack entry for 10
-// minutes, and the kernel walks the whole conntrack table, every node's,
-// after each address removed in a namespace that tracks any entry
-// (masq_inet_event): the conntrack node's 200,000 entries, 42 to 47 ms of
-// a worker's CPU each time, which landed on other rows' samples. A node's
-// own table stays empty, its conntrack node's apart.
+// DAD off, and a veth to a LAN namespace. Its IGMP is not tracked: the
+// bridge holder (a dummy sends none) left an entry per address, and each
+// address removed then walked every node's conntrack table, the conntrack
+// node's 200,000 entries, on other rows' time (docs/performance.md).
 func (b *bench) newNode(tag string) (*node, error) {
 	n := &node{
 		name:    fmt.Sprintf("eipbench-%s-%s", b.id, tag),
