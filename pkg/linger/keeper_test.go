@@ -213,3 +213,33 @@ func TestTheSinkTakesTheNetfilterSocketsFirst(t *testing.T) {
 		}
 	}
 }
+
+// Board, too, gives the sink the netfilter sockets first: the announcer
+// it starts gets the rest.
+func TestBoardGivesTheSinkTheNetfilterSocketsFirst(t *testing.T) {
+	ch := &children{t: t}
+	var sunk []*os.File
+	k := New(Options{Sink: func(files []*os.File) error {
+		sunk = append(sunk, files...)
+		t.Cleanup(func() { closeAll(files) })
+		return nil
+	}})
+	packet, netfilter := newStandIn(t), newStandIn(t)
+	k.Keep(packet.w, Packet)
+	k.Keep(netfilter.w, Netfilter)
+	if err := k.Board(ch.start); err != nil {
+		t.Fatalf("Board: %v", err)
+	}
+	if len(sunk) != 1 || sunk[0] != netfilter.w {
+		t.Fatalf("the sink took %v, want the netfilter socket alone", sunk)
+	}
+	if len(ch.got) != 1 || len(ch.got[0]) != 2 {
+		t.Fatalf("children %v, want the announcer with the hold pipe and the packet socket", ch.got)
+	}
+	if err := k.Done(); err != nil {
+		t.Fatalf("Done: %v", err)
+	}
+	if !packet.open(t) || !netfilter.open(t) {
+		t.Error("a socket was closed in the process")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -23,8 +24,9 @@ const (
 	lockFD, sockFD = 3, 4
 	// version is the one byte every datagram carries.
 	version = 1
-	// maxPath is sun_path's size, its terminating NUL included.
-	maxPath = 108
+	// maxFiles is the most descriptors a datagram carries: the sink
+	// receives that many at once, and the kernel would close any more.
+	maxFiles = 16
 )
 
 // ErrAbsent is Give's error when no sink listens in the dataDir.
@@ -37,13 +39,17 @@ func Give(dir string, files []*os.File) error {
 	if len(files) == 0 {
 		return nil
 	}
+	if len(files) > maxFiles {
+		return fmt.Errorf("handing %d sockets to the sink: at most %d at once", len(files), maxFiles)
+	}
 	if err := refused(); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, sockName)
-	if len(path) >= maxPath {
-		return fmt.Errorf("sink socket %s: longer than a unix socket's path may be: %w", path, syscall.ENAMETOOLONG)
+	to, err := sockAt(dir)
+	if err != nil {
+		return err
 	}
+	defer unix.Close(to.fd)
 	fds := make([]int, len(files))
 	for i, f := range files {
 		fds[i] = int(f.Fd())
@@ -53,7 +59,7 @@ func Give(dir string, files []*os.File) error {
 		return fmt.Errorf("sink: socket: %w", err)
 	}
 	defer unix.Close(s)
-	err = unix.Sendmsg(s, []byte{version}, unix.UnixRights(fds...), &unix.SockaddrUnix{Name: path}, unix.MSG_DONTWAIT)
+	err = unix.Sendmsg(s, []byte{version}, unix.UnixRights(fds...), &to.addr, unix.MSG_DONTWAIT)
 	runtime.KeepAlive(files)
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED):
@@ -65,6 +71,33 @@ func Give(dir string, files []*os.File) error {
 		f.Close()
 	}
 	return nil
+}
+
+// sockAt is dir's sink socket, addressed through an O_PATH descriptor of
+// it opened without following a symlink: sendmsg would follow one planted
+// there, out of the state directory. Anything but a socket there is no
+// sink (Start replaces it). A path of any length works this way.
+func sockAt(dir string) (*target, error) {
+	fd, err := unix.Open(filepath.Join(dir, sockName), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("%w in %s", ErrAbsent, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sink socket in %s: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w in %s: its %s is not a socket", ErrAbsent, dir, sockName)
+	}
+	return &target{fd: fd, addr: unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(fd)}}, nil
+}
+
+// target is the sink's socket: the descriptor that pins it, and its
+// address through that descriptor.
+type target struct {
+	fd   int
+	addr unix.SockaddrUnix
 }
 
 // Start starts dir's sink as a detached child of exe, unless one runs or
@@ -79,7 +112,8 @@ func Start(exe, dir string) error {
 	if refused() != nil {
 		return nil
 	}
-	lock, err := unix.Open(filepath.Join(dir, lockName), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// O_NONBLOCK: a FIFO planted there must not hold the call.
+	lock, err := unix.Open(filepath.Join(dir, lockName), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("sink lock in %s: %w", dir, err)
 	}
@@ -106,6 +140,7 @@ func Start(exe, dir string) error {
 		Env:   append(os.Environ(), EnvDir+"="+dir),
 		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(lock), uintptr(sock)},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Dir:   "/", // the runtime's working directory stays free to unmount
 	})
 	if err != nil {
 		return fmt.Errorf("starting the sink %s: %w", exe, err)
@@ -120,6 +155,9 @@ func touch(lock int) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(lock, &st); err != nil {
 		return false, fmt.Errorf("sink lock: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		return false, fmt.Errorf("sink lock: not a file of ours alone (mode %#o, %d links); remove it", st.Mode, st.Nlink)
 	}
 	if _, err := unix.Pwrite(lock, []byte{'\n'}, 0); err != nil {
 		return false, fmt.Errorf("sink lock: %w", err)
@@ -137,11 +175,10 @@ func listen(path string) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("sink: socket: %w", err)
 	}
-	err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
-	if err == nil {
-		err = unix.Chmod(path, 0o600) // just made, in a dataDir only root may change
-	}
-	if err != nil {
+	// Its mode is the umask's: connecting needs write access, which only
+	// its owner (root) has under the usual 022, and the dataDir is root's
+	// alone. A chmod would follow a symlink swapped in after the bind.
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("sink: binding %s: %w", path, err)
 	}

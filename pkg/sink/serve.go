@@ -116,7 +116,7 @@ func (s *sink) poll(wait time.Duration) error {
 // carry; a datagram cut short (MSG_CTRUNC) lost the rest to the kernel,
 // which closed them.
 func (s *sink) take() error {
-	oob := make([]byte, unix.CmsgSpace(16*4))
+	oob := make([]byte, unix.CmsgSpace(maxFiles*4))
 	for {
 		_, oobn, _, _, err := unix.Recvmsg(s.fd, make([]byte, 1), oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EAGAIN) {
@@ -169,6 +169,8 @@ func (s *sink) release(n int, why string) {
 
 // close removes the socket first, so that a late Give finds no sink and
 // starts another, then releases what it holds and what is still queued.
+// Only a sink started while this one ran (its lock file removed by hand)
+// could own the path by then: losing its socket, it idles out.
 func (s *sink) close() {
 	unix.Unlink(s.path)
 	s.take()

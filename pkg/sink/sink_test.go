@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const testQuiet, testIdle = 150 * time.Millisecond, 1500 * time.Millisecond
+const testQuiet, testIdle = 300 * time.Millisecond, 1500 * time.Millisecond
 
 // TestMain is also the sink that Start starts in these tests: this test
 // binary, run with EnvDir set.
@@ -137,9 +137,9 @@ func TestTheSinkHoldsUntilQuiet(t *testing.T) {
 			t.Fatal("Give left the caller's copy open")
 		}
 		reads = append(reads, r)
-		time.Sleep(testQuiet / 3)
+		time.Sleep(testQuiet / 6)
 	}
-	if closedWithin(t, reads[0], testQuiet/3) {
+	if closedWithin(t, reads[0], testQuiet/6) {
 		t.Fatalf("the first file was closed while others came less than %s apart", testQuiet)
 	}
 	for i, r := range reads {
@@ -245,4 +245,91 @@ func sinkPID(t *testing.T, dir string) int {
 	}
 	t.Fatalf("no process serves %s", dir)
 	return 0
+}
+
+// Calls further apart than DefaultIdle start no sink: the second Start
+// after a lock file last touched long ago starts none, and one soon
+// after it does.
+func TestStartAfterALongQuietStartsNone(t *testing.T) {
+	dir := t.TempDir()
+	exe, _ := os.Executable()
+	lock, sock := filepath.Join(dir, lockName), filepath.Join(dir, sockName)
+	if err := Start(exe, dir); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-DefaultIdle - time.Second)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := Start(exe, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a Start %s after the last started a sink: %v", DefaultIdle+time.Second, err)
+	}
+	if err := Start(exe, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("a Start right after the last started none: %v", err)
+	}
+	waitUnlocked(t, dir, 2*testIdle)
+}
+
+// A symlink planted at the sink's socket leads nowhere: Give says no sink
+// runs and sends nothing to the socket it points at.
+func TestGiveFollowsNoSymlink(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	elsewhere := filepath.Join(out, "elsewhere.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: elsewhere}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, sockName)); err != nil {
+		t.Fatal(err)
+	}
+	_, w := pipe(t)
+	defer w.Close()
+	if err := Give(dir, []*os.File{w}); !errors.Is(err, ErrAbsent) {
+		t.Fatalf("Give through a symlink: %v, want ErrAbsent", err)
+	}
+	if _, _, _, _, err := unix.Recvmsg(fd, make([]byte, 1), nil, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("the socket the symlink points at got a datagram (recvmsg: %v)", err)
+	}
+}
+
+// A sink that does not read (stopped, or behind) makes Give fail at once
+// with EAGAIN, not wait: the caller parks its sockets instead.
+func TestGiveNeverWaits(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(dir, sockName)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		r, w := pipe(t)
+		err := Give(dir, []*os.File{w})
+		if err == nil {
+			if i > 10_000 {
+				t.Fatal("the unread socket took 10,000 datagrams")
+			}
+			continue
+		}
+		if !errors.Is(err, unix.EAGAIN) || errors.Is(err, ErrAbsent) {
+			t.Fatalf("Give to a full socket: %v, want EAGAIN", err)
+		}
+		if closedWithin(t, r, 10*time.Millisecond) {
+			t.Fatal("the refused file was closed: it stays the caller's")
+		}
+		w.Close()
+		return
+	}
 }

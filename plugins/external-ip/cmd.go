@@ -105,7 +105,7 @@ func start(args *skel.CmdArgs, as startAs) (*invocation, error) {
 	routing := uplinkroute.NewHostRouting(nat, ur.Route, ur.Gateways, ur.Off)
 	att := assigner.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	inv := &invocation{conf: conf, log: log, att: att, logTo: logTo, nat: nat, routing: routing, rules: &localpool.Rules{},
-		keep: linger.New(linger.Options{Sink: sinkIn(conf.DataDir, log), Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
+		keep: linger.New(linger.Options{Sink: sinkIn(conf.DataDir, log, true), Park: park.Files, Hold: announce.HoldPastExit, Log: log})}
 	if as.netns {
 		inv.netns = containerNetns(args.Netns)
 	}

@@ -98,7 +98,7 @@ func runForget(env string) int {
 	// Its ctnetlink socket's release would hold the commit lock through a
 	// pending destroy work, as the plugin's would: the sink takes it when
 	// one runs; else it is closed here, off every call's path.
-	keep := linger.New(linger.Options{Sink: sinkIn(job.DataDir, log), Log: log})
+	keep := linger.New(linger.Options{Sink: sinkIn(job.DataDir, log, false), Log: log})
 	defer func() {
 		nat.Linger(keep)
 		keep.Done()

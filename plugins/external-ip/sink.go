@@ -9,14 +9,17 @@ import (
 )
 
 // sinkIn is linger.Options.Sink for the dataDir dir: dir's sink takes the
-// netfilter sockets; where none runs yet this invocation starts one for
-// the next and keeps its own otherwise.
-func sinkIn(dir string, log *slog.Logger) func([]*os.File) error {
+// netfilter sockets. Where none runs yet, a CNI call (start) tries once to
+// start one for the next calls and keeps its own sockets otherwise; the
+// conntrack clean-up child starts none: it comes after its own call,
+// which would look like a second call within the sink's idle time.
+func sinkIn(dir string, log *slog.Logger, start bool) func([]*os.File) error {
 	return func(files []*os.File) error {
 		err := sink.Give(dir, files)
-		if !errors.Is(err, sink.ErrAbsent) {
+		if !start || !errors.Is(err, sink.ErrAbsent) {
 			return err
 		}
+		start = false // Board and Done each hand sockets over
 		exe, xerr := os.Executable()
 		if xerr == nil {
 			xerr = sink.Start(exe, dir)

@@ -34,7 +34,11 @@ func TestASteeredAddRightAfterADelGivesItsNetfilterSocketToTheSink(t *testing.T)
 			kept = append(kept, l)
 		}
 	}
-	want := []string{"ADD a parked ring", "DEL a parked ring", "ADD the sink"}
+	parked := "a parked ring"
+	if !parkingWorks(t) {
+		parked = "a holding child"
+	}
+	want := []string{"ADD " + parked, "DEL " + parked, "ADD the sink"}
 	var got []string
 	for _, l := range kept {
 		got = append(got, l.Command+" "+l.By)
