@@ -112,13 +112,12 @@ func Start(exe, dir string) error {
 	if refused() != nil {
 		return nil
 	}
-	// O_NONBLOCK: a FIFO planted there must not hold the call.
-	lock, err := unix.Open(filepath.Join(dir, lockName), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	lock, made, err := openLock(filepath.Join(dir, lockName))
 	if err != nil {
 		return fmt.Errorf("sink lock in %s: %w", dir, err)
 	}
 	defer unix.Close(lock) // the child's copy holds the lock
-	if recent, err := touch(lock); err != nil || !recent {
+	if recent, err := touch(lock); err != nil || made || !recent {
 		return err
 	}
 	if err := unix.Flock(lock, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
@@ -148,9 +147,22 @@ func Start(exe, dir string) error {
 	return nil // nobody waits: once we exit, init reaps the child
 }
 
-// touch sets the lock file's time to now, by writing its one byte, and
-// says whether the last touch (of a call that found no sink) came within
-// DefaultIdle. A file just made (its size 0) was never touched.
+// openLock opens the sink's lock file, an empty file as the state's other
+// locks are, and says whether it made it: a call that makes it is the
+// first to find no sink. O_NONBLOCK: a FIFO planted there must not hold
+// the call.
+func openLock(path string) (fd int, made bool, err error) {
+	const flags = unix.O_RDWR | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	fd, err = unix.Open(path, flags, 0)
+	if errors.Is(err, unix.ENOENT) {
+		fd, err = unix.Open(path, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
+		made = err == nil
+	}
+	return fd, made, err
+}
+
+// touch sets the lock file's times to now and says whether the last touch
+// (of a call that found no sink) came within DefaultIdle.
 func touch(lock int) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(lock, &st); err != nil {
@@ -159,10 +171,11 @@ func touch(lock int) (bool, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
 		return false, fmt.Errorf("sink lock: not a file of ours alone (mode %#o, %d links); remove it", st.Mode, st.Nlink)
 	}
-	if _, err := unix.Pwrite(lock, []byte{'\n'}, 0); err != nil {
+	now := unix.NsecToTimeval(time.Now().UnixNano())
+	if err := unix.Futimes(lock, []unix.Timeval{now, now}); err != nil {
 		return false, fmt.Errorf("sink lock: %w", err)
 	}
-	return st.Size > 0 && time.Since(time.Unix(st.Mtim.Unix())) < DefaultIdle, nil
+	return time.Since(time.Unix(st.Mtim.Unix())) < DefaultIdle, nil
 }
 
 // listen binds the sink's socket at path, reachable by root only, a stale

@@ -14,14 +14,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const testQuiet, testIdle = 300 * time.Millisecond, 1500 * time.Millisecond
+const testQuiet, testIdle = 500 * time.Millisecond, 2 * time.Second
 
 // TestMain is also the sink that Start starts in these tests: this test
 // binary, run with EnvDir set.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(EnvDir); dir != "" {
 		most, _ := strconv.Atoi(os.Getenv("SINK_TEST_MAX"))
-		if err := Serve(dir, Options{Quiet: testQuiet, Idle: testIdle, Max: most}); err != nil {
+		quiet := testQuiet
+		if most > 0 {
+			quiet = 10 * time.Second // so that only Max releases
+		}
+		if err := Serve(dir, Options{Quiet: quiet, Idle: max(testIdle, 2*quiet), Max: most}); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -160,12 +164,13 @@ func TestTheSinkReleasesTheOldestPastMax(t *testing.T) {
 		}
 		reads = append(reads, r)
 	}
-	if !closedWithin(t, reads[0], testQuiet/2) {
+	if !closedWithin(t, reads[0], 2*time.Second) {
 		t.Fatal("the oldest was not released past Max")
 	}
-	if closedWithin(t, reads[2], 10*time.Millisecond) {
+	if closedWithin(t, reads[2], 100*time.Millisecond) {
 		t.Fatal("the newest was released before the quiet")
 	}
+	unix.Kill(sinkPID(t, dir), unix.SIGKILL) // its quiet is 10 s
 }
 
 // One sink per directory: a second Start while one runs starts none; the

@@ -349,11 +349,11 @@ nft_elements() {
 expect_eq "table inet external-ip has no chain, rule or element naming $EIP or a pod" "" "$(nft_naming | tr -s ' \t\n' ' ')"
 expect_eq "table inet external-ip keeps no element but the bridge subnet's hairpin pair" \
   "hp4 { 10.90.0.0/24 . 10.90.0.0/24 }" "$(nft_elements | paste -sd';' -)"
-# The state directory: no file but the empty lock files and an empty
-# conntrack queue (its clean-up runs within 1 s of the last DEL): no record,
-# index entry, journal or staged file.
+# The state directory: no file but the empty lock files (the sink's too)
+# and an empty conntrack queue (its clean-up runs within 1 s of the last
+# DEL): no record, index entry, journal or staged file.
 state_leftovers() {
-  find "$E2E_EIP_DATA" -type f ! \( \( -name lock -o -name conntrack.run -o -name conntrack \) -size 0 \) \
+  find "$E2E_EIP_DATA" -type f ! \( \( -name lock -o -name sink.lock -o -name conntrack.run -o -name conntrack \) -size 0 \) \
     -printf '%P\n' | sort
 }
 for _ in $(seq 50); do [ -n "$(state_leftovers)" ] || break; sleep 0.2; done

@@ -49,7 +49,8 @@ func (h *host) timedRun(c call) (result, time.Duration) {
 
 // holdsNoState fails unless dataDir holds nothing but directories and empty
 // lock files: a refused ADD may create the state directory and its lock
-// (which stays, as flock files do), never a record or a journal.
+// (which stays, as flock files do; the sink's too), never a record or a
+// journal.
 func (h *host) holdsNoState(t *testing.T, when string) {
 	t.Helper()
 	var files []string
@@ -57,7 +58,7 @@ func (h *host) holdsNoState(t *testing.T, when string) {
 		if err != nil || d.IsDir() {
 			return nil
 		}
-		if info, err := d.Info(); err == nil && d.Name() == "lock" && info.Size() == 0 {
+		if info, err := d.Info(); err == nil && (d.Name() == "lock" || d.Name() == "sink.lock") && info.Size() == 0 {
 			return nil
 		}
 		files = append(files, path)
