@@ -86,12 +86,17 @@ func (k *Keeper) Keep(f *os.File, s Socket) {
 // kept logs, at debug, the kinds of the files kept so far and who keeps
 // them past the exit.
 func (k *Keeper) kept(by string) {
-	defer func() { k.kinds = nil }()
+	k.logKept(by, k.kinds)
+	k.kinds = nil
+}
+
+// logKept logs, at debug, that sockets of those kinds were kept by by.
+func (k *Keeper) logKept(by string, kinds []Socket) {
 	if !k.o.Log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	names := make([]string, len(k.kinds))
-	for i, s := range k.kinds {
+	names := make([]string, len(kinds))
+	for i, s := range kinds {
 		names[i] = s.String()
 	}
 	k.o.Log.Debug("sockets kept past the exit", "sockets", strings.Join(names, ", "), "by", by)
@@ -196,9 +201,8 @@ func (k *Keeper) toSink() {
 		k.o.Log.Debug("the sink refused the netfilter sockets, kept otherwise", "error", err)
 		return
 	}
-	k.files, k.kinds = rest, slices.Repeat([]Socket{Netfilter}, len(nf))
-	k.kept("the sink")
-	k.kinds = restKinds
+	k.files, k.kinds = rest, restKinds
+	k.logKept("the sink", slices.Repeat([]Socket{Netfilter}, len(nf)))
 }
 
 // dupAll copies files for a child to inherit, close-on-exec from the
