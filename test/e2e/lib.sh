@@ -122,12 +122,37 @@ e2e_init() {
     mount --bind "$E2E_TMP/private$d" "$d"
   done
   E2E_CGROUP_PARENT=/eip-e2e-$E2E_ID
-  e2e_defer "for d in /sys/fs/cgroup/*/${E2E_CGROUP_PARENT#/}; do [ ! -d \$d ] || find \$d -depth -type d -exec rmdir {} \; ; done; true"
+  e2e_defer "e2e_rm_cgroups ${E2E_CGROUP_PARENT#/}"
   E2E_EIP_DATA=$E2E_TMP/external-ip
   E2E_EIP_LOG=$E2E_TMP/external-ip.log
   log "run id $E2E_ID, temp dir $E2E_TMP, pid $$, plugin $PLUGIN"
   [ -x "$E2E_BIN/bridge" ] || die "no $E2E_BIN/bridge: run install-deps.sh $E2E_BIN"
   [ -x "$PLUGIN" ] || die "PLUGIN=$PLUGIN is not an executable: run make build"
+}
+
+# e2e_rm_cgroups NAME: remove the run's cgroups (/sys/fs/cgroup/*/NAME and
+# below). The plugin's socket sink may still be in one: a DEL from podman's
+# exit command (`podman container cleanup`, run by conmon) starts it in
+# conmon's cgroup, where it waits up to 10 s idle (docs/operating.md). It is
+# ours and may be killed at any time (docs/reliability.md), so it is killed
+# here; any other process left in them stays, so rmdir fails and run-all.sh
+# reports the cgroups left behind.
+e2e_rm_cgroups() {
+  local d f p i
+  for f in $(find /sys/fs/cgroup/*/"$1" -name cgroup.procs 2>/dev/null); do
+    for p in $(cat "$f"); do
+      ! tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^EXTERNAL_IP_SINK=' || kill -KILL "$p" 2>/dev/null || true
+    done
+  done
+  for d in /sys/fs/cgroup/*/"$1"; do
+    [ -d "$d" ] || continue
+    # A killed process leaves its cgroup once the kernel has reaped it.
+    for ((i = 0; i < 50; i++)); do
+      find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$d" ] || break
+      sleep 0.1
+    done
+  done
 }
 
 # e2e_defer CMD...: run at exit, last registered first. Errors are ignored.
@@ -172,7 +197,7 @@ e2e_kill_pid() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-export -f log e2e_kill_pid
+export -f log e2e_kill_pid e2e_rm_cgroups
 
 # ------------------------------------------------------------- namespaces
 
