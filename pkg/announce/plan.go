@@ -8,8 +8,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"syscall"
 	"time"
+
+	"github.com/external-ip/external-ip/pkg/detach"
 )
 
 // EnvPlan is the environment variable that carries a Plan, as JSON, to a
@@ -161,30 +162,16 @@ func Detach(exe string, p Plan, keep ...*os.File) error {
 	return start(exe, EnvPlan+"="+string(b), keep)
 }
 
-// start forks and execs exe with /dev/null on 0, 1 and 2 and keep from 3 on,
-// in a session of its own. syscall.ForkExec rather than os/exec: this runs
-// on every IPv4 ADD, and os/exec also forks a throw-away child once per
-// process to probe for pidfd support and opens /dev/null three times
-// (figure: docs/performance.md, "Figures behind design choices").
+// start starts exe as a detached child (package detach) with plan in its
+// environment and keep from fd 3 on.
 func start(exe, plan string, keep []*os.File) error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
+	files := make([]uintptr, len(keep))
+	for i, f := range keep {
+		files[i] = f.Fd()
+	}
+	if err := detach.Start(exe, plan, files...); err != nil {
 		return fmt.Errorf("starting announcer %s: %w", exe, err)
 	}
-	defer null.Close()
-	files := []uintptr{null.Fd(), null.Fd(), null.Fd()}
-	for _, f := range keep {
-		files = append(files, f.Fd())
-	}
-	_, err = syscall.ForkExec(exe, []string{exe}, &syscall.ProcAttr{
-		Env:   append(os.Environ(), plan),
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	})
-	if err != nil {
-		return fmt.Errorf("starting announcer %s: %w", exe, err)
-	}
-	// Nobody waits: once the plugin exits, init reaps the child.
 	return nil
 }
 

@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/external-ip/external-ip/pkg/detach"
 )
 
 const (
@@ -130,21 +131,10 @@ func Start(exe, dir string) error {
 		return err
 	}
 	defer unix.Close(sock) // the child's copy serves
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("starting the sink: %w", err)
-	}
-	defer null.Close()
-	_, err = syscall.ForkExec(exe, []string{exe}, &syscall.ProcAttr{
-		Env:   append(os.Environ(), EnvDir+"="+dir),
-		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(lock), uintptr(sock)},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-		Dir:   "/", // the runtime's working directory stays free to unmount
-	})
-	if err != nil {
+	if err := detach.Start(exe, EnvDir+"="+dir, uintptr(lock), uintptr(sock)); err != nil {
 		return fmt.Errorf("starting the sink %s: %w", exe, err)
 	}
-	return nil // nobody waits: once we exit, init reaps the child
+	return nil
 }
 
 // openLock opens the sink's lock file, an empty file as the state's other

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/external-ip/external-ip/pkg/announce"
 	"github.com/external-ip/external-ip/pkg/assigner"
 	"github.com/external-ip/external-ip/pkg/config"
+	"github.com/external-ip/external-ip/pkg/detach"
 	"github.com/external-ip/external-ip/pkg/linger"
 	"github.com/external-ip/external-ip/pkg/steer"
 )
@@ -57,9 +57,8 @@ func startForget(inv *invocation) {
 	}
 }
 
-// detachForget starts this binary in a session of its own with /dev/null
-// for stdio, as announce.Detach does, handing it the runner lock, and
-// does not wait for it.
+// detachForget starts this binary as a detached child (package detach),
+// handing it the runner lock.
 func detachForget(job forgetJob, runner *os.File) error {
 	b, err := json.Marshal(job)
 	if err != nil {
@@ -69,20 +68,10 @@ func detachForget(job forgetJob, runner *os.File) error {
 	if err != nil {
 		return fmt.Errorf("starting the conntrack clean-up: %w", err)
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("starting the conntrack clean-up: %w", err)
-	}
-	defer null.Close()
-	_, err = syscall.ForkExec(exe, []string{exe}, &syscall.ProcAttr{
-		Env:   append(os.Environ(), envForget+"="+string(b)),
-		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), runner.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	})
-	if err != nil {
+	if err := detach.Start(exe, envForget+"="+string(b), runner.Fd()); err != nil {
 		return fmt.Errorf("starting the conntrack clean-up %s: %w", exe, err)
 	}
-	return nil // once the plugin exits, init reaps the child
+	return nil
 }
 
 // runForget is the clean-up child's whole life.
