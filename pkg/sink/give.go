@@ -126,7 +126,7 @@ func Start(exe, dir string) error {
 	} else if err != nil {
 		return fmt.Errorf("sink lock in %s: %w", dir, err)
 	}
-	sock, err := listen(filepath.Join(dir, sockName))
+	sock, err := listen(dir)
 	if err != nil {
 		return err
 	}
@@ -168,10 +168,19 @@ func touch(lock int) (bool, error) {
 	return time.Since(time.Unix(st.Mtim.Unix())) < DefaultIdle, nil
 }
 
-// listen binds the sink's socket at path, reachable by root only, a stale
-// one from a sink that died first removed: the lock says none runs.
-func listen(path string) (int, error) {
-	if err := unix.Unlink(path); err != nil && !errors.Is(err, unix.ENOENT) {
+// listen binds dir's sink socket, reachable by root only, a stale one
+// from a sink that died first removed (the lock says none runs). It binds
+// through an O_PATH descriptor of dir: a sun_path holds 108 bytes, and a
+// dataDir's path may be longer; "/proc/self/fd/N/sink.sock" never is.
+func listen(dir string) (int, error) {
+	d, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("sink: %w", err)
+	}
+	defer unix.Close(d)
+	path := filepath.Join(dir, sockName)
+	// Unlinkat removes a symlink, never what it points to.
+	if err := unix.Unlinkat(d, sockName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return -1, fmt.Errorf("sink: removing the stale %s: %w", path, err)
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -181,7 +190,8 @@ func listen(path string) (int, error) {
 	// Its mode is the umask's: connecting needs write access, which only
 	// its owner (root) has under the usual 022, and the dataDir is root's
 	// alone. A chmod would follow a symlink swapped in after the bind.
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+	at := "/proc/self/fd/" + strconv.Itoa(d) + "/" + sockName
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: at}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("sink: binding %s: %w", path, err)
 	}

@@ -37,7 +37,12 @@ func TestMain(m *testing.M) {
 // the default), and waits until it takes a datagram.
 func startSink(t *testing.T, most int) string {
 	t.Helper()
-	dir := t.TempDir()
+	return startSinkIn(t, t.TempDir(), most)
+}
+
+// startSinkIn is startSink in dir.
+func startSinkIn(t *testing.T, dir string, most int) string {
+	t.Helper()
 	t.Setenv("SINK_TEST_MAX", strconv.Itoa(most))
 	exe, err := os.Executable()
 	if err != nil {
@@ -150,6 +155,23 @@ func TestTheSinkHoldsUntilQuiet(t *testing.T) {
 		if !closedWithin(t, r, testQuiet+time.Second) {
 			t.Fatalf("file %d still open %s after the last came", i, testQuiet+time.Second)
 		}
+	}
+}
+
+// A socket's address holds 108 bytes; a dataDir's path may be longer,
+// and its sink serves it all the same.
+func TestASinkServesADirOfAnyLength(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 200))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	startSinkIn(t, dir, 0)
+	r, w := pipe(t)
+	if err := Give(dir, []*os.File{w}); err != nil {
+		t.Fatalf("Give to the sink of a %d-byte path: %v", len(dir), err)
+	}
+	if !closedWithin(t, r, testQuiet+time.Second) {
+		t.Fatalf("the sink of a %d-byte path did not release what it was given", len(dir))
 	}
 }
 
