@@ -176,7 +176,7 @@ step "a pool of 2 IPs and 3 replicas"
 pools_exhausted_step
 step_done
 
-step "a pod of namespace team-b naming team-a's IP"
+step "a pod naming another's IP: of namespace team-b, then of team-a naming web's"
 pools_owner_step
 step_done
 

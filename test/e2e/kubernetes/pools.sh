@@ -171,9 +171,10 @@ pools_exhausted_step() {
 }
 
 # pools_owner_step: a pod of namespace team-b naming an IP a team-a pod
-# holds is refused, naming team-a, never its pod.
+# holds is refused, naming team-a, never its pod; a pod of team-a naming
+# the IP pool web drew for web's pod is refused, naming that pod.
 pools_owner_step() {
-  local ip=192.0.2.130 msg
+  local ip=192.0.2.130 msg name assigned
   pools_pool shared '["192.0.2.128/28"]' '{"namespaces": ["team-a", "team-b"]}' >&2
   e2e_wait_for 30 "pool shared published" published shared
   pools_bare_pod owner team-a "{\"external-ip/addresses\": \"$ip\"}" >&2
@@ -186,6 +187,22 @@ pools_owner_step() {
   expect_eq "the node's IPs still route to team-a's pod alone" "$E2E_LAN_V4" "$(lan_get "$ip")"
   kubectl -n team-b delete pod other --wait=true >&2
   kubectl -n team-a delete pod owner --wait=true >&2
+  read -r name assigned < <(pods_of team-a web) || true
+  ip=${assigned%%,*}
+  [ -n "$ip" ] || die "web's pod $name has no assigned IP"
+  pools_bare_pod thief team-a "{\"external-ip/addresses\": \"$ip\"}" >&2
+  e2e_wait_for 60 "the refusal's event on team-a's other pod" has_event team-a thief OwnedByAnotherPod
+  expect_eq "another pod of team-a is refused, naming the pod pool web drew $ip for" \
+    "$ip: was drawn from pool web for pod team-a/$name; no other pod may hold it" \
+    "$(events_of team-a thief OwnedByAnotherPod | head -1)"
+  expect_eq "the claim of $ip still names $name" "$name" "$(claim_owner_pod "$ip")"
+  expect_eq "the LAN still reaches $ip" "$E2E_LAN_V4" "$(lan_get "$ip")"
+  kubectl -n team-a delete pod thief --wait=true >&2
+}
+
+# claim_owner_pod IP: the pod the claim of IP names as its owner.
+claim_owner_pod() {
+  kubectl get externalipclaims -o json | jq -r --arg ip "$1" '.items[] | select(.spec.address == $ip) | .spec.owner.pod.name'
 }
 
 # pools_restart_step: the node process restarted during a rollout of web
