@@ -180,6 +180,10 @@ step "a pod naming another's IP: of namespace team-b, then of team-a naming web'
 pools_owner_step
 step_done
 
+step "pool web's IPv4 range edited off the IP its pod holds, then back"
+pools_shrink_step
+step_done
+
 step "standby: true in the plugin entry; a Deployment of 2 with one IP, co-holders on the one node"
 standby_step
 step_done

@@ -200,6 +200,33 @@ pools_owner_step() {
   kubectl -n team-a delete pod thief --wait=true >&2
 }
 
+# pools_shrink_step: pool web's IPv4 range edited off the IP web's pod
+# holds: the pod keeps it, reachable, with the Warning event
+# ExternalIPOutsidePool, and the pool counts only its claim still inside;
+# the range put back, it counts both again.
+pools_shrink_step() {
+  local name assigned ip want
+  read -r name assigned < <(pods_of team-a web) || true
+  ip=${assigned%%,*}
+  [ -n "$ip" ] || die "web's pod $name has no assigned IP"
+  e2e_wait_for 60 "pool web to count web's 2 IPs used" is 2 pool_used web
+  pools_pool web '["192.0.2.110-192.0.2.119", "2001:db8:1::100-2001:db8:1::109"]' \
+    '{"namespaceSelector": {"matchLabels": {"external-ip-e2e": "allowed"}}}' >&2
+  e2e_wait_for 90 "the event ExternalIPOutsidePool on $name" has_event team-a "$name" ExternalIPOutsidePool
+  want="external IP $ip lies outside the ranges of pool web (edited since): the pod keeps it until it goes, then it is released and not given again"
+  expect_eq "$name is told that $ip lies outside pool web" "$want" "$(events_of team-a "$name" ExternalIPOutsidePool | head -1)"
+  e2e_wait_for 60 "pool web to count 1 used" is 1 pool_used web
+  pass "pool web counts 1 used: the claim of $ip, outside its ranges now, is not counted"
+  check "the node still holds $ip" holds "$ip"
+  expect_eq "the claim of $ip still names $name" "$name" "$(claim_owner_pod "$ip")"
+  expect_eq "the LAN still reaches $ip" "$E2E_LAN_V4" "$(lan_get "$ip")"
+  pools_pool web '["192.0.2.100-192.0.2.109", "2001:db8:1::100-2001:db8:1::109"]' \
+    '{"namespaceSelector": {"matchLabels": {"external-ip-e2e": "allowed"}}}' >&2
+  e2e_wait_for 60 "pool web to count 2 used again" is 2 pool_used web
+}
+pool_used() { kubectl get externalippool "$1" -o json | jq '.status.used'; }
+holds() { [[ " $(e2e_holder_ips) " == *" $1 "* ]]; }
+
 # claim_owner_pod IP: the pod the claim of IP names as its owner.
 claim_owner_pod() {
   kubectl get externalipclaims -o json | jq -r --arg ip "$1" '.items[] | select(.spec.address == $ip) | .spec.owner.pod.name'
